@@ -1,0 +1,162 @@
+"""protobuf <-> the client's typed results."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+from sounding_client import types as t
+
+DocumentLike = common_pb2.Document | Mapping[str, object]
+
+
+def document(value: DocumentLike) -> common_pb2.Document:
+    if isinstance(value, common_pb2.Document):
+        return value
+    return common_pb2.Document(
+        id=str(value.get("id", value.get("_id", ""))),
+        text=str(value.get("text", "")),
+        title=str(value.get("title", "") or ""),
+        metadata={str(k): str(v) for k, v in dict(value.get("metadata") or {}).items()},
+    )
+
+
+def ingest_requests(
+    collection: str, documents: Iterable[DocumentLike], batch_size: int
+) -> Iterator[corpus_pb2.IngestDocumentsRequest]:
+    batch: list[common_pb2.Document] = []
+    for value in documents:
+        batch.append(document(value))
+        if len(batch) == batch_size:
+            yield corpus_pb2.IngestDocumentsRequest(collection=collection, documents=batch)
+            batch = []
+    if batch:
+        yield corpus_pb2.IngestDocumentsRequest(collection=collection, documents=batch)
+
+
+def retrieve_request(
+    collection: str,
+    query: str,
+    top_k: int,
+    arms: Iterable[str],
+    fusion_k: float,
+    omit_text: bool,
+    synthesis_confidence: float | None,
+) -> sounding_pb2.RetrieveRequest:
+    request = sounding_pb2.RetrieveRequest(
+        collection=collection,
+        query=query,
+        top_k=top_k,
+        arms=list(arms),
+        fusion_k=fusion_k,
+        omit_text=omit_text,
+    )
+    if synthesis_confidence is not None:
+        request.synthesis_confidence = synthesis_confidence
+    return request
+
+
+def confidence(message: common_pb2.Confidence) -> t.Confidence:
+    kind = message.WhichOneof("provenance") or "absent"
+    if kind == "absent":
+        return t.Confidence("absent", reason=message.absent.reason)
+    if kind == "deterministic":
+        d = message.deterministic
+        return t.Confidence("deterministic", value=d.value, reason=d.reason)
+    if kind == "derived":
+        d = message.derived
+        return t.Confidence("derived", value=d.value, formula=d.formula, inputs=dict(d.inputs))
+    m = message.measured
+    return t.Confidence(
+        "measured", value=m.value, calibration_version=m.calibration_version, sample_size=m.sample_size
+    )
+
+
+def hit(message: sounding_pb2.Hit) -> t.Hit:
+    return t.Hit(
+        document_id=message.document_id,
+        chunk_id=message.chunk_id,
+        score=message.score,
+        text=message.text,
+        title=message.title,
+        contributions=[t.ArmRank(c.arm, c.rank, c.score) for c in message.contributions],
+        metadata=dict(message.metadata),
+    )
+
+
+def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
+    kind = message.WhichOneof("event")
+    if kind == "plan":
+        return t.Plan(
+            message.plan.retrieval_id,
+            [
+                t.PlannedArm(a.arm, a.chosen, a.score, a.exploration, a.fusion_weight, a.reason)
+                for a in message.plan.arms
+            ],
+        )
+    if kind == "strategy_result":
+        r = message.strategy_result
+        return t.StrategyResult(r.arm, [hit(h) for h in r.hits], r.latency_ms, r.generated_text)
+    if kind == "fused":
+        return t.Fused([hit(h) for h in message.fused.hits], list(message.fused.arms))
+    if kind == "final":
+        f = message.final
+        u = f.uncertainty
+        return t.Final(
+            retrieval_id=f.retrieval_id,
+            hits=[hit(h) for h in f.hits],
+            uncertainty=t.Uncertainty(
+                miss_rate=confidence(u.miss_rate),
+                coverage_estimate=confidence(u.coverage_estimate),
+                estimated_recall=confidence(u.estimated_recall),
+                query_difficulty=confidence(u.query_difficulty),
+                corpus_coverage=confidence(u.corpus_coverage),
+                query_expansions=list(u.query_expansions),
+            ),
+            confidence=confidence(f.confidence),
+            latency_ms=f.latency_ms,
+        )
+    raise ValueError(f"unknown Retrieve event {kind!r}")
+
+
+def collection(message: corpus_pb2.Collection) -> t.Collection:
+    return t.Collection(
+        name=message.name,
+        description=message.description,
+        embedding_model=message.embedding_model,
+        embedding_dimension=message.embedding_dimension,
+        document_count=message.document_count,
+        chunk_count=message.chunk_count,
+        fts_indexed_chunk_count=message.fts_indexed_chunk_count,
+    )
+
+
+def progress(message: corpus_pb2.IngestDocumentsResponse) -> t.IngestProgress:
+    return t.IngestProgress(
+        batch_index=message.batch_index,
+        batch_documents=message.batch_documents,
+        batch_chunks=message.batch_chunks,
+        total_documents=message.total_documents,
+        total_chunks=message.total_chunks,
+        elapsed_seconds=message.elapsed_seconds,
+    )
+
+
+def error(rpc_error: grpc.RpcError) -> t.SoundingError:
+    """A gRPC failure as a SoundingError carrying the google.rpc details."""
+    reason, violations, metadata = "", [], {}
+    status = rpc_status.from_call(rpc_error) if hasattr(rpc_error, "trailing_metadata") else None
+    for detail in status.details if status else []:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason, metadata = info.reason, dict(info.metadata)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations = [t.FieldViolation(v.field, v.description) for v in bad.field_violations]
+    return t.SoundingError(rpc_error.code(), rpc_error.details() or "", reason, violations, metadata)

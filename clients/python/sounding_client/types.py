@@ -1,0 +1,142 @@
+"""Typed results of the Sounding API, independent of protobuf."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+
+
+@dataclass(frozen=True)
+class ArmRank:
+    arm: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Hit:
+    document_id: str
+    chunk_id: str
+    score: float
+    text: str = ""
+    title: str = ""
+    contributions: list[ArmRank] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedArm:
+    arm: str
+    chosen: bool
+    score: float
+    exploration: bool
+    fusion_weight: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    retrieval_id: str
+    arms: list[PlannedArm]
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    arm: str
+    hits: list[Hit]
+    latency_ms: float
+    generated_text: str = ""
+
+
+@dataclass(frozen=True)
+class Fused:
+    hits: list[Hit]
+    arms: list[str]
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """A stated value with its provenance: absent, deterministic, derived or measured."""
+
+    kind: str
+    value: float | None = None
+    reason: str = ""
+    formula: str = ""
+    inputs: dict[str, float] = field(default_factory=dict)
+    calibration_version: str = ""
+    sample_size: int = 0
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    miss_rate: Confidence
+    coverage_estimate: Confidence
+    estimated_recall: Confidence
+    query_difficulty: Confidence
+    corpus_coverage: Confidence
+    query_expansions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Final:
+    retrieval_id: str
+    hits: list[Hit]
+    uncertainty: Uncertainty
+    confidence: Confidence
+    latency_ms: float
+
+
+RetrieveEvent = Plan | StrategyResult | Fused | Final
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    description: str
+    embedding_model: str
+    embedding_dimension: int
+    document_count: int
+    chunk_count: int
+    fts_indexed_chunk_count: int
+
+
+@dataclass(frozen=True)
+class IngestProgress:
+    batch_index: int
+    batch_documents: int
+    batch_chunks: int
+    total_documents: int
+    total_chunks: int
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    field: str
+    description: str
+
+
+class SoundingError(Exception):
+    """A failed call: the gRPC code, message, ErrorInfo reason and BadRequest field violations."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        reason: str = "",
+        field_violations: list[FieldViolation] | None = None,
+        metadata: dict[str, str] | None = None,
+    ):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.field_violations = field_violations or []
+        self.metadata = metadata or {}
+
+    @property
+    def fields(self) -> list[str]:
+        return [v.field for v in self.field_violations] or (
+            [self.metadata["field"]] if "field" in self.metadata else []
+        )

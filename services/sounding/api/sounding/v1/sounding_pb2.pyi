@@ -1,0 +1,528 @@
+from sounding.api.sounding.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StoppingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STOPPING_REASON_UNSPECIFIED: _ClassVar[StoppingReason]
+    STOPPING_REASON_CONFIDENCE_REACHED: _ClassVar[StoppingReason]
+    STOPPING_REASON_BUDGET_EXHAUSTED: _ClassVar[StoppingReason]
+    STOPPING_REASON_MAX_TURNS: _ClassVar[StoppingReason]
+    STOPPING_REASON_DIMINISHING_RETURNS: _ClassVar[StoppingReason]
+    STOPPING_REASON_NO_VIABLE_QUERIES: _ClassVar[StoppingReason]
+
+class Feedback(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FEEDBACK_UNSPECIFIED: _ClassVar[Feedback]
+    FEEDBACK_HELPFUL: _ClassVar[Feedback]
+    FEEDBACK_NOT_HELPFUL: _ClassVar[Feedback]
+
+class CalibrationTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CALIBRATION_TARGET_UNSPECIFIED: _ClassVar[CalibrationTarget]
+    CALIBRATION_TARGET_BANDIT: _ClassVar[CalibrationTarget]
+    CALIBRATION_TARGET_MISS_RATE: _ClassVar[CalibrationTarget]
+    CALIBRATION_TARGET_STOP_THRESHOLD: _ClassVar[CalibrationTarget]
+    CALIBRATION_TARGET_CONFIDENCE: _ClassVar[CalibrationTarget]
+STOPPING_REASON_UNSPECIFIED: StoppingReason
+STOPPING_REASON_CONFIDENCE_REACHED: StoppingReason
+STOPPING_REASON_BUDGET_EXHAUSTED: StoppingReason
+STOPPING_REASON_MAX_TURNS: StoppingReason
+STOPPING_REASON_DIMINISHING_RETURNS: StoppingReason
+STOPPING_REASON_NO_VIABLE_QUERIES: StoppingReason
+FEEDBACK_UNSPECIFIED: Feedback
+FEEDBACK_HELPFUL: Feedback
+FEEDBACK_NOT_HELPFUL: Feedback
+CALIBRATION_TARGET_UNSPECIFIED: CalibrationTarget
+CALIBRATION_TARGET_BANDIT: CalibrationTarget
+CALIBRATION_TARGET_MISS_RATE: CalibrationTarget
+CALIBRATION_TARGET_STOP_THRESHOLD: CalibrationTarget
+CALIBRATION_TARGET_CONFIDENCE: CalibrationTarget
+
+class RetrieveRequest(_message.Message):
+    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    ARMS_FIELD_NUMBER: _ClassVar[int]
+    FUSION_K_FIELD_NUMBER: _ClassVar[int]
+    OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    SYNTHESIS_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    query: str
+    top_k: int
+    arms: _containers.RepeatedScalarFieldContainer[str]
+    fusion_k: float
+    omit_text: bool
+    synthesis_confidence: float
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ...) -> None: ...
+
+class RetrieveResponse(_message.Message):
+    __slots__ = ("plan", "strategy_result", "fused", "expansion", "final")
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_RESULT_FIELD_NUMBER: _ClassVar[int]
+    FUSED_FIELD_NUMBER: _ClassVar[int]
+    EXPANSION_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    plan: Plan
+    strategy_result: StrategyResult
+    fused: Fused
+    expansion: Expansion
+    final: Final
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., strategy_result: _Optional[_Union[StrategyResult, _Mapping]] = ..., fused: _Optional[_Union[Fused, _Mapping]] = ..., expansion: _Optional[_Union[Expansion, _Mapping]] = ..., final: _Optional[_Union[Final, _Mapping]] = ...) -> None: ...
+
+class Plan(_message.Message):
+    __slots__ = ("retrieval_id", "arms")
+    RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ARMS_FIELD_NUMBER: _ClassVar[int]
+    retrieval_id: str
+    arms: _containers.RepeatedCompositeFieldContainer[PlannedArm]
+    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ...) -> None: ...
+
+class PlannedArm(_message.Message):
+    __slots__ = ("arm", "chosen", "score", "exploration", "fusion_weight", "reason")
+    ARM_FIELD_NUMBER: _ClassVar[int]
+    CHOSEN_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    EXPLORATION_FIELD_NUMBER: _ClassVar[int]
+    FUSION_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    arm: str
+    chosen: bool
+    score: float
+    exploration: bool
+    fusion_weight: float
+    reason: str
+    def __init__(self, arm: _Optional[str] = ..., chosen: _Optional[bool] = ..., score: _Optional[float] = ..., exploration: _Optional[bool] = ..., fusion_weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class StrategyResult(_message.Message):
+    __slots__ = ("arm", "hits", "latency_ms", "generated_text")
+    ARM_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_TEXT_FIELD_NUMBER: _ClassVar[int]
+    arm: str
+    hits: _containers.RepeatedCompositeFieldContainer[Hit]
+    latency_ms: float
+    generated_text: str
+    def __init__(self, arm: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., latency_ms: _Optional[float] = ..., generated_text: _Optional[str] = ...) -> None: ...
+
+class Fused(_message.Message):
+    __slots__ = ("hits", "arms")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    ARMS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[Hit]
+    arms: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Expansion(_message.Message):
+    __slots__ = ("iteration", "strategy", "gap", "query", "new_hits")
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    NEW_HITS_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    strategy: str
+    gap: str
+    query: str
+    new_hits: int
+    def __init__(self, iteration: _Optional[int] = ..., strategy: _Optional[str] = ..., gap: _Optional[str] = ..., query: _Optional[str] = ..., new_hits: _Optional[int] = ...) -> None: ...
+
+class Final(_message.Message):
+    __slots__ = ("retrieval_id", "hits", "uncertainty", "confidence", "latency_ms")
+    RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    UNCERTAINTY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    retrieval_id: str
+    hits: _containers.RepeatedCompositeFieldContainer[Hit]
+    uncertainty: RetrievalUncertainty
+    confidence: _common_pb2.Confidence
+    latency_ms: float
+    def __init__(self, retrieval_id: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., uncertainty: _Optional[_Union[RetrievalUncertainty, _Mapping]] = ..., confidence: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., latency_ms: _Optional[float] = ...) -> None: ...
+
+class Hit(_message.Message):
+    __slots__ = ("document_id", "chunk_id", "text", "title", "score", "contributions", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    chunk_id: str
+    text: str
+    title: str
+    score: float
+    contributions: _containers.RepeatedCompositeFieldContainer[ArmRank]
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, document_id: _Optional[str] = ..., chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., score: _Optional[float] = ..., contributions: _Optional[_Iterable[_Union[ArmRank, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ArmRank(_message.Message):
+    __slots__ = ("arm", "rank", "score")
+    ARM_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    arm: str
+    rank: int
+    score: float
+    def __init__(self, arm: _Optional[str] = ..., rank: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+
+class RetrievalUncertainty(_message.Message):
+    __slots__ = ("miss_rate", "coverage_estimate", "query_expansions", "estimated_recall", "query_difficulty", "corpus_coverage", "semantic_gaps")
+    MISS_RATE_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_EXPANSIONS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_RECALL_FIELD_NUMBER: _ClassVar[int]
+    QUERY_DIFFICULTY_FIELD_NUMBER: _ClassVar[int]
+    CORPUS_COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_GAPS_FIELD_NUMBER: _ClassVar[int]
+    miss_rate: _common_pb2.Confidence
+    coverage_estimate: _common_pb2.Confidence
+    query_expansions: _containers.RepeatedScalarFieldContainer[str]
+    estimated_recall: _common_pb2.Confidence
+    query_difficulty: _common_pb2.Confidence
+    corpus_coverage: _common_pb2.Confidence
+    semantic_gaps: _containers.RepeatedCompositeFieldContainer[SemanticGap]
+    def __init__(self, miss_rate: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., coverage_estimate: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., query_expansions: _Optional[_Iterable[str]] = ..., estimated_recall: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., query_difficulty: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., corpus_coverage: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., semantic_gaps: _Optional[_Iterable[_Union[SemanticGap, _Mapping]]] = ...) -> None: ...
+
+class SemanticGap(_message.Message):
+    __slots__ = ("description", "severity", "mitigation", "miss_likelihood")
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    MITIGATION_FIELD_NUMBER: _ClassVar[int]
+    MISS_LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    severity: float
+    mitigation: str
+    miss_likelihood: _common_pb2.Confidence
+    def __init__(self, description: _Optional[str] = ..., severity: _Optional[float] = ..., mitigation: _Optional[str] = ..., miss_likelihood: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ...) -> None: ...
+
+class InquireRequest(_message.Message):
+    __slots__ = ("start", "resume", "observation")
+    START_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    start: InquiryStart
+    resume: InquiryResume
+    observation: InquiryObservation
+    def __init__(self, start: _Optional[_Union[InquiryStart, _Mapping]] = ..., resume: _Optional[_Union[InquiryResume, _Mapping]] = ..., observation: _Optional[_Union[InquiryObservation, _Mapping]] = ...) -> None: ...
+
+class InquiryStart(_message.Message):
+    __slots__ = ("domain", "domain_parameters", "hypotheses", "questions", "policy", "context")
+    class DomainParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    domain: str
+    domain_parameters: _containers.ScalarMap[str, str]
+    hypotheses: _containers.RepeatedCompositeFieldContainer[Hypothesis]
+    questions: _containers.RepeatedCompositeFieldContainer[CandidateQuestion]
+    policy: InquiryPolicy
+    context: str
+    def __init__(self, domain: _Optional[str] = ..., domain_parameters: _Optional[_Mapping[str, str]] = ..., hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., questions: _Optional[_Iterable[_Union[CandidateQuestion, _Mapping]]] = ..., policy: _Optional[_Union[InquiryPolicy, _Mapping]] = ..., context: _Optional[str] = ...) -> None: ...
+
+class Hypothesis(_message.Message):
+    __slots__ = ("id", "description", "prior")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    description: str
+    prior: float
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., prior: _Optional[float] = ...) -> None: ...
+
+class CandidateQuestion(_message.Message):
+    __slots__ = ("id", "text", "cost", "outcomes")
+    class OutcomesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    text: str
+    cost: float
+    outcomes: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., cost: _Optional[float] = ..., outcomes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class InquiryPolicy(_message.Message):
+    __slots__ = ("question_selection", "stop_rule", "cost_sensitivity", "exploration_weight", "max_turns", "target_confidence", "cost_budget")
+    QUESTION_SELECTION_FIELD_NUMBER: _ClassVar[int]
+    STOP_RULE_FIELD_NUMBER: _ClassVar[int]
+    COST_SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
+    EXPLORATION_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    COST_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    question_selection: str
+    stop_rule: str
+    cost_sensitivity: float
+    exploration_weight: float
+    max_turns: int
+    target_confidence: float
+    cost_budget: float
+    def __init__(self, question_selection: _Optional[str] = ..., stop_rule: _Optional[str] = ..., cost_sensitivity: _Optional[float] = ..., exploration_weight: _Optional[float] = ..., max_turns: _Optional[int] = ..., target_confidence: _Optional[float] = ..., cost_budget: _Optional[float] = ...) -> None: ...
+
+class InquiryResume(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class InquiryObservation(_message.Message):
+    __slots__ = ("question_id", "answer")
+    QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    question_id: str
+    answer: str
+    def __init__(self, question_id: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
+
+class InquireResponse(_message.Message):
+    __slots__ = ("belief", "ask", "answer")
+    BELIEF_FIELD_NUMBER: _ClassVar[int]
+    ASK_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    belief: Belief
+    ask: Ask
+    answer: InquiryAnswer
+    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ...) -> None: ...
+
+class Belief(_message.Message):
+    __slots__ = ("session_id", "turn", "entropy_bits", "normalized_uncertainty", "top_hypotheses", "unknown_mass")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    ENTROPY_BITS_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZED_UNCERTAINTY_FIELD_NUMBER: _ClassVar[int]
+    TOP_HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_MASS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    turn: int
+    entropy_bits: float
+    normalized_uncertainty: float
+    top_hypotheses: _containers.RepeatedCompositeFieldContainer[ScoredHypothesis]
+    unknown_mass: float
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., entropy_bits: _Optional[float] = ..., normalized_uncertainty: _Optional[float] = ..., top_hypotheses: _Optional[_Iterable[_Union[ScoredHypothesis, _Mapping]]] = ..., unknown_mass: _Optional[float] = ...) -> None: ...
+
+class ScoredHypothesis(_message.Message):
+    __slots__ = ("id", "description", "probability")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    description: str
+    probability: float
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., probability: _Optional[float] = ...) -> None: ...
+
+class Ask(_message.Message):
+    __slots__ = ("session_id", "question_id", "question", "expected_information_gain", "cost", "cost_adjusted_score", "exploration_bonus", "rationale", "runners_up")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    COST_ADJUSTED_SCORE_FIELD_NUMBER: _ClassVar[int]
+    EXPLORATION_BONUS_FIELD_NUMBER: _ClassVar[int]
+    RATIONALE_FIELD_NUMBER: _ClassVar[int]
+    RUNNERS_UP_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    question_id: str
+    question: str
+    expected_information_gain: float
+    cost: float
+    cost_adjusted_score: float
+    exploration_bonus: float
+    rationale: str
+    runners_up: _containers.RepeatedCompositeFieldContainer[ScoredQuestion]
+    def __init__(self, session_id: _Optional[str] = ..., question_id: _Optional[str] = ..., question: _Optional[str] = ..., expected_information_gain: _Optional[float] = ..., cost: _Optional[float] = ..., cost_adjusted_score: _Optional[float] = ..., exploration_bonus: _Optional[float] = ..., rationale: _Optional[str] = ..., runners_up: _Optional[_Iterable[_Union[ScoredQuestion, _Mapping]]] = ...) -> None: ...
+
+class ScoredQuestion(_message.Message):
+    __slots__ = ("question_id", "question", "expected_information_gain", "cost_adjusted_score")
+    QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
+    COST_ADJUSTED_SCORE_FIELD_NUMBER: _ClassVar[int]
+    question_id: str
+    question: str
+    expected_information_gain: float
+    cost_adjusted_score: float
+    def __init__(self, question_id: _Optional[str] = ..., question: _Optional[str] = ..., expected_information_gain: _Optional[float] = ..., cost_adjusted_score: _Optional[float] = ...) -> None: ...
+
+class InquiryAnswer(_message.Message):
+    __slots__ = ("session_id", "answer", "confidence", "stopping_reason", "forced", "trace")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    STOPPING_REASON_FIELD_NUMBER: _ClassVar[int]
+    FORCED_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    answer: str
+    confidence: _common_pb2.Confidence
+    stopping_reason: StoppingReason
+    forced: bool
+    trace: InquiryTrace
+    def __init__(self, session_id: _Optional[str] = ..., answer: _Optional[str] = ..., confidence: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., stopping_reason: _Optional[_Union[StoppingReason, str]] = ..., forced: _Optional[bool] = ..., trace: _Optional[_Union[InquiryTrace, _Mapping]] = ...) -> None: ...
+
+class InquiryTrace(_message.Message):
+    __slots__ = ("entropy_bits", "predicted_gain", "actual_gain")
+    ENTROPY_BITS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_GAIN_FIELD_NUMBER: _ClassVar[int]
+    ACTUAL_GAIN_FIELD_NUMBER: _ClassVar[int]
+    entropy_bits: _containers.RepeatedScalarFieldContainer[float]
+    predicted_gain: _containers.RepeatedScalarFieldContainer[float]
+    actual_gain: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, entropy_bits: _Optional[_Iterable[float]] = ..., predicted_gain: _Optional[_Iterable[float]] = ..., actual_gain: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class ObserveRequest(_message.Message):
+    __slots__ = ("retrieval_outcome", "inquiry_outcome", "tool_use")
+    RETRIEVAL_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    INQUIRY_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    retrieval_outcome: RetrievalOutcome
+    inquiry_outcome: InquiryOutcome
+    tool_use: ToolUseEvent
+    def __init__(self, retrieval_outcome: _Optional[_Union[RetrievalOutcome, _Mapping]] = ..., inquiry_outcome: _Optional[_Union[InquiryOutcome, _Mapping]] = ..., tool_use: _Optional[_Union[ToolUseEvent, _Mapping]] = ...) -> None: ...
+
+class RetrievalOutcome(_message.Message):
+    __slots__ = ("retrieval_id", "used_document_ids", "feedback", "agent_success", "found_missing_content", "missed_document_ids")
+    RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    USED_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    AGENT_SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    FOUND_MISSING_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    MISSED_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    retrieval_id: str
+    used_document_ids: _containers.RepeatedScalarFieldContainer[str]
+    feedback: Feedback
+    agent_success: bool
+    found_missing_content: bool
+    missed_document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, retrieval_id: _Optional[str] = ..., used_document_ids: _Optional[_Iterable[str]] = ..., feedback: _Optional[_Union[Feedback, str]] = ..., agent_success: _Optional[bool] = ..., found_missing_content: _Optional[bool] = ..., missed_document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class InquiryOutcome(_message.Message):
+    __slots__ = ("session_id", "ground_truth", "correct")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUND_TRUTH_FIELD_NUMBER: _ClassVar[int]
+    CORRECT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    ground_truth: str
+    correct: bool
+    def __init__(self, session_id: _Optional[str] = ..., ground_truth: _Optional[str] = ..., correct: _Optional[bool] = ...) -> None: ...
+
+class ToolUseEvent(_message.Message):
+    __slots__ = ("request", "used_tool", "offered_tools")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    USED_TOOL_FIELD_NUMBER: _ClassVar[int]
+    OFFERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    request: str
+    used_tool: str
+    offered_tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request: _Optional[str] = ..., used_tool: _Optional[str] = ..., offered_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ObserveResponse(_message.Message):
+    __slots__ = ("recorded", "rejected")
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    recorded: int
+    rejected: _containers.RepeatedCompositeFieldContainer[RejectedObservation]
+    def __init__(self, recorded: _Optional[int] = ..., rejected: _Optional[_Iterable[_Union[RejectedObservation, _Mapping]]] = ...) -> None: ...
+
+class RejectedObservation(_message.Message):
+    __slots__ = ("index", "code", "message")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    code: str
+    message: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CalibrateRequest(_message.Message):
+    __slots__ = ("target", "collection", "task", "regime", "bucket", "risk", "alpha")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    REGIME_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    RISK_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    target: CalibrationTarget
+    collection: str
+    task: str
+    regime: str
+    bucket: str
+    risk: float
+    alpha: float
+    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., collection: _Optional[str] = ..., task: _Optional[str] = ..., regime: _Optional[str] = ..., bucket: _Optional[str] = ..., risk: _Optional[float] = ..., alpha: _Optional[float] = ...) -> None: ...
+
+class CalibrateResponse(_message.Message):
+    __slots__ = ("progress", "report")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    progress: CalibrationProgress
+    report: CalibrationReport
+    def __init__(self, progress: _Optional[_Union[CalibrationProgress, _Mapping]] = ..., report: _Optional[_Union[CalibrationReport, _Mapping]] = ...) -> None: ...
+
+class CalibrationProgress(_message.Message):
+    __slots__ = ("stage", "fraction")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    FRACTION_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    fraction: float
+    def __init__(self, stage: _Optional[str] = ..., fraction: _Optional[float] = ...) -> None: ...
+
+class CalibrationReport(_message.Message):
+    __slots__ = ("target", "version", "sample_size", "deployed", "summary", "diagnostics", "plot_png")
+    class DiagnosticsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYED_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
+    PLOT_PNG_FIELD_NUMBER: _ClassVar[int]
+    target: CalibrationTarget
+    version: str
+    sample_size: int
+    deployed: bool
+    summary: str
+    diagnostics: _containers.ScalarMap[str, float]
+    plot_png: bytes
+    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., version: _Optional[str] = ..., sample_size: _Optional[int] = ..., deployed: _Optional[bool] = ..., summary: _Optional[str] = ..., diagnostics: _Optional[_Mapping[str, float]] = ..., plot_png: _Optional[bytes] = ...) -> None: ...

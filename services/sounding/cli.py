@@ -1,0 +1,223 @@
+"""The `sounding` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sounding.config import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+serve_app = typer.Typer(help="Run a Sounding process.")
+eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
+app.add_typer(serve_app, name="serve")
+app.add_typer(eval_app, name="eval")
+console = Console()
+
+
+def _run_until_signalled(main) -> None:
+    """Run `main()` (a coroutine function) until it ends or SIGINT/SIGTERM arrives."""
+
+    async def runner() -> None:
+        task = asyncio.ensure_future(main())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(runner())
+
+
+@serve_app.callback(invoke_without_command=True)
+def serve(ctx: typer.Context) -> None:
+    """The orchestrator: public gRPC API, Ray strategy workers, the LanceDB store."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from sounding.gateway.server import serve as serve_orchestrator
+
+    settings = Settings()
+    try:
+        _run_until_signalled(lambda: serve_orchestrator(settings))
+    finally:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+@serve_app.command("models")
+def serve_models() -> None:
+    """The models sidecar: embeddings (micro-batched) and generation."""
+    from sounding.models.server import serve as serve_sidecar
+
+    _run_until_signalled(lambda: serve_sidecar(Settings()))
+
+
+@app.command()
+def up(
+    data_dir: Path = typer.Option(None, help="LanceDB directory and caches (default ./.sounding)"),
+) -> None:
+    """Start the sidecar, Ray and the orchestrator; Ctrl-C stops them cleanly."""
+    from sounding.stack import Stack
+
+    settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
+    stack = Stack(settings)
+    try:
+        with console.status("starting the models sidecar"):
+            stack.start_models()
+        console.print(f"models sidecar serving on {settings.models.address}")
+        with console.status("starting Ray and the orchestrator"):
+            stack.start_orchestrator()
+        console.print(f"orchestrator serving on {settings.address} (data in {settings.data_dir})")
+        console.print("Ctrl-C stops everything.")
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        while all(p.poll() is None for p in (stack.models, stack.orchestrator)):
+            time.sleep(0.5)
+        console.print("[red]a process exited; stopping the stack[/red]")
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        console.print("stopping…")
+    finally:
+        stack.stop()
+
+
+def _read_documents(path: Path):
+    """Documents from a .jsonl file (BEIR corpus or {id,text,title,metadata} lines) or from the
+    .txt/.md files under a directory (id = relative path)."""
+    if path.is_file():
+        with path.open() as lines:
+            for line in lines:
+                if line.strip():
+                    yield json.loads(line)
+        return
+    for file in sorted(p for p in path.rglob("*") if p.suffix in {".txt", ".md"} and p.is_file()):
+        yield {"id": str(file.relative_to(path)), "title": file.stem, "text": file.read_text()}
+
+
+@app.command()
+def ingest(
+    path: Path = typer.Argument(..., exists=True, help="FILE.jsonl or a directory of .txt/.md files"),
+    collection: str = typer.Option(..., "--collection", "-c"),
+    batch_size: int = typer.Option(64, min=1, max=2000),
+    address: str = typer.Option(None, help="orchestrator address (default from settings)"),
+) -> None:
+    """Ingest documents, creating the collection if needed, with a progress bar."""
+    from sounding_client import Client, SoundingError
+
+    documents = list(_read_documents(path))
+    with Client(address or Settings().address) as client:
+        try:
+            try:
+                client.get_collection(collection)
+            except SoundingError as error:
+                if error.reason != "COLLECTION_NOT_FOUND":
+                    raise
+                client.create_collection(collection)
+            with _progress() as progress:
+                task = progress.add_task(f"ingesting into {collection}", total=len(documents))
+                for report in client.ingest(collection, documents, batch_size=batch_size):
+                    progress.update(task, completed=report.total_documents)
+            info = client.get_collection(collection)
+        except SoundingError as error:
+            console.print(f"[red]{error}[/red] {error.fields or ''}")
+            raise typer.Exit(1) from None
+    console.print(
+        f"{collection}: {info.document_count} documents, {info.chunk_count} chunks "
+        f"({report.elapsed_seconds:.1f} s, {report.total_documents / report.elapsed_seconds:.1f} docs/s)"
+    )
+
+
+@app.command()
+def retrieve(
+    query: str = typer.Argument(...),
+    collection: str = typer.Option(..., "--collection", "-c"),
+    top_k: int = typer.Option(5, "--top-k", "-k"),
+    arm: list[str] = typer.Option([], "--arm", help="run only these arms (repeatable)"),
+    address: str = typer.Option(None, help="orchestrator address (default from settings)"),
+) -> None:
+    """Stream a Retrieve, printing each event as it arrives."""
+    from sounding_client import Client, Final, Fused, Plan, SoundingError, StrategyResult
+
+    with Client(address or Settings().address) as client:
+        try:
+            for event in client.retrieve(collection, query, top_k=top_k, arms=arm):
+                if isinstance(event, Plan):
+                    arms = ", ".join(f"{a.arm} ({a.reason})" for a in event.arms)
+                    console.print(f"[bold]plan[/bold] {event.retrieval_id}: {arms}")
+                elif isinstance(event, StrategyResult):
+                    top = ", ".join(h.document_id for h in event.hits[:top_k])
+                    console.print(f"[bold]{event.arm}[/bold] {event.latency_ms:.1f} ms: {top}")
+                elif isinstance(event, Fused):
+                    console.print(f"[bold]fused[/bold] {', '.join(h.document_id for h in event.hits)}")
+                elif isinstance(event, Final):
+                    console.print(f"[bold]final[/bold] {event.latency_ms:.1f} ms")
+                    for rank, hit in enumerate(event.hits, start=1):
+                        found = ", ".join(f"{c.arm}#{c.rank}" for c in hit.contributions)
+                        snippet = hit.text[:160].replace("\n", " ")
+                        console.print(f"  {rank}. [cyan]{hit.document_id}[/cyan] {hit.score:.4f} ({found}) {hit.title}")
+                        console.print(f"     {snippet}…", style="dim")
+                    u = event.uncertainty
+                    console.print(
+                        f"  corpus coverage: {u.corpus_coverage.value} ({u.corpus_coverage.kind}); "
+                        f"miss rate: {u.miss_rate.kind} ({u.miss_rate.reason})"
+                    )
+        except SoundingError as error:
+            console.print(f"[red]{error}[/red] {error.fields or ''}")
+            raise typer.Exit(1) from None
+
+
+@app.command()
+def collections(address: str = typer.Option(None)) -> None:
+    """List collections."""
+    from sounding_client import Client
+
+    with Client(address or Settings().address) as client:
+        for c in client.list_collections():
+            console.print(f"{c.name}: {c.document_count} documents, {c.chunk_count} chunks, {c.embedding_model}")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console,
+    )
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR dataset directory"),
+    split: str = typer.Option("test"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
+    fresh: bool = typer.Option(False, help="re-ingest and re-encode even if cached"),
+) -> None:
+    """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
+    in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates."""
+    from sounding.evaluation.retrieval import run
+
+    result = run(data, split, address, fresh, Settings(), console)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print_json(json.dumps(result["systems"]))
+    console.print(f"written to {out}")
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(app())

@@ -1,0 +1,66 @@
+"""Configuration, read from `SOUNDING_*` environment variables (nested with `__`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EmbedderSettings(BaseModel):
+    """Dynamic micro-batching of Embed across concurrent callers."""
+
+    max_batch_size: int = Field(64, ge=1, le=4096)
+    # How long the first request of a batch waits for company before the batch runs.
+    max_wait_ms: float = Field(2.0, ge=0.0, le=1000.0)
+
+
+class GeneratorSettings(BaseModel):
+    """Which generator `Generate` uses: the bundled SmolLM2 or an OpenAI-compatible endpoint."""
+
+    backend: Literal["local", "openai"] = "local"
+    # Load the local model when the sidecar starts rather than on the first Generate.
+    preload: bool = False
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    openai_api_key: str = ""
+    openai_model: str = "default"
+    request_timeout_s: float = 120.0
+
+
+class ModelsSettings(BaseModel):
+    address: str = "127.0.0.1:50052"
+    # Converted model copies (e.g. the de-quantised SmolLM2), shared by every data directory.
+    cache_dir: Path = Path.home() / ".cache" / "sounding" / "models"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    torch_threads: int = Field(0, ge=0, description="0 keeps torch's default")
+    embedder: EmbedderSettings = EmbedderSettings()
+    generator: GeneratorSettings = GeneratorSettings()
+
+
+class RetrievalSettings(BaseModel):
+    strategy_workers: int = Field(2, ge=1, le=64)
+    fusion_k: float = Field(60.0, gt=0)
+    # Above this many chunks the dense arm uses LanceDB's vector search instead of an exact
+    # in-memory scan of the table's vectors.
+    exact_scan_max_chunks: int = Field(500_000, ge=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SOUNDING_", env_nested_delimiter="__")
+
+    data_dir: Path = Path(".sounding")
+    address: str = "127.0.0.1:50051"
+    # Address of a Ray cluster to join; empty starts a local Ray runtime.
+    ray_address: str = ""
+    models: ModelsSettings = ModelsSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+
+    @property
+    def store_uri(self) -> str:
+        return str(self.data_dir / "lancedb")
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.data_dir / "cache"

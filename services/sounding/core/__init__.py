@@ -1,0 +1,1 @@
+"""Pure algorithms on numpy/scipy. Imports nothing else of Sounding's."""

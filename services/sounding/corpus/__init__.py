@@ -1,0 +1,1 @@
+"""Collections and ingestion: validate, chunk, embed through the sidecar, write whole batches."""

@@ -1,0 +1,60 @@
+"""Domain errors. The gateway turns them into gRPC statuses with google.rpc details.
+
+Each carries a canonical gRPC code name, an UPPER_SNAKE reason (ErrorInfo) and, for bad input,
+the offending field (BadRequest field violation). They pickle, so they cross Ray task boundaries.
+"""
+
+from __future__ import annotations
+
+
+class SoundingError(Exception):
+    code = "INTERNAL"
+    default_reason = "INTERNAL"
+
+    def __init__(self, message: str, *, reason: str | None = None, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+        self.field = field
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.message, self.reason, self.field))
+
+
+def _rebuild(cls, message, reason, field):
+    return cls(message, reason=reason, field=field)
+
+
+class InvalidArgument(SoundingError):
+    code = "INVALID_ARGUMENT"
+    default_reason = "INVALID_ARGUMENT"
+
+
+class NotFound(SoundingError):
+    code = "NOT_FOUND"
+    default_reason = "NOT_FOUND"
+
+
+class AlreadyExists(SoundingError):
+    code = "ALREADY_EXISTS"
+    default_reason = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(SoundingError):
+    code = "FAILED_PRECONDITION"
+    default_reason = "FAILED_PRECONDITION"
+
+
+class Unavailable(SoundingError):
+    code = "UNAVAILABLE"
+    default_reason = "UNAVAILABLE"
+
+
+class DeadlineExceeded(SoundingError):
+    code = "DEADLINE_EXCEEDED"
+    default_reason = "DEADLINE_EXCEEDED"
+
+
+class Unimplemented(SoundingError):
+    code = "UNIMPLEMENTED"
+    default_reason = "UNIMPLEMENTED"

@@ -1,0 +1,1 @@
+"""gRPC servicers and the orchestrator server: protos <-> domain, no algorithms."""

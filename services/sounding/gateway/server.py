@@ -1,0 +1,80 @@
+"""`sounding serve`: the orchestrator. Starts (or joins) Ray, opens the store, starts the
+strategy workers and serves SoundingService, CorpusService, health and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sounding import telemetry
+from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
+from sounding.config import Settings
+from sounding.corpus.service import CorpusManager
+from sounding.gateway.servicers import CorpusServicer, SoundingServicer
+from sounding.models.client import ModelsClient
+from sounding.retrieval.executors import RayExecutor
+from sounding.retrieval.service import RetrievalService
+from sounding.store.collections import Store
+
+log = logging.getLogger(__name__)
+
+SERVICES = (
+    sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"].full_name,
+    corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"].full_name,
+)
+
+
+def start_ray(settings: Settings) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    if settings.ray_address:
+        ray.init(address=settings.ray_address, log_to_driver=False)
+    else:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+async def serve(settings: Settings) -> None:
+    telemetry.setup("sounding-orchestrator")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(start_ray, settings)
+    store = await Store.open(settings.store_uri)
+    models = ModelsClient(settings.models.address)
+    executor = await RayExecutor.open(settings)
+    retrieval = RetrievalService(store, executor, settings.retrieval.fusion_k)
+    corpus = CorpusManager(store, models)
+
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ]
+    )
+    sounding_pb2_grpc.add_SoundingServiceServicer_to_server(SoundingServicer(retrieval), server)
+    corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
+        CorpusServicer(corpus, on_delete=executor.forget), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    server.add_insecure_port(settings.address)
+    await server.start()
+    for name in (*SERVICES, ""):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_uri)
+    try:
+        await server.wait_for_termination()
+    finally:
+        await server.stop(grace=2)
+        await executor.close()
+        await models.close()
+        telemetry.shutdown()

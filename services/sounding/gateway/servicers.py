@@ -1,0 +1,105 @@
+"""SoundingService and CorpusService servicers."""
+
+from __future__ import annotations
+
+import time
+
+from sounding import errors
+from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_grpc
+from sounding.corpus.service import CorpusManager, validate_collection_name
+from sounding.gateway import convert
+from sounding.gateway.rpc import rpc
+from sounding.retrieval.service import RetrievalService
+
+
+class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
+    def __init__(self, retrieval: RetrievalService):
+        self._retrieval = retrieval
+
+    @rpc("sounding.v1.SoundingService/Retrieve")
+    async def Retrieve(self, request, context):
+        query = convert.retrieve_query(request, context.time_remaining())
+        async for event in self._retrieval.retrieve(query):
+            yield convert.retrieve_response(event)
+
+    @rpc("sounding.v1.SoundingService/Inquire")
+    async def Inquire(self, request_iterator, context):
+        raise errors.Unimplemented("Inquire is not implemented yet")
+        yield  # pragma: no cover - makes this a streaming handler
+
+    @rpc("sounding.v1.SoundingService/Observe")
+    async def Observe(self, request_iterator, context):
+        raise errors.Unimplemented("Observe is not implemented yet")
+
+    @rpc("sounding.v1.SoundingService/Calibrate")
+    async def Calibrate(self, request, context):
+        raise errors.Unimplemented("Calibrate is not implemented yet")
+        yield  # pragma: no cover - makes this a streaming handler
+
+
+class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
+    def __init__(self, corpus: CorpusManager, on_delete):
+        self._corpus = corpus
+        self._on_delete = on_delete
+
+    @rpc("sounding.v1.CorpusService/CreateCollection")
+    async def CreateCollection(self, request, context):
+        info = await self._corpus.create(request.name, request.description)
+        _, stats = await self._corpus.get(info.name)
+        return corpus_pb2.CreateCollectionResponse(collection=convert.collection(info, stats))
+
+    @rpc("sounding.v1.CorpusService/GetCollection")
+    async def GetCollection(self, request, context):
+        info, stats = await self._corpus.get(request.name)
+        return corpus_pb2.GetCollectionResponse(collection=convert.collection(info, stats))
+
+    @rpc("sounding.v1.CorpusService/ListCollections")
+    async def ListCollections(self, request, context):
+        page, token = await self._corpus.list(request.page_size, request.page_token)
+        return corpus_pb2.ListCollectionsResponse(
+            collections=[convert.collection(i, s) for i, s in page], next_page_token=token
+        )
+
+    @rpc("sounding.v1.CorpusService/DeleteCollection")
+    async def DeleteCollection(self, request, context):
+        await self._corpus.delete(request.name)
+        await self._on_delete(request.name)
+        return corpus_pb2.DeleteCollectionResponse()
+
+    @rpc("sounding.v1.CorpusService/IngestDocuments")
+    async def IngestDocuments(self, request_iterator, context):
+        started = time.perf_counter()
+        collection = ""
+        total_documents = total_chunks = 0
+        batch_index = 0
+        async for request in request_iterator:
+            if not collection:
+                collection = request.collection
+                validate_collection_name(collection, "collection")
+            elif request.collection not in ("", collection):
+                raise errors.InvalidArgument(
+                    f"one stream ingests into one collection ({collection!r}); batch "
+                    f"{batch_index} names {request.collection!r}",
+                    field="collection",
+                )
+            try:
+                written = await self._corpus.ingest_batch(
+                    collection, convert.documents(request), context.time_remaining()
+                )
+            except errors.InvalidArgument as error:
+                raise type(error)(
+                    f"batch {batch_index}: {error.message}; nothing of this batch was written",
+                    reason=error.reason,
+                    field=error.field,
+                ) from None
+            total_documents += written.documents
+            total_chunks += written.chunks
+            yield corpus_pb2.IngestDocumentsResponse(
+                batch_index=batch_index,
+                batch_documents=written.documents,
+                batch_chunks=written.chunks,
+                total_documents=total_documents,
+                total_chunks=total_chunks,
+                elapsed_seconds=time.perf_counter() - started,
+            )
+            batch_index += 1

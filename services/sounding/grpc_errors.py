@@ -1,0 +1,61 @@
+"""SoundingError <-> gRPC status with google.rpc details (ErrorInfo, BadRequest)."""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from sounding import errors
+
+DOMAIN = "sounding.dev"
+
+
+def to_status(error: errors.SoundingError) -> grpc.Status:
+    details = []
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN)
+    if error.field:
+        info.metadata["field"] = error.field
+    details.append(info)
+    if error.field and error.code == "INVALID_ARGUMENT":
+        details.append(
+            error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(
+                        field=error.field, description=error.message
+                    )
+                ]
+            )
+        )
+    packed = []
+    for detail in details:
+        holder = any_pb2.Any()
+        holder.Pack(detail)
+        packed.append(holder)
+    status = status_pb2.Status(
+        code=getattr(code_pb2, error.code), message=error.message, details=packed
+    )
+    return rpc_status.to_status(status)
+
+
+async def abort(context: grpc.aio.ServicerContext, error: errors.SoundingError) -> None:
+    await context.abort_with_status(to_status(error))
+
+
+_BY_CODE = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
+}
+
+
+def from_rpc_error(error: grpc.RpcError, what: str) -> errors.SoundingError:
+    """A failed internal call as a domain error (UNAVAILABLE stays UNAVAILABLE, and so on)."""
+    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+    kind = _BY_CODE.get(code, errors.SoundingError)
+    detail = error.details() if hasattr(error, "details") else str(error)
+    return kind(f"{what}: {detail}", reason=f"{code.name}" if kind is errors.SoundingError else None)

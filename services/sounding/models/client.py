@@ -1,0 +1,95 @@
+"""Async client of the models sidecar, used by the orchestrator and the strategy workers.
+
+Failures come back as domain errors: a sidecar that is down or restarting gives `Unavailable`
+quickly (no waiting for readiness, reconnect backoff capped at one second), so a caller's
+deadline is never spent waiting on a dead peer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import grpc
+import numpy as np
+from opentelemetry.trace import SpanKind
+
+from sounding import telemetry
+from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
+from sounding.grpc_errors import from_rpc_error
+
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+
+
+class ModelsClient:
+    def __init__(self, address: str):
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = models_pb2_grpc.ModelServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def embed(self, texts: Sequence[str], timeout: float | None = None) -> np.ndarray:
+        """L2-normalised float32 embeddings, one row per text."""
+        with telemetry.tracer().start_as_current_span(
+            "models.Embed", kind=SpanKind.CLIENT, attributes={"texts": len(texts)}
+        ):
+            try:
+                response = await self._stub.Embed(
+                    models_pb2.EmbedRequest(texts=list(texts)),
+                    timeout=timeout,
+                    metadata=tuple(telemetry.inject().items()),
+                )
+            except grpc.aio.AioRpcError as error:
+                raise from_rpc_error(error, "models sidecar Embed") from None
+        vectors = np.frombuffer(response.vectors, dtype="<f4")
+        return vectors.reshape(response.count, response.dimension)
+
+    async def embedder_info(self, timeout: float | None = None) -> tuple[str, int]:
+        """The embedding model's name and dimension."""
+        try:
+            response = await self._stub.Embed(
+                models_pb2.EmbedRequest(texts=["dimension probe"]), timeout=timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error, "models sidecar Embed") from None
+        return response.model, response.dimension
+
+    async def generate(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> AsyncIterator[models_pb2.GenerateResponse]:
+        """Streams generated text pieces; the last one carries the finish reason."""
+        request = models_pb2.GenerateRequest(
+            messages=[models_pb2.ChatMessage(**m) for m in messages],
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop=list(stop),
+        )
+        if seed is not None:
+            request.seed = seed
+        with telemetry.tracer().start_as_current_span("models.Generate", kind=SpanKind.CLIENT):
+            call = self._stub.Generate(
+                request, timeout=timeout, metadata=tuple(telemetry.inject().items())
+            )
+            try:
+                async for piece in call:
+                    yield piece
+            except grpc.aio.AioRpcError as error:
+                raise from_rpc_error(error, "models sidecar Generate") from None
+            finally:
+                call.cancel()

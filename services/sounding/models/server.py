@@ -1,0 +1,153 @@
+"""`sounding serve models`: the models sidecar's gRPC server (Embed, Generate, health)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry.trace import SpanKind
+
+from sounding import errors, telemetry
+from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
+from sounding.config import Settings
+from sounding.grpc_errors import abort
+from sounding.models.batching import MicroBatcher
+from sounding.models.embedder import Embedder
+from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
+
+log = logging.getLogger(__name__)
+
+MAX_EMBED_TEXTS = 4096
+MAX_NEW_TOKENS = 4096
+SERVICE_NAME = "sounding.models.v1.ModelService"
+
+
+def select_device(preference: str) -> str:
+    import torch
+
+    if preference == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return preference
+
+
+class ModelServicer(models_pb2_grpc.ModelServiceServicer):
+    def __init__(self, settings: Settings, embedder: Embedder, batcher: MicroBatcher):
+        self._settings = settings
+        self._embedder = embedder
+        self._batcher = batcher
+        self._generator: Generator | None = None
+        self._generator_lock = asyncio.Lock()
+
+    async def generator(self) -> Generator:
+        async with self._generator_lock:
+            if self._generator is None:
+                config = self._settings.models.generator
+                if config.backend == "openai":
+                    self._generator = OpenAIGenerator(config)
+                else:
+                    device = select_device(self._settings.models.device)
+                    self._generator = await asyncio.to_thread(
+                        LocalGenerator, self._settings.models.cache_dir, device
+                    )
+            return self._generator
+
+    async def Embed(self, request, context):
+        with telemetry.tracer().start_as_current_span(
+            "models.Embed",
+            context=telemetry.extract(context.invocation_metadata()),
+            kind=SpanKind.SERVER,
+            attributes={"texts": len(request.texts)},
+        ):
+            if not request.texts:
+                await abort(context, errors.InvalidArgument("texts must not be empty", field="texts"))
+            if len(request.texts) > MAX_EMBED_TEXTS:
+                await abort(
+                    context,
+                    errors.InvalidArgument(f"at most {MAX_EMBED_TEXTS} texts", field="texts"),
+                )
+            vectors: np.ndarray = await self._batcher.submit(list(request.texts))
+            return models_pb2.EmbedResponse(
+                vectors=vectors.astype("<f4").tobytes(),
+                count=vectors.shape[0],
+                dimension=vectors.shape[1],
+                model=self._embedder.model_name,
+            )
+
+    async def Generate(self, request, context):
+        with telemetry.tracer().start_as_current_span(
+            "models.Generate",
+            context=telemetry.extract(context.invocation_metadata()),
+            kind=SpanKind.SERVER,
+        ):
+            if not request.messages:
+                await abort(context, errors.InvalidArgument("messages must not be empty", field="messages"))
+            if not 0 <= request.max_new_tokens <= MAX_NEW_TOKENS:
+                await abort(
+                    context,
+                    errors.InvalidArgument(f"max_new_tokens must be in [0, {MAX_NEW_TOKENS}]", field="max_new_tokens"),
+                )
+            if request.temperature < 0 or not 0 <= request.top_p <= 1:
+                field = "temperature" if request.temperature < 0 else "top_p"
+                await abort(context, errors.InvalidArgument(f"{field} out of range", field=field))
+            params = GenerationParams(
+                max_new_tokens=request.max_new_tokens or 256,
+                temperature=request.temperature,
+                top_p=request.top_p or 1.0,
+                seed=request.seed if request.HasField("seed") else None,
+                stop=tuple(request.stop),
+            )
+            messages = [{"role": m.role or "user", "content": m.content} for m in request.messages]
+            generator = await self.generator()
+            tokens = 0
+            try:
+                async for piece in generator.stream(messages, params):
+                    tokens += 1 if piece.text else 0
+                    yield models_pb2.GenerateResponse(
+                        text=piece.text,
+                        finish_reason=piece.finish_reason,
+                        completion_tokens=tokens,
+                        model=generator.model_name,
+                    )
+            except errors.SoundingError as error:
+                await abort(context, error)
+
+
+async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    telemetry.setup("sounding-models")
+    import torch
+
+    if settings.models.torch_threads:
+        torch.set_num_threads(settings.models.torch_threads)
+    device = select_device(settings.models.device)
+    embedder = await asyncio.to_thread(Embedder, device, settings.models.embedder.max_batch_size)
+    batcher = MicroBatcher(
+        embedder.encode,
+        settings.models.embedder.max_batch_size,
+        settings.models.embedder.max_wait_ms,
+    )
+    batcher.start()
+    servicer = ModelServicer(settings, embedder, batcher)
+    health_servicer = health.aio.HealthServicer()
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    models_pb2_grpc.add_ModelServiceServicer_to_server(servicer, server)
+    for name in (SERVICE_NAME, ""):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    server.add_insecure_port(settings.models.address)
+    await server.start()
+    if settings.models.generator.preload:
+        await servicer.generator()
+    for name in (SERVICE_NAME, ""):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("models sidecar serving on %s (%s)", settings.models.address, device)
+    if ready is not None:
+        ready.set()
+    try:
+        await server.wait_for_termination()
+    finally:
+        await server.stop(grace=2)
+        await batcher.close()
+        telemetry.shutdown()

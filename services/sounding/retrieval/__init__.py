@@ -1,0 +1,1 @@
+"""Retrieve: strategies (arms), the executors that run them, fusion and the streamed result."""

@@ -1,0 +1,42 @@
+"""StrategyRunner: the warm handles an arm needs (sidecar channel, read-only store) and the call
+that runs one arm under the caller's trace. Both executors use it; on Ray each worker owns one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from sounding import telemetry
+from sounding.models.client import ModelsClient
+from sounding.retrieval.protocol import ArmRequest, ArmResult
+from sounding.retrieval.strategies import STRATEGIES
+from sounding.store.reader import ChunkReader
+
+
+class StrategyRunner:
+    def __init__(self, models: ModelsClient, reader: ChunkReader):
+        self._models = models
+        self._reader = reader
+
+    @classmethod
+    async def open(cls, models_address: str, store_uri: str, exact_scan_max_chunks: int) -> StrategyRunner:
+        reader = await ChunkReader.open(store_uri, exact_scan_max_chunks)
+        return cls(ModelsClient(models_address), reader)
+
+    async def close(self) -> None:
+        await self._models.close()
+
+    def forget(self, collection: str) -> None:
+        self._reader.forget(collection)
+
+    async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
+        strategy = STRATEGIES[arm]
+        with telemetry.tracer().start_as_current_span(
+            f"arm.{arm}",
+            context=telemetry.extract(trace_carrier),
+            attributes={"arm": arm, "collection": request.collection, "limit": request.limit},
+        ):
+            started = time.perf_counter()
+            hits, generated = await strategy.search(request, self._models, self._reader)
+            latency_ms = (time.perf_counter() - started) * 1000
+            return ArmResult(arm=arm, hits=hits, latency_ms=latency_ms, generated_text=generated)

@@ -1,0 +1,175 @@
+"""RetrievalService: validate, plan, run arms in parallel, fuse, and stream the result.
+
+Events, in order: a PlanEvent; a StrategyResultEvent per arm as it lands (with a FusedEvent once
+more than one arm has landed); then the FinalEvent. If the consumer goes away (client cancel or
+deadline) the outstanding arms are cancelled. An arm's failure cancels the others and fails the
+retrieval with that arm's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from sounding import errors, telemetry
+from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
+from sounding.retrieval.protocol import (
+    ArmRequest,
+    ArmResult,
+    Executor,
+    FinalEvent,
+    FusedEvent,
+    FusedHit,
+    PlanEvent,
+    PlannedArm,
+    Provenance,
+    RetrieveEvent,
+    RetrieveQuery,
+    StrategyResultEvent,
+    Uncertainty,
+)
+from sounding.retrieval.strategies import STRATEGIES
+from sounding.store.collections import Store
+
+MAX_QUERY_CHARS = 4096
+MAX_TOP_K = 1000
+DEFAULT_ARMS = ("dense", "lexical")
+NOT_YET_ESTIMATED = "not_estimated: this deployment does not estimate it yet"
+
+
+def validate(query: RetrieveQuery) -> None:
+    if not query.collection:
+        raise errors.InvalidArgument("collection must be set", field="collection")
+    if not query.query.strip():
+        raise errors.InvalidArgument("query must not be empty", field="query")
+    if len(query.query) > MAX_QUERY_CHARS:
+        raise errors.InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+    if not 1 <= query.top_k <= MAX_TOP_K:
+        raise errors.InvalidArgument(f"top_k must be in [1, {MAX_TOP_K}], got {query.top_k}", field="top_k")
+    unknown = sorted(set(query.arms) - set(STRATEGIES))
+    if unknown:
+        raise errors.InvalidArgument(
+            f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="arms"
+        )
+    if len(set(query.arms)) != len(query.arms):
+        raise errors.InvalidArgument("arms must not repeat", field="arms")
+    if query.fusion_k < 0:
+        raise errors.InvalidArgument("fusion_k must be positive (0 for the default)", field="fusion_k")
+    if query.synthesis_confidence is not None and not 0.0 <= query.synthesis_confidence <= 1.0:
+        raise errors.InvalidArgument("synthesis_confidence must be in [0, 1]", field="synthesis_confidence")
+
+
+class RetrievalService:
+    def __init__(self, store: Store, executor: Executor, default_fusion_k: float = DEFAULT_RRF_K):
+        self._store = store
+        self._executor = executor
+        self._default_fusion_k = default_fusion_k
+
+    async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
+        started = time.perf_counter()
+        validate(query)
+        await self._store.get_collection(query.collection)
+        retrieval_id = uuid.uuid4().hex
+        arms = query.arms or DEFAULT_ARMS
+        reason = "requested" if query.arms else "default"
+        yield PlanEvent(retrieval_id, [PlannedArm(arm, chosen=True, reason=reason) for arm in arms])
+
+        request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s)
+        carrier = telemetry.inject()
+        stats = asyncio.ensure_future(self._store.stats(query.collection))
+        pending = {
+            asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm for arm in arms
+        }
+        landed: dict[str, ArmResult] = {}
+        fusion_k = query.fusion_k or self._default_fusion_k
+        fused: list[FusedHit] = []
+        try:
+            while pending:
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    pending.pop(task)
+                    result = task.result()  # an arm's error propagates; `finally` cancels the rest
+                    landed[result.arm] = result
+                    yield StrategyResultEvent(result)
+                    fused = _fuse(landed, fusion_k, query.top_k)
+                    if len(landed) > 1:
+                        yield FusedEvent(fused, list(landed))
+            if len(landed) == 1:
+                yield FusedEvent(fused, list(landed))
+            if not query.omit_text:
+                fused = await self._with_text(query.collection, fused)
+            uncertainty = _uncertainty(await stats)
+            yield FinalEvent(
+                retrieval_id=retrieval_id,
+                hits=fused,
+                uncertainty=uncertainty,
+                confidence=_conservative_confidence(query, uncertainty),
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        finally:
+            for task in [*pending, stats]:
+                task.cancel()
+            await asyncio.gather(*pending, stats, return_exceptions=True)
+
+    async def _with_text(self, collection: str, hits: list[FusedHit]) -> list[FusedHit]:
+        rows = await self._store.fetch_chunks(collection, [h.chunk_id for h in hits])
+        return [
+            FusedHit(
+                document_id=h.document_id,
+                chunk_id=h.chunk_id,
+                score=h.score,
+                contributions=h.contributions,
+                title=rows[h.chunk_id]["title"],
+                text=rows[h.chunk_id]["text"],
+                metadata=json.loads(rows[h.chunk_id]["metadata_json"] or "{}"),
+            )
+            for h in hits
+            if h.chunk_id in rows
+        ]
+
+
+def _fuse(landed: dict[str, ArmResult], fusion_k: float, top_k: int) -> list[FusedHit]:
+    """Weighted RRF over documents; each document is represented by its best-ranked chunk."""
+    rankings = {arm: [(h.document_id, h.score) for h in r.hits] for arm, r in landed.items()}
+    best_chunk: dict[str, tuple[int, str]] = {}
+    for result in landed.values():
+        for rank, hit in enumerate(result.hits, start=1):
+            current = best_chunk.get(hit.document_id)
+            if current is None or rank < current[0]:
+                best_chunk[hit.document_id] = (rank, hit.chunk_id)
+    return [
+        FusedHit(
+            document_id=item.key,
+            chunk_id=best_chunk[item.key][1],
+            score=item.score,
+            contributions=item.contributions,
+        )
+        for item in weighted_rrf(rankings, k=fusion_k, limit=top_k)
+    ]
+
+
+def _uncertainty(stats) -> Uncertainty:
+    if stats.chunk_count == 0:
+        coverage = Provenance.deterministic(0.0, "the collection holds no chunks")
+    else:
+        coverage = Provenance.deterministic(
+            stats.fts_indexed_chunk_count / stats.chunk_count,
+            "share of chunks embedded and full-text indexed (every ingested chunk is embedded)",
+        )
+    absent = Provenance.absent(NOT_YET_ESTIMATED)
+    return Uncertainty(
+        miss_rate=absent,
+        coverage_estimate=absent,
+        estimated_recall=absent,
+        query_difficulty=absent,
+        corpus_coverage=coverage,
+    )
+
+
+def _conservative_confidence(query: RetrieveQuery, uncertainty: Uncertainty) -> Provenance:
+    if query.synthesis_confidence is None:
+        return Provenance.absent("no synthesis_confidence in the request")
+    return Provenance.absent("miss_rate is not available, so synthesis * (1 - miss_rate) is not either")

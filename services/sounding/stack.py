@@ -1,0 +1,106 @@
+"""Starting and stopping the local stack: the models sidecar, then the orchestrator (which starts
+Ray). Used by `sounding up`, the evaluation harness and the integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sounding.config import Settings
+
+
+def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:
+    """Block until the gRPC health service at `address` reports SERVING."""
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"process for {address} exited with code {process.returncode}")
+            try:
+                status = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0).status
+                if status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    raise TimeoutError(f"{address} was not serving after {timeout_s:.0f} s")
+
+
+class Stack:
+    """The sidecar and orchestrator as child processes sharing one environment."""
+
+    def __init__(self, settings: Settings, env: dict[str, str] | None = None, log_dir: Path | None = None):
+        self.settings = settings
+        self.env = {
+            **os.environ,
+            **(env or {}),
+            "SOUNDING_DATA_DIR": str(settings.data_dir),
+            "SOUNDING_ADDRESS": settings.address,
+            "SOUNDING_MODELS__ADDRESS": settings.models.address,
+        }
+        self.log_dir = log_dir
+        self.models: subprocess.Popen | None = None
+        self.orchestrator: subprocess.Popen | None = None
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+        output = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            output = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        return subprocess.Popen(
+            [sys.executable, "-m", "sounding.cli", "serve", *args],
+            env=self.env,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+            start_new_session=True,
+        )
+
+    def start_models(self, timeout_s: float = 180.0) -> None:
+        self.models = self._spawn("models", "models")
+        wait_serving(self.settings.models.address, timeout_s, self.models)
+
+    def start_orchestrator(self, timeout_s: float = 180.0) -> None:
+        self.orchestrator = self._spawn("orchestrator")
+        wait_serving(self.settings.address, timeout_s, self.orchestrator)
+
+    def start(self) -> Stack:
+        self.start_models()
+        self.start_orchestrator()
+        return self
+
+    def kill_models(self) -> None:
+        _stop(self.models, signal.SIGKILL)
+        self.models = None
+
+    def stop(self) -> None:
+        _stop(self.orchestrator, signal.SIGTERM)
+        _stop(self.models, signal.SIGTERM)
+        self.orchestrator = self.models = None
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30.0) -> None:
+    if process is None or process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -1,0 +1,1 @@
+"""LanceDB tables, their schemas, and the read-only view the strategy workers use."""

@@ -1,0 +1,186 @@
+"""The orchestrator's store: collections and their chunk tables. The only writer.
+
+Write rules that keep every acknowledged batch whole:
+- a chunk table is created before its collection is registered, and a collection is
+  unregistered before its table is dropped; tables nobody registered are dropped on open;
+- a batch of documents becomes one merge-insert commit that also deletes the stale chunks of
+  re-ingested documents, so a batch is visible entirely or not at all;
+- the full-text index is optimised after each batch, so new chunks are indexed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+import lancedb
+import pyarrow as pa
+from lancedb.index import FTS
+
+from sounding import errors
+from sounding.store import schema
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    name: str
+    description: str
+    create_time_us: int
+    embedding_model: str
+    embedding_dimension: int
+    chunk_words: int
+    chunk_overlap_words: int
+
+
+@dataclass(frozen=True)
+class CollectionStats:
+    document_count: int
+    chunk_count: int
+    fts_indexed_chunk_count: int
+
+
+class Store:
+    def __init__(self, connection: lancedb.AsyncConnection):
+        self._db = connection
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @classmethod
+    async def open(cls, uri: str) -> Store:
+        connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
+        store = cls(connection)
+        await store._ensure_registry()
+        await store._drop_unregistered_tables()
+        return store
+
+    def lock(self, collection: str) -> asyncio.Lock:
+        return self._locks.setdefault(collection, asyncio.Lock())
+
+    async def _table_names(self) -> list[str]:
+        names: list[str] = []
+        start_after = None
+        while True:
+            page = list(await self._db.table_names(start_after=start_after, limit=1000))
+            names.extend(page)
+            if len(page) < 1000:
+                return names
+            start_after = page[-1]
+
+    async def _ensure_registry(self) -> None:
+        if schema.COLLECTIONS_TABLE not in await self._table_names():
+            await self._db.create_table(
+                schema.COLLECTIONS_TABLE, schema=schema.COLLECTIONS_SCHEMA, exist_ok=True
+            )
+        self._registry = await self._db.open_table(schema.COLLECTIONS_TABLE)
+
+    async def _drop_unregistered_tables(self) -> None:
+        registered = {c.name for c in await self.list_collections()}
+        for name in await self._table_names():
+            if name.startswith(schema.CHUNKS_PREFIX):
+                if name[len(schema.CHUNKS_PREFIX) :] not in registered:
+                    await self._db.drop_table(name)
+
+    async def create_collection(
+        self,
+        name: str,
+        description: str,
+        embedding_model: str,
+        embedding_dimension: int,
+        chunk_words: int,
+        chunk_overlap_words: int,
+    ) -> CollectionInfo:
+        async with self.lock(name):
+            if await self._find(name) is not None:
+                raise errors.AlreadyExists(f"collection {name!r} already exists", field="name")
+            table = await self._db.create_table(
+                schema.chunks_table(name),
+                schema=schema.chunks_schema(embedding_dimension),
+                mode="overwrite",
+            )
+            await table.create_index(
+                schema.TEXT_COLUMN, config=FTS(with_position=False), replace=True
+            )
+            info = CollectionInfo(
+                name=name,
+                description=description,
+                create_time_us=int(time.time() * 1e6),
+                embedding_model=embedding_model,
+                embedding_dimension=embedding_dimension,
+                chunk_words=chunk_words,
+                chunk_overlap_words=chunk_overlap_words,
+            )
+            await self._registry.add(pa.Table.from_pylist([info.__dict__], schema.COLLECTIONS_SCHEMA))
+            return info
+
+    async def _find(self, name: str) -> CollectionInfo | None:
+        rows = (
+            await self._registry.query()
+            .where(f"name = {schema.sql_string(name)}")
+            .limit(1)
+            .to_arrow()
+        ).to_pylist()
+        return CollectionInfo(**rows[0]) if rows else None
+
+    async def get_collection(self, name: str) -> CollectionInfo:
+        info = await self._find(name)
+        if info is None:
+            raise errors.NotFound(
+                f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
+            )
+        return info
+
+    async def list_collections(self, start_after: str = "", limit: int | None = None) -> list[CollectionInfo]:
+        query = self._registry.query()
+        if start_after:
+            query = query.where(f"name > {schema.sql_string(start_after)}")
+        rows = (await query.to_arrow()).to_pylist()
+        infos = sorted((CollectionInfo(**r) for r in rows), key=lambda c: c.name)
+        return infos if limit is None else infos[:limit]
+
+    async def delete_collection(self, name: str) -> None:
+        async with self.lock(name):
+            await self.get_collection(name)
+            await self._registry.delete(f"name = {schema.sql_string(name)}")
+            await self._db.drop_table(schema.chunks_table(name))
+
+    async def chunks(self, name: str) -> lancedb.AsyncTable:
+        return await self._db.open_table(schema.chunks_table(name))
+
+    async def write_documents(self, name: str, rows: pa.Table, document_ids: list[str]) -> None:
+        """Replace the given documents by `rows` (their chunks) in one commit, then index them."""
+        table = await self.chunks(name)
+        stale = " OR ".join(
+            f"document_id IN ({', '.join(schema.sql_string(d) for d in document_ids[i : i + 500])})"
+            for i in range(0, len(document_ids), 500)
+        )
+        await (
+            table.merge_insert("chunk_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(stale)
+            .execute(rows)
+        )
+        await table.optimize()
+
+    async def stats(self, name: str) -> CollectionStats:
+        table = await self.chunks(name)
+        chunk_count = await table.count_rows()
+        document_count = await table.count_rows("chunk_index = 0")
+        index = await table.index_stats(schema.TEXT_INDEX)
+        indexed = chunk_count - (index.num_unindexed_rows if index else chunk_count)
+        return CollectionStats(document_count, chunk_count, indexed)
+
+    async def fetch_chunks(self, name: str, chunk_ids: list[str]) -> dict[str, dict]:
+        """Title, text and metadata of the given chunks, keyed by chunk id."""
+        if not chunk_ids:
+            return {}
+        table = await self.chunks(name)
+        ids = ", ".join(schema.sql_string(c) for c in chunk_ids)
+        rows = (
+            await table.query()
+            .where(f"chunk_id IN ({ids})")
+            .select(["chunk_id", "title", "text", "metadata_json"])
+            .to_arrow()
+        ).to_pylist()
+        return {r["chunk_id"]: r for r in rows}

@@ -1,0 +1,158 @@
+"""Read-only access to chunk tables for the strategy workers.
+
+Searches return one hit per document (its best chunk), best first. Dense search over a table of
+at most `exact_scan_max_chunks` chunks is an exact cosine scan of the table's vectors held in
+memory and reloaded whenever the table's version changes; the result is the same ranking as
+LanceDB's flat vector search, without its per-query planning cost. Larger tables use LanceDB's
+vector search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+
+import lancedb
+import numpy as np
+
+from sounding import errors
+from sounding.store import schema
+
+# Chunks fetched per wanted document before collapsing to documents.
+CHUNK_OVERFETCH = 3
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    document_id: str
+    chunk_id: str
+    score: float
+
+
+@dataclass
+class _VectorSnapshot:
+    version: int
+    chunk_ids: np.ndarray | None = None
+    document_ids: np.ndarray | None = None
+    # None when the table is too large for an in-memory scan.
+    matrix: np.ndarray | None = None
+
+
+def best_per_document(hits: list[ChunkHit], limit: int) -> list[ChunkHit]:
+    """Keep each document's first (best) chunk, in order, up to `limit` documents."""
+    seen: set[str] = set()
+    out: list[ChunkHit] = []
+    for hit in hits:
+        if hit.document_id not in seen:
+            seen.add(hit.document_id)
+            out.append(hit)
+            if len(out) == limit:
+                break
+    return out
+
+
+class ChunkReader:
+    def __init__(self, connection: lancedb.AsyncConnection, exact_scan_max_chunks: int):
+        self._db = connection
+        self._exact_scan_max_chunks = exact_scan_max_chunks
+        self._tables: dict[str, lancedb.AsyncTable] = {}
+        self._snapshots: dict[str, _VectorSnapshot] = {}
+        self._snapshot_locks: dict[str, asyncio.Lock] = {}
+
+    @classmethod
+    async def open(cls, uri: str, exact_scan_max_chunks: int) -> ChunkReader:
+        connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
+        return cls(connection, exact_scan_max_chunks)
+
+    async def _table(self, collection: str) -> lancedb.AsyncTable:
+        table = self._tables.get(collection)
+        if table is None:
+            try:
+                table = await self._db.open_table(schema.chunks_table(collection))
+            except ValueError:
+                raise errors.NotFound(
+                    f"collection {collection!r} does not exist",
+                    reason="COLLECTION_NOT_FOUND",
+                    field="collection",
+                ) from None
+            self._tables[collection] = table
+        return table
+
+    def forget(self, collection: str) -> None:
+        """Drop cached handles (after the collection was deleted or recreated)."""
+        self._tables.pop(collection, None)
+        self._snapshots.pop(collection, None)
+
+    async def vector_search(self, collection: str, vector: np.ndarray, limit: int) -> list[ChunkHit]:
+        table = await self._table(collection)
+        snapshot = await self._snapshot(collection, table)
+        if snapshot.matrix is not None:
+            return _exact_scan(snapshot, vector, limit)
+        rows = (
+            await table.vector_search(vector)
+            .distance_type("cosine")
+            .select(["chunk_id", "document_id"])
+            .limit(limit * CHUNK_OVERFETCH)
+            .to_arrow()
+        ).to_pylist()
+        hits = [ChunkHit(r["document_id"], r["chunk_id"], 1.0 - r["_distance"]) for r in rows]
+        return best_per_document(hits, limit)
+
+    async def text_search(self, collection: str, query: str, limit: int) -> list[ChunkHit]:
+        table = await self._table(collection)
+        rows = (
+            await table.query()
+            .nearest_to_text(query)
+            .select(["chunk_id", "document_id"])
+            .limit(limit * CHUNK_OVERFETCH)
+            .to_arrow()
+        ).to_pylist()
+        hits = [ChunkHit(r["document_id"], r["chunk_id"], float(r["_score"])) for r in rows]
+        return best_per_document(hits, limit)
+
+    async def _snapshot(self, collection: str, table: lancedb.AsyncTable) -> _VectorSnapshot:
+        version = await table.version()
+        snapshot = self._snapshots.get(collection)
+        if snapshot is not None and snapshot.version == version:
+            return snapshot
+        async with self._snapshot_locks.setdefault(collection, asyncio.Lock()):
+            snapshot = self._snapshots.get(collection)
+            if snapshot is not None and snapshot.version == version:
+                return snapshot
+            if await table.count_rows() > self._exact_scan_max_chunks:
+                snapshot = _VectorSnapshot(version=version)
+                self._snapshots[collection] = snapshot
+                return snapshot
+            data = await table.query().select(["chunk_id", "document_id", "vector"]).to_arrow()
+            vectors = data.column("vector").combine_chunks()
+            dimension = vectors.type.list_size
+            matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(-1, dimension)
+            snapshot = _VectorSnapshot(
+                version=version,
+                chunk_ids=np.asarray(data.column("chunk_id").to_pylist(), dtype=object),
+                document_ids=np.asarray(data.column("document_id").to_pylist(), dtype=object),
+                matrix=np.ascontiguousarray(matrix, dtype=np.float32),
+            )
+            self._snapshots[collection] = snapshot
+            return snapshot
+
+
+def _exact_scan(snapshot: _VectorSnapshot, vector: np.ndarray, limit: int) -> list[ChunkHit]:
+    if snapshot.matrix.shape[0] == 0:
+        return []
+    scores = snapshot.matrix @ vector.astype(np.float32)
+    wanted = min(limit * CHUNK_OVERFETCH, scores.shape[0])
+    top = np.argpartition(-scores, wanted - 1)[:wanted]
+    top = top[np.lexsort((top, -scores[top]))]
+    hits = [
+        ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in top
+    ]
+    result = best_per_document(hits, limit)
+    if len(result) < limit and wanted < scores.shape[0]:
+        order = np.lexsort((np.arange(scores.shape[0]), -scores))
+        hits = [
+            ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in order
+        ]
+        result = best_per_document(hits, limit)
+    return result
