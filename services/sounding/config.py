@@ -14,7 +14,7 @@ class EmbedderSettings(BaseModel):
 
     max_batch_size: int = Field(64, ge=1, le=4096)
     # How long the first request of a batch waits for company before the batch runs.
-    max_wait_ms: float = Field(2.0, ge=0.0, le=1000.0)
+    max_wait_ms: float = Field(1.0, ge=0.0, le=1000.0)
 
 
 class GeneratorSettings(BaseModel):

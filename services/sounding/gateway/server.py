@@ -3,9 +3,9 @@ strategy workers and serves SoundingService, CorpusService, health and reflectio
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
+import warnings
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -38,13 +38,16 @@ def start_ray(settings: Settings) -> None:
         ray.init(address=settings.ray_address, log_to_driver=False)
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        with warnings.catch_warnings():
+            # Ray forks and immediately execs its daemons; lancedb's fork warning does not apply.
+            warnings.filterwarnings("ignore", message="lancedb fork support")
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 async def serve(settings: Settings) -> None:
     telemetry.setup("sounding-orchestrator")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(start_ray, settings)
+    start_ray(settings)
     store = await Store.open(settings.store_uri)
     models = ModelsClient(settings.models.address)
     executor = await RayExecutor.open(settings)

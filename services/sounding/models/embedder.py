@@ -29,7 +29,7 @@ class Embedder:
 
         self._model = SentenceTransformer(str(bundled_model_dir()), device=device)
         self._batch_size = batch_size
-        self.dimension = int(self._model.get_sentence_embedding_dimension())
+        self.dimension = int(self._model.get_embedding_dimension())
 
     def encode(self, texts: list[str]) -> np.ndarray:
         vectors = self._model.encode(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
@@ -122,11 +123,15 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if settings.models.torch_threads:
         torch.set_num_threads(settings.models.torch_threads)
     device = select_device(settings.models.device)
-    embedder = await asyncio.to_thread(Embedder, device, settings.models.embedder.max_batch_size)
+    encode_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+    embedder = await asyncio.get_running_loop().run_in_executor(
+        encode_thread, Embedder, device, settings.models.embedder.max_batch_size
+    )
     batcher = MicroBatcher(
         embedder.encode,
         settings.models.embedder.max_batch_size,
         settings.models.embedder.max_wait_ms,
+        encode_thread,
     )
     batcher.start()
     servicer = ModelServicer(settings, embedder, batcher)
@@ -150,4 +155,5 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     finally:
         await server.stop(grace=2)
         await batcher.close()
+        encode_thread.shutdown(wait=True, cancel_futures=True)
         telemetry.shutdown()

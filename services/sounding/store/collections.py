@@ -45,6 +45,9 @@ class Store:
     def __init__(self, connection: lancedb.AsyncConnection):
         self._db = connection
         self._locks: dict[str, asyncio.Lock] = {}
+        self._tables: dict[str, lancedb.AsyncTable] = {}
+        self._stats: dict[str, tuple[int, CollectionStats]] = {}
+        self._infos: dict[str, CollectionInfo] = {}
 
     @classmethod
     async def open(cls, uri: str) -> Store:
@@ -123,11 +126,13 @@ class Store:
         return CollectionInfo(**rows[0]) if rows else None
 
     async def get_collection(self, name: str) -> CollectionInfo:
-        info = await self._find(name)
+        # This process is the only writer, so a registered collection stays cached until deleted.
+        info = self._infos.get(name) or await self._find(name)
         if info is None:
             raise errors.NotFound(
                 f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
             )
+        self._infos[name] = info
         return info
 
     async def list_collections(self, start_after: str = "", limit: int | None = None) -> list[CollectionInfo]:
@@ -142,10 +147,15 @@ class Store:
         async with self.lock(name):
             await self.get_collection(name)
             await self._registry.delete(f"name = {schema.sql_string(name)}")
+            for cache in (self._tables, self._stats, self._infos):
+                cache.pop(name, None)
             await self._db.drop_table(schema.chunks_table(name))
 
     async def chunks(self, name: str) -> lancedb.AsyncTable:
-        return await self._db.open_table(schema.chunks_table(name))
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = await self._db.open_table(schema.chunks_table(name))
+        return table
 
     async def write_documents(self, name: str, rows: pa.Table, document_ids: list[str]) -> None:
         """Replace the given documents by `rows` (their chunks) in one commit, then index them."""
@@ -164,12 +174,19 @@ class Store:
         await table.optimize()
 
     async def stats(self, name: str) -> CollectionStats:
+        """Document, chunk and indexed-chunk counts, cached per table version."""
         table = await self.chunks(name)
+        version = await table.version()
+        cached = self._stats.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
         chunk_count = await table.count_rows()
         document_count = await table.count_rows("chunk_index = 0")
         index = await table.index_stats(schema.TEXT_INDEX)
         indexed = chunk_count - (index.num_unindexed_rows if index else chunk_count)
-        return CollectionStats(document_count, chunk_count, indexed)
+        stats = CollectionStats(document_count, chunk_count, indexed)
+        self._stats[name] = (version, stats)
+        return stats
 
     async def fetch_chunks(self, name: str, chunk_ids: list[str]) -> dict[str, dict]:
         """Title, text and metadata of the given chunks, keyed by chunk id."""

@@ -1,0 +1,1 @@
+"""Metrics and harnesses behind `sounding eval …`. Only these read evaluation ground truth."""

@@ -1,0 +1,219 @@
+"""`sounding eval retrieval`: BEIR quality and latency through the service, beside in-process
+references computed in the same run.
+
+Service systems (over gRPC, one Retrieve per query and system): `dense`, `lexical`, `fused`
+(both arms, weighted RRF). References (in this process, same machine, same moment): `ref_bm25s`,
+`ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF, k = 60). Each reference's
+latency covers the whole query path (tokenise or encode the query, score, fuse). A hit whose id
+equals the query id is dropped, as BEIR does.
+
+Ingestion goes through the service into a collection named by the corpus content hash, so a
+second run reuses it (`--fresh` re-ingests); the in-process corpus embeddings are cached the same
+way. The ingest rate is documents per second from the first batch sent to the last acknowledged,
+beside the in-process encode rate of the same documents.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sounding.config import Settings
+from sounding.core.fusion import weighted_rrf
+from sounding.evaluation import beir
+from sounding.evaluation.metrics import ndcg_at_k, percentiles, recall_at_k
+
+TOP_K = 100
+INGEST_BATCH = 64
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[str, float]:
+    ndcg = [ndcg_at_k(rankings[q], dataset.qrels[q], 10) for q in dataset.queries]
+    recall = [recall_at_k(rankings[q], dataset.qrels[q], 100) for q in dataset.queries]
+    return {"ndcg@10": round(float(np.mean(ndcg)), 4), "recall@100": round(float(np.mean(recall)), 4)}
+
+
+def _without_self(query_id: str, ids: list[str]) -> list[str]:
+    return [d for d in ids if d != query_id]
+
+
+def run(
+    data: Path, split: str, address: str | None, fresh: bool, settings: Settings, console: Console
+) -> dict:
+    from sounding_client import Client, Final, SoundingError
+
+    from sounding.stack import Stack
+
+    dataset = beir.load(data, split)
+    key = dataset.corpus_sha256[:12]
+    collection = f"beir-{dataset.name.lower()}-{key}"
+    cache = settings.cache_dir / "eval"
+    cache.mkdir(parents=True, exist_ok=True)
+
+    stack = None
+    if address is None:
+        stack = Stack(settings, log_dir=settings.data_dir / "logs")
+        with console.status("starting the stack (sidecar, Ray, orchestrator)"):
+            stack.start()
+        address = settings.address
+    try:
+        with Client(address) as client:
+            ingest = _ingest(client, collection, dataset, cache / f"{collection}-ingest.json", fresh, console, SoundingError)
+            encode, corpus_vectors = _encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
+            ingest["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
+            ingest["service_over_inprocess"] = round(ingest["docs_per_s"] / encode["docs_per_s"], 3)
+            ingest["inprocess_encode_cached"] = encode["cached"]
+
+            systems: dict[str, dict] = {}
+            service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": []}
+            with _progress(console) as progress:
+                for name, arms in service_arms.items():
+                    task = progress.add_task(f"service {name}", total=len(dataset.queries))
+                    rankings, latencies = {}, []
+                    for query_id, text in dataset.queries.items():
+                        started = time.perf_counter()
+                        final = next(
+                            e for e in client.retrieve(collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True)
+                            if isinstance(e, Final)
+                        )
+                        latencies.append((time.perf_counter() - started) * 1000)
+                        rankings[query_id] = _without_self(query_id, [h.document_id for h in final.hits])
+                        progress.advance(task)
+                    systems[name] = {**_score(rankings, dataset), **percentiles(latencies)}
+            systems.update(_references(dataset, corpus_vectors, console))
+    finally:
+        if stack is not None:
+            stack.stop()
+
+    fused_p50 = systems["fused"]["latency_ms_p50"]
+    return {
+        "dataset": dataset.name,
+        "split": split,
+        "queries": len(dataset.queries),
+        "top_k": TOP_K,
+        "systems": systems,
+        "ingest": ingest,
+        "comparisons": {
+            "fused_p50_over_ref_rrf_p50": round(fused_p50 / systems["ref_rrf"]["latency_ms_p50"], 3),
+            "dense_ndcg_minus_ref_minilm": round(
+                systems["dense"]["ndcg@10"] - systems["ref_minilm"]["ndcg@10"], 4
+            ),
+            "ingest_service_over_inprocess_encode": ingest["service_over_inprocess"],
+        },
+        "notes": "Service queries ask for ids only (omit_text) and top_k = 101 so that 100 remain "
+        "after dropping the query's own id.",
+    }
+
+
+def _ingest(client, collection, dataset, record: Path, fresh, console, SoundingError) -> dict:
+    try:
+        info = client.get_collection(collection)
+        if not fresh and info.document_count == len(dataset.corpus) and record.exists():
+            return {**json.loads(record.read_text()), "cached": True}
+        client.delete_collection(collection)
+    except SoundingError as error:
+        if error.reason != "COLLECTION_NOT_FOUND":
+            raise
+    client.create_collection(collection, f"BEIR {dataset.name}")
+    with _progress(console) as progress:
+        task = progress.add_task("ingest through the service", total=len(dataset.corpus))
+        started = time.perf_counter()
+        for report in client.ingest(collection, dataset.corpus, batch_size=INGEST_BATCH):
+            progress.update(task, completed=report.total_documents)
+        elapsed = time.perf_counter() - started
+    info = client.get_collection(collection)
+    result = {
+        "collection": collection,
+        "documents": info.document_count,
+        "chunks": info.chunk_count,
+        "seconds": round(elapsed, 2),
+        "docs_per_s": round(info.document_count / elapsed, 2),
+        "batch_size": INGEST_BATCH,
+    }
+    record.write_text(json.dumps(result))
+    return {**result, "cached": False}
+
+
+def _embedder():
+    from sounding.models.embedder import Embedder
+    from sounding.models.server import select_device
+
+    return Embedder(select_device("auto"))
+
+
+def _encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarray]:
+    vectors_path, record = stem.with_suffix(".npy"), stem.with_suffix(".json")
+    if not fresh and vectors_path.exists() and record.exists():
+        return {**json.loads(record.read_text()), "cached": True}, np.load(vectors_path)
+    embedder = _embedder()
+    texts = [beir.document_text(d) for d in dataset.corpus]
+    parts = []
+    with _progress(console) as progress:
+        task = progress.add_task("in-process encode", total=len(texts))
+        started = time.perf_counter()
+        for i in range(0, len(texts), INGEST_BATCH):
+            parts.append(embedder.encode(texts[i : i + INGEST_BATCH]))
+            progress.advance(task, len(texts[i : i + INGEST_BATCH]))
+        elapsed = time.perf_counter() - started
+    vectors = np.concatenate(parts)
+    np.save(vectors_path, vectors)
+    result = {"seconds": round(elapsed, 2), "docs_per_s": round(len(texts) / elapsed, 2)}
+    record.write_text(json.dumps(result))
+    return {**result, "cached": False}, vectors
+
+
+def _references(dataset, corpus_vectors: np.ndarray, console) -> dict[str, dict]:
+    import bm25s
+
+    embedder = _embedder()
+    ids = [d["_id"] for d in dataset.corpus]
+    retriever = bm25s.BM25()
+    retriever.index(
+        bm25s.tokenize([beir.document_text(d) for d in dataset.corpus], stopwords="en", show_progress=False),
+        show_progress=False,
+    )
+    rankings: dict[str, dict[str, list[str]]] = {"ref_bm25s": {}, "ref_minilm": {}, "ref_rrf": {}}
+    latencies: dict[str, list[float]] = {name: [] for name in rankings}
+    with _progress(console) as progress:
+        task = progress.add_task("in-process references", total=len(dataset.queries))
+        for query_id, text in dataset.queries.items():
+            started = time.perf_counter()
+            tokens = bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)
+            documents, _ = retriever.retrieve(tokens, k=TOP_K + 1, show_progress=False, n_threads=1)
+            lexical = [ids[i] for i in documents[0]]
+            lexical_done = time.perf_counter()
+            query_vector = embedder.encode([text])[0]
+            scores = corpus_vectors @ query_vector
+            top = np.argpartition(-scores, TOP_K)[: TOP_K + 1]
+            dense = [ids[i] for i in top[np.argsort(-scores[top])]]
+            dense_done = time.perf_counter()
+            fused = [
+                item.key
+                for item in weighted_rrf(
+                    {"dense": [(d, 0.0) for d in dense], "lexical": [(d, 0.0) for d in lexical]},
+                    limit=TOP_K + 1,
+                )
+            ]
+            fused_done = time.perf_counter()
+            latencies["ref_bm25s"].append((lexical_done - started) * 1000)
+            latencies["ref_minilm"].append((dense_done - lexical_done) * 1000)
+            latencies["ref_rrf"].append((fused_done - started) * 1000)
+            rankings["ref_bm25s"][query_id] = _without_self(query_id, lexical)
+            rankings["ref_minilm"][query_id] = _without_self(query_id, dense)
+            rankings["ref_rrf"][query_id] = _without_self(query_id, fused)
+            progress.advance(task)
+    return {
+        name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in rankings
+    }

@@ -1,0 +1,96 @@
+"""One real stack per test session: the models sidecar, Ray and the orchestrator on a LanceDB
+directory under pytest's tmp path, with spans exported to an in-test OTLP collector."""
+
+from __future__ import annotations
+
+import json
+import socket
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from sounding_client import Client
+
+from sounding.config import ModelsSettings, Settings
+from sounding.stack import Stack
+
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):
+    """A minimal OTLP trace receiver keeping every span it is sent."""
+
+    def __init__(self):
+        self.spans: list[dict] = []
+
+    def Export(self, request, context):
+        for resource_spans in request.resource_spans:
+            service = next(
+                (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"),
+                "",
+            )
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    self.spans.append(
+                        {
+                            "service": service,
+                            "name": span.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_span_id": span.parent_span_id.hex(),
+                        }
+                    )
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+@pytest.fixture(scope="session")
+def span_collector():
+    collector = SpanCollector()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    collector.endpoint = f"http://127.0.0.1:{port}"
+    yield collector
+    server.stop(grace=None)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory, span_collector):
+    data_dir = tmp_path_factory.mktemp("sounding")
+    settings = Settings(
+        data_dir=data_dir,
+        address=f"127.0.0.1:{free_port()}",
+        models=ModelsSettings(address=f"127.0.0.1:{free_port()}"),
+    )
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": span_collector.endpoint,
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    running = Stack(settings, env=env, log_dir=data_dir / "logs")
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def client(stack):
+    with Client(stack.settings.address, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def demo_collection(client):
+    documents = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines() if line.strip()]
+    client.create_collection("demo")
+    list(client.ingest("demo", documents, batch_size=5))
+    return documents

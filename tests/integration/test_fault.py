@@ -1,0 +1,51 @@
+import threading
+import time
+
+import grpc
+import pytest
+from sounding_client import SoundingError
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DEADLINE_S = 10.0
+
+
+def test_killing_the_sidecar_mid_retrieve_gives_unavailable_then_recovers(stack, client, demo_collection):
+    outcomes: list[tuple[str, float]] = []
+    stop = threading.Event()
+
+    def keep_retrieving():
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                client.retrieve_final("demo", "sound velocity in seawater", top_k=5, timeout=DEADLINE_S)
+                outcomes.append(("OK", time.monotonic() - started))
+            except SoundingError as error:
+                outcomes.append((error.code.name, time.monotonic() - started))
+
+    worker = threading.Thread(target=keep_retrieving)
+    worker.start()
+    try:
+        time.sleep(1.0)
+        stack.kill_models()
+        time.sleep(2.0)
+    finally:
+        stop.set()
+        worker.join(timeout=DEADLINE_S + 5)
+    assert not worker.is_alive(), "a Retrieve hung past its deadline"
+    codes = [code for code, _ in outcomes]
+    assert "OK" in codes and "UNAVAILABLE" in codes
+    assert set(codes) <= {"OK", "UNAVAILABLE"}
+    assert max(seconds for _, seconds in outcomes) < DEADLINE_S
+
+    stack.start_models()
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            final = client.retrieve_final("demo", "sound velocity in seawater", top_k=5, timeout=DEADLINE_S)
+            break
+        except SoundingError as error:
+            assert error.code == grpc.StatusCode.UNAVAILABLE
+            assert time.monotonic() < deadline, "Retrieve did not recover after the sidecar restarted"
+            time.sleep(0.2)
+    assert final.hits[0].document_id == "echo-sounder"

@@ -1,0 +1,78 @@
+import asyncio
+
+import grpc
+import pytest
+from sounding_client import AsyncClient, Final, Fused, Plan, SoundingError, StrategyResult
+
+pytestmark = pytest.mark.integration
+
+
+def test_streams_plan_each_arm_fused_and_final(client, demo_collection):
+    events = list(client.retrieve("demo", "how do ships measure the depth of water", top_k=3))
+    assert isinstance(events[0], Plan)
+    assert {a.arm for a in events[0].arms} == {"dense", "lexical"}
+    results = [e for e in events if isinstance(e, StrategyResult)]
+    assert sorted(r.arm for r in results) == ["dense", "lexical"]
+    assert all(len(r.hits) == 3 and r.latency_ms > 0 for r in results)
+    assert isinstance(events[-2], Fused) and isinstance(events[-1], Final)
+    final = events[-1]
+    assert final.retrieval_id == events[0].retrieval_id
+    assert len(final.hits) == 3
+    assert final.hits[0].document_id in {"lead-line", "echo-sounder", "multibeam", "chart-datum"}
+    assert final.hits[0].text and final.hits[0].title
+    ranks = {(c.arm, c.rank) for c in final.hits[0].contributions}
+    assert ranks, "every hit says which arms found it"
+    for hit in final.hits:
+        for c in hit.contributions:
+            arm_result = next(r for r in results if r.arm == c.arm)
+            assert arm_result.hits[c.rank - 1].document_id == hit.document_id
+    assert final.uncertainty.corpus_coverage.kind == "deterministic"
+    assert final.uncertainty.corpus_coverage.value == 1.0
+    assert final.uncertainty.miss_rate.kind == "absent"
+
+
+def test_each_arm_alone(client, demo_collection):
+    dense = client.retrieve_final("demo", "combining rankings from several retrievers", top_k=2, arms=["dense"])
+    assert dense.hits[0].document_id == "rrf"
+    assert {c.arm for h in dense.hits for c in h.contributions} == {"dense"}
+    lexical = client.retrieve_final("demo", "leadsman tallow", top_k=2, arms=["lexical"])
+    assert lexical.hits[0].document_id == "lead-line"
+
+
+@pytest.mark.parametrize(
+    "options,code,field",
+    [
+        ({"query": ""}, grpc.StatusCode.INVALID_ARGUMENT, "query"),
+        ({"top_k": 0}, grpc.StatusCode.INVALID_ARGUMENT, "top_k"),
+        ({"top_k": 1001}, grpc.StatusCode.INVALID_ARGUMENT, "top_k"),
+        ({"arms": ["telepathy"]}, grpc.StatusCode.INVALID_ARGUMENT, "arms"),
+        ({"collection": "no-such-collection"}, grpc.StatusCode.NOT_FOUND, "collection"),
+    ],
+)
+def test_bad_requests(client, demo_collection, options, code, field):
+    request = {"collection": "demo", "query": "depth", "top_k": 5, **options}
+    with pytest.raises(SoundingError) as raised:
+        client.retrieve_final(request.pop("collection"), request.pop("query"), **request)
+    assert raised.value.code == code
+    assert raised.value.fields == [field]
+
+
+def test_async_client_streams_the_same_result(stack, client, demo_collection):
+    async def run():
+        async with AsyncClient(stack.settings.address) as async_client:
+            return [e async for e in async_client.retrieve("demo", "calibrated confidence", top_k=4)]
+
+    events = asyncio.run(run())
+    sync_final = client.retrieve_final("demo", "calibrated confidence", top_k=4)
+    assert [h.document_id for h in events[-1].hits] == [h.document_id for h in sync_final.hits]
+
+
+def test_a_tiny_deadline_ends_the_stream_promptly(client, demo_collection):
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(SoundingError) as raised:
+        client.retrieve_final("demo", "depth", top_k=5, timeout=0.001)
+    assert raised.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 2.0
+    assert client.retrieve_final("demo", "depth", top_k=5).hits  # the service is unaffected

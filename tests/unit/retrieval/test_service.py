@@ -1,0 +1,120 @@
+import asyncio
+
+import pytest
+
+from sounding import errors
+from sounding.retrieval.protocol import (
+    ArmResult,
+    FinalEvent,
+    FusedEvent,
+    PlanEvent,
+    RetrieveQuery,
+    StrategyResultEvent,
+)
+from sounding.retrieval.service import RetrievalService, validate
+from sounding.store.collections import CollectionStats
+from sounding.store.reader import ChunkHit
+
+pytestmark = pytest.mark.unit
+
+
+class FakeStore:
+    def __init__(self):
+        self.collections = {"c"}
+
+    async def get_collection(self, name):
+        if name not in self.collections:
+            raise errors.NotFound("no such collection", field="collection")
+
+    async def stats(self, name):
+        return CollectionStats(document_count=3, chunk_count=4, fts_indexed_chunk_count=3)
+
+    async def fetch_chunks(self, name, chunk_ids):
+        return {c: {"title": "t", "text": f"text of {c}", "metadata_json": '{"k": "v"}'} for c in chunk_ids}
+
+
+class FakeExecutor:
+    """Arms answer after the given delays with fixed rankings; records cancellations."""
+
+    def __init__(self, delays, rankings, failing=()):
+        self.delays, self.rankings, self.failing = delays, rankings, set(failing)
+        self.cancelled: list[str] = []
+
+    async def run(self, arm, request, trace_carrier):
+        try:
+            await asyncio.sleep(self.delays[arm])
+        except asyncio.CancelledError:
+            self.cancelled.append(arm)
+            raise
+        if arm in self.failing:
+            raise errors.Unavailable(f"{arm} failed")
+        hits = [ChunkHit(d, f"{d}#0", 1.0 / (i + 1)) for i, d in enumerate(self.rankings[arm])]
+        return ArmResult(arm, hits[: request.limit], self.delays[arm] * 1000)
+
+
+async def _collect(service, query):
+    return [event async for event in service.retrieve(query)]
+
+
+def test_streams_plan_results_in_landing_order_fused_then_final():
+    executor = FakeExecutor({"dense": 0.05, "lexical": 0.0}, {"dense": ["a", "b"], "lexical": ["b", "c"]})
+    events = asyncio.run(_collect(RetrievalService(FakeStore(), executor), RetrieveQuery("c", "q", 3)))
+    kinds = [type(e) for e in events]
+    assert kinds == [PlanEvent, StrategyResultEvent, StrategyResultEvent, FusedEvent, FinalEvent]
+    assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == ["lexical", "dense"]
+    final = events[-1]
+    assert [h.document_id for h in final.hits][0] == "b"  # found by both arms
+    assert final.hits[0].text == "text of b#0" and final.hits[0].metadata == {"k": "v"}
+    assert final.uncertainty.corpus_coverage.kind == "deterministic"
+    assert final.uncertainty.corpus_coverage.value == pytest.approx(0.75)
+    assert final.uncertainty.miss_rate.kind == "absent"
+    assert events[0].retrieval_id == final.retrieval_id
+
+
+def test_an_arm_failure_fails_the_retrieval_and_cancels_the_others():
+    executor = FakeExecutor({"dense": 0.0, "lexical": 10.0}, {"dense": [], "lexical": []}, failing={"dense"})
+    with pytest.raises(errors.Unavailable):
+        asyncio.run(_collect(RetrievalService(FakeStore(), executor), RetrieveQuery("c", "q", 3)))
+    assert executor.cancelled == ["lexical"]
+
+
+def test_a_consumer_going_away_cancels_outstanding_arms():
+    executor = FakeExecutor({"dense": 10.0, "lexical": 10.0}, {"dense": [], "lexical": []})
+
+    async def consume_plan_then_leave():
+        stream = RetrievalService(FakeStore(), executor).retrieve(RetrieveQuery("c", "q", 3))
+        assert isinstance(await anext(stream), PlanEvent)
+        task = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.01)
+        task.cancel()  # what grpc.aio does to the handler when the client cancels
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(consume_plan_then_leave())
+    assert sorted(executor.cancelled) == ["dense", "lexical"]
+
+
+@pytest.mark.parametrize(
+    "query,field",
+    [
+        (RetrieveQuery("", "q", 10), "collection"),
+        (RetrieveQuery("c", "   ", 10), "query"),
+        (RetrieveQuery("c", "x" * 5000, 10), "query"),
+        (RetrieveQuery("c", "q", 0), "top_k"),
+        (RetrieveQuery("c", "q", 1001), "top_k"),
+        (RetrieveQuery("c", "q", 10, arms=("telepathy",)), "arms"),
+        (RetrieveQuery("c", "q", 10, arms=("dense", "dense")), "arms"),
+        (RetrieveQuery("c", "q", 10, fusion_k=-1), "fusion_k"),
+        (RetrieveQuery("c", "q", 10, synthesis_confidence=1.5), "synthesis_confidence"),
+    ],
+)
+def test_bad_requests_name_the_field(query, field):
+    with pytest.raises(errors.InvalidArgument) as raised:
+        validate(query)
+    assert raised.value.field == field
+
+
+def test_unknown_collection_is_not_found():
+    service = RetrievalService(FakeStore(), FakeExecutor({}, {}))
+    with pytest.raises(errors.NotFound):
+        asyncio.run(_collect(service, RetrieveQuery("missing", "q", 3)))
