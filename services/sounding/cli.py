@@ -149,34 +149,79 @@ def retrieve(
     address: str = typer.Option(None, help="orchestrator address (default from settings)"),
 ) -> None:
     """Stream a Retrieve, printing each event as it arrives."""
-    from sounding_client import Client, Final, Fused, Plan, SoundingError, StrategyResult
+    from sounding_client import Client, SoundingError
 
     with Client(address or Settings().address) as client:
         try:
-            for event in client.retrieve(collection, query, top_k=top_k, arms=arm):
-                if isinstance(event, Plan):
-                    arms = ", ".join(f"{a.arm} ({a.reason})" for a in event.arms)
-                    console.print(f"[bold]plan[/bold] {event.retrieval_id}: {arms}")
-                elif isinstance(event, StrategyResult):
-                    top = ", ".join(h.document_id for h in event.hits[:top_k])
-                    console.print(f"[bold]{event.arm}[/bold] {event.latency_ms:.1f} ms: {top}")
-                elif isinstance(event, Fused):
-                    console.print(f"[bold]fused[/bold] {', '.join(h.document_id for h in event.hits)}")
-                elif isinstance(event, Final):
-                    console.print(f"[bold]final[/bold] {event.latency_ms:.1f} ms")
-                    for rank, hit in enumerate(event.hits, start=1):
-                        found = ", ".join(f"{c.arm}#{c.rank}" for c in hit.contributions)
-                        snippet = hit.text[:160].replace("\n", " ")
-                        console.print(f"  {rank}. [cyan]{hit.document_id}[/cyan] {hit.score:.4f} ({found}) {hit.title}")
-                        console.print(f"     {snippet}…", style="dim")
-                    u = event.uncertainty
-                    console.print(
-                        f"  corpus coverage: {u.corpus_coverage.value} ({u.corpus_coverage.kind}); "
-                        f"miss rate: {u.miss_rate.kind} ({u.miss_rate.reason})"
-                    )
+            _print_retrieve(client, collection, query, top_k, arm)
         except SoundingError as error:
             console.print(f"[red]{error}[/red] {error.fields or ''}")
             raise typer.Exit(1) from None
+
+
+def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[str]) -> None:
+    from sounding_client import Final, Fused, Plan, StrategyResult
+
+    for event in client.retrieve(collection, query, top_k=top_k, arms=arms):
+        if isinstance(event, Plan):
+            planned = ", ".join(f"{a.arm} ({a.reason})" for a in event.arms)
+            console.print(f"[bold]plan[/bold] {event.retrieval_id}: {planned}")
+        elif isinstance(event, StrategyResult):
+            top = ", ".join(h.document_id for h in event.hits[:top_k])
+            console.print(f"[bold]{event.arm}[/bold] {event.latency_ms:.1f} ms: {top}")
+        elif isinstance(event, Fused):
+            console.print(f"[bold]fused[/bold] {', '.join(h.document_id for h in event.hits)}")
+        elif isinstance(event, Final):
+            console.print(f"[bold]final[/bold] {event.latency_ms:.1f} ms")
+            for rank, hit in enumerate(event.hits, start=1):
+                found = ", ".join(f"{c.arm}#{c.rank}" for c in hit.contributions)
+                console.print(
+                    f"  {rank}. [cyan]{hit.document_id}[/cyan] {hit.score:.4f} ({found}) {hit.title}"
+                )
+                console.print(f"     {hit.text[:160]}…", style="dim", highlight=False)
+            u = event.uncertainty
+            console.print(
+                f"  corpus coverage: {u.corpus_coverage.value} ({u.corpus_coverage.kind}: "
+                f"{u.corpus_coverage.reason})\n  miss rate: {u.miss_rate.kind} ({u.miss_rate.reason})"
+            )
+
+
+@app.command()
+def demo(
+    data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
+) -> None:
+    """Start the stack, ingest the bundled demo corpus, stream a Retrieve, stop the stack."""
+    from sounding_client import Client
+
+    from sounding.stack import Stack
+
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
+    settings = Settings(data_dir=data_dir)
+    stack = Stack(settings, log_dir=data_dir / "logs")
+    try:
+        with console.status("starting the models sidecar"):
+            stack.start_models()
+        console.print(f"models sidecar serving on {settings.models.address}")
+        with console.status("starting Ray and the orchestrator"):
+            stack.start_orchestrator()
+        console.print(f"orchestrator serving on {settings.address}; logs in {data_dir / 'logs'}")
+        with Client(settings.address, timeout=120) as client:
+            if "demo" in {c.name for c in client.list_collections()}:
+                client.delete_collection("demo")
+            client.create_collection("demo", "the demo corpus shipped in examples/")
+            documents = list(_read_documents(corpus))
+            with _progress() as progress:
+                task = progress.add_task("IngestDocuments", total=len(documents))
+                for report in client.ingest("demo", documents, batch_size=4):
+                    progress.update(task, completed=report.total_documents)
+            for query in ("how do ships measure the depth of water?", "combining rankings"):
+                console.rule(f"Retrieve: {query}")
+                _print_retrieve(client, "demo", query, 3, [])
+            console.rule()
+            console.print("Inquire, Observe and Calibrate answer UNIMPLEMENTED until their issues land.")
+    finally:
+        with console.status("stopping the stack"):
+            stack.stop()
 
 
 @app.command()
@@ -186,12 +231,17 @@ def collections(address: str = typer.Option(None)) -> None:
 
     with Client(address or Settings().address) as client:
         for c in client.list_collections():
-            console.print(f"{c.name}: {c.document_count} documents, {c.chunk_count} chunks, {c.embedding_model}")
+            console.print(
+                f"{c.name}: {c.document_count} documents, {c.chunk_count} chunks, {c.embedding_model}"
+            )
 
 
 def _progress() -> Progress:
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
         console=console,
     )
 

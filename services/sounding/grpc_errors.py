@@ -22,9 +22,7 @@ def to_status(error: errors.SoundingError) -> grpc.Status:
         details.append(
             error_details_pb2.BadRequest(
                 field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(
-                        field=error.field, description=error.message
-                    )
+                    error_details_pb2.BadRequest.FieldViolation(field=error.field, description=error.message)
                 ]
             )
         )
@@ -33,9 +31,7 @@ def to_status(error: errors.SoundingError) -> grpc.Status:
         holder = any_pb2.Any()
         holder.Pack(detail)
         packed.append(holder)
-    status = status_pb2.Status(
-        code=getattr(code_pb2, error.code), message=error.message, details=packed
-    )
+    status = status_pb2.Status(code=getattr(code_pb2, error.code), message=error.message, details=packed)
     return rpc_status.to_status(status)
 
 

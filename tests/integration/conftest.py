@@ -11,10 +11,9 @@ from pathlib import Path
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from sounding_client import Client
-
 from sounding.config import ModelsSettings, Settings
 from sounding.stack import Stack
+from sounding_client import Client
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
 

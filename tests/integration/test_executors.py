@@ -5,7 +5,6 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from sounding.retrieval.executors import InProcessExecutor, RayExecutor
 from sounding.retrieval.protocol import ArmRequest
 from sounding.store.reader import ChunkReader
@@ -58,7 +57,12 @@ def test_exact_scan_agrees_with_lancedb_vector_search(stack, demo_collection):
             out = []
             for query in QUERIES:
                 vector = (await models.embed([query]))[0]
-                out.append((await exact.vector_search("demo", vector, 6), await lance.vector_search("demo", vector, 6)))
+                out.append(
+                    (
+                        await exact.vector_search("demo", vector, 6),
+                        await lance.vector_search("demo", vector, 6),
+                    )
+                )
             return out
         finally:
             await models.close()

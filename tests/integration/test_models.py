@@ -2,7 +2,6 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from sounding.models.client import ModelsClient
 
 pytestmark = pytest.mark.integration
@@ -31,7 +30,6 @@ def test_embed_matches_the_in_process_model_and_batches_concurrent_callers(stack
 
 def test_embed_rejects_an_empty_request(stack):
     import grpc
-
     from sounding import errors
 
     async def run():

@@ -32,7 +32,9 @@ def test_streams_plan_each_arm_fused_and_final(client, demo_collection):
 
 
 def test_each_arm_alone(client, demo_collection):
-    dense = client.retrieve_final("demo", "combining rankings from several retrievers", top_k=2, arms=["dense"])
+    dense = client.retrieve_final(
+        "demo", "combining rankings from several retrievers", top_k=2, arms=["dense"]
+    )
     assert dense.hits[0].document_id == "rrf"
     assert {c.arm for h in dense.hits for c in h.contributions} == {"dense"}
     lexical = client.retrieve_final("demo", "leadsman tallow", top_k=2, arms=["lexical"])

@@ -19,7 +19,20 @@ from sounding_client.types import (
 )
 
 __all__ = [
-    "ArmRank", "AsyncClient", "Client", "Collection", "Confidence", "FieldViolation", "Final",
-    "Fused", "Hit", "IngestProgress", "Plan", "PlannedArm", "RetrieveEvent", "SoundingError",
-    "StrategyResult", "Uncertainty",
+    "ArmRank",
+    "AsyncClient",
+    "Client",
+    "Collection",
+    "Confidence",
+    "FieldViolation",
+    "Final",
+    "Fused",
+    "Hit",
+    "IngestProgress",
+    "Plan",
+    "PlannedArm",
+    "RetrieveEvent",
+    "SoundingError",
+    "StrategyResult",
+    "Uncertainty",
 ]

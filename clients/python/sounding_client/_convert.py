@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-
 from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+
 from sounding_client import types as t
 
 DocumentLike = common_pb2.Document | Mapping[str, object]
@@ -72,7 +72,10 @@ def confidence(message: common_pb2.Confidence) -> t.Confidence:
         return t.Confidence("derived", value=d.value, formula=d.formula, inputs=dict(d.inputs))
     m = message.measured
     return t.Confidence(
-        "measured", value=m.value, calibration_version=m.calibration_version, sample_size=m.sample_size
+        "measured",
+        value=m.value,
+        calibration_version=m.calibration_version,
+        sample_size=m.sample_size,
     )
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import grpc
-
 from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_grpc
+
 from sounding_client import _convert
 from sounding_client import types as t
 

@@ -35,6 +35,12 @@ class DocumentIn:
 
 
 @dataclass(frozen=True)
+class PreparedBatch:
+    table: pa.Table
+    document_ids: list[str]
+
+
+@dataclass(frozen=True)
 class BatchWritten:
     documents: int
     chunks: int
@@ -99,7 +105,9 @@ class CorpusManager:
         info = await self._store.get_collection(name)
         return info, await self._store.stats(name)
 
-    async def list(self, page_size: int, page_token: str) -> tuple[list[tuple[CollectionInfo, CollectionStats]], str]:
+    async def list(
+        self, page_size: int, page_token: str
+    ) -> tuple[list[tuple[CollectionInfo, CollectionStats]], str]:
         if not 0 <= page_size <= MAX_PAGE_SIZE:
             raise errors.InvalidArgument(f"page_size must be in [0, {MAX_PAGE_SIZE}]", field="page_size")
         size = page_size or DEFAULT_PAGE_SIZE
@@ -112,8 +120,10 @@ class CorpusManager:
         validate_collection_name(name)
         await self._store.delete_collection(name)
 
-    async def ingest_batch(self, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None) -> BatchWritten:
-        """Chunk, embed and write one batch, entirely or not at all."""
+    async def prepare_batch(
+        self, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
+    ) -> PreparedBatch:
+        """Validate, chunk and embed one batch; nothing is written yet."""
         validate_batch(documents)
         info = await self._store.get_collection(name)
         rows: list[dict] = []
@@ -140,10 +150,14 @@ class CorpusManager:
             vector_field,
             pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), info.embedding_dimension),
         )
+        return PreparedBatch(table=table, document_ids=[d.id for d in documents])
+
+    async def write_batch(self, name: str, batch: PreparedBatch) -> BatchWritten:
+        """Write a prepared batch in one commit: it is visible entirely or not at all."""
         async with self._store.lock(name):
             await self._store.get_collection(name)  # not deleted meanwhile
-            await self._store.write_documents(name, table, [d.id for d in documents])
-        return BatchWritten(documents=len(documents), chunks=len(rows))
+            await self._store.write_documents(name, batch.table, batch.document_ids)
+        return BatchWritten(documents=len(batch.document_ids), chunks=batch.table.num_rows)
 
     async def _embed(self, texts: list[str], timeout_s: float | None) -> np.ndarray:
         """Embeds in sidecar-sized calls, several in flight so the micro-batcher stays busy."""

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import threadpoolctl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -34,7 +35,10 @@ INGEST_BATCH = 64
 
 def _progress(console: Console) -> Progress:
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
         console=console,
     )
 
@@ -42,7 +46,10 @@ def _progress(console: Console) -> Progress:
 def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[str, float]:
     ndcg = [ndcg_at_k(rankings[q], dataset.qrels[q], 10) for q in dataset.queries]
     recall = [recall_at_k(rankings[q], dataset.qrels[q], 100) for q in dataset.queries]
-    return {"ndcg@10": round(float(np.mean(ndcg)), 4), "recall@100": round(float(np.mean(recall)), 4)}
+    return {
+        "ndcg@10": round(float(np.mean(ndcg)), 4),
+        "recall@100": round(float(np.mean(recall)), 4),
+    }
 
 
 def _without_self(query_id: str, ids: list[str]) -> list[str]:
@@ -70,7 +77,15 @@ def run(
         address = settings.address
     try:
         with Client(address) as client:
-            ingest = _ingest(client, collection, dataset, cache / f"{collection}-ingest.json", fresh, console, SoundingError)
+            ingest = _ingest(
+                client,
+                collection,
+                dataset,
+                cache / f"{collection}-ingest.json",
+                fresh,
+                console,
+                SoundingError,
+            )
             encode, corpus_vectors = _encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
             ingest["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
             ingest["service_over_inprocess"] = round(ingest["docs_per_s"] / encode["docs_per_s"], 3)
@@ -85,7 +100,10 @@ def run(
                     for query_id, text in dataset.queries.items():
                         started = time.perf_counter()
                         final = next(
-                            e for e in client.retrieve(collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True)
+                            e
+                            for e in client.retrieve(
+                                collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True
+                            )
                             if isinstance(e, Final)
                         )
                         latencies.append((time.perf_counter() - started) * 1000)
@@ -186,7 +204,8 @@ def _references(dataset, corpus_vectors: np.ndarray, console) -> dict[str, dict]
     )
     rankings: dict[str, dict[str, list[str]]] = {"ref_bm25s": {}, "ref_minilm": {}, "ref_rrf": {}}
     latencies: dict[str, list[float]] = {name: [] for name in rankings}
-    with _progress(console) as progress:
+    # One BLAS thread, as in the service's strategy workers (see StrategyRunner.open).
+    with threadpoolctl.threadpool_limits(1, user_api="blas"), _progress(console) as progress:
         task = progress.add_task("in-process references", total=len(dataset.queries))
         for query_id, text in dataset.queries.items():
             started = time.perf_counter()
@@ -214,6 +233,4 @@ def _references(dataset, corpus_vectors: np.ndarray, console) -> dict[str, dict]
             rankings["ref_minilm"][query_id] = _without_self(query_id, dense)
             rankings["ref_rrf"][query_id] = _without_self(query_id, fused)
             progress.advance(task)
-    return {
-        name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in rankings
-    }
+    return {name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in rankings}

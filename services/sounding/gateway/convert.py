@@ -130,6 +130,5 @@ def collection(info: CollectionInfo, stats: CollectionStats) -> corpus_pb2.Colle
 
 def documents(request: corpus_pb2.IngestDocumentsRequest) -> list[DocumentIn]:
     return [
-        DocumentIn(id=d.id, text=d.text, title=d.title, metadata=dict(d.metadata))
-        for d in request.documents
+        DocumentIn(id=d.id, text=d.text, title=d.title, metadata=dict(d.metadata)) for d in request.documents
     ]

@@ -66,9 +66,7 @@ async def serve(settings: Settings) -> None:
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    reflection.enable_server_reflection((*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     server.add_insecure_port(settings.address)
     await server.start()
     for name in (*SERVICES, ""):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from sounding import errors
@@ -68,38 +69,58 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
 
     @rpc("sounding.v1.CorpusService/IngestDocuments")
     async def IngestDocuments(self, request_iterator, context):
+        """Batches are prepared (validated, chunked, embedded) while the previous one is being
+        written, and acknowledged in order once written."""
         started = time.perf_counter()
         collection = ""
-        total_documents = total_chunks = 0
+        totals = [0, 0]
+        writing: asyncio.Task | None = None
         batch_index = 0
-        async for request in request_iterator:
-            if not collection:
-                collection = request.collection
-                validate_collection_name(collection, "collection")
-            elif request.collection not in ("", collection):
-                raise errors.InvalidArgument(
-                    f"one stream ingests into one collection ({collection!r}); batch "
-                    f"{batch_index} names {request.collection!r}",
-                    field="collection",
-                )
-            try:
-                written = await self._corpus.ingest_batch(
-                    collection, convert.documents(request), context.time_remaining()
-                )
-            except errors.InvalidArgument as error:
-                raise type(error)(
-                    f"batch {batch_index}: {error.message}; nothing of this batch was written",
-                    reason=error.reason,
-                    field=error.field,
-                ) from None
-            total_documents += written.documents
-            total_chunks += written.chunks
-            yield corpus_pb2.IngestDocumentsResponse(
-                batch_index=batch_index,
+
+        async def acknowledge(task: asyncio.Task, index: int):
+            written = await task
+            totals[0] += written.documents
+            totals[1] += written.chunks
+            return corpus_pb2.IngestDocumentsResponse(
+                batch_index=index,
                 batch_documents=written.documents,
                 batch_chunks=written.chunks,
-                total_documents=total_documents,
-                total_chunks=total_chunks,
+                total_documents=totals[0],
+                total_chunks=totals[1],
                 elapsed_seconds=time.perf_counter() - started,
             )
-            batch_index += 1
+
+        try:
+            async for request in request_iterator:
+                if not collection:
+                    collection = request.collection
+                    validate_collection_name(collection, "collection")
+                elif request.collection not in ("", collection):
+                    raise errors.InvalidArgument(
+                        f"one stream ingests into one collection ({collection!r}); batch "
+                        f"{batch_index} names {request.collection!r}",
+                        field="collection",
+                    )
+                try:
+                    prepared = await self._corpus.prepare_batch(
+                        collection, convert.documents(request), context.time_remaining()
+                    )
+                except errors.InvalidArgument as error:
+                    if writing is not None:
+                        yield await acknowledge(writing, batch_index - 1)
+                        writing = None
+                    raise type(error)(
+                        f"batch {batch_index}: {error.message}; nothing of this batch was written",
+                        reason=error.reason,
+                        field=error.field,
+                    ) from None
+                if writing is not None:
+                    yield await acknowledge(writing, batch_index - 1)
+                writing = asyncio.ensure_future(self._corpus.write_batch(collection, prepared))
+                batch_index += 1
+            if writing is not None:
+                yield await acknowledge(writing, batch_index - 1)
+                writing = None
+        finally:
+            if writing is not None:  # the stream failed or was cancelled: let the commit settle
+                await asyncio.gather(writing, return_exceptions=True)

@@ -3,7 +3,8 @@
 The first request of a batch waits at most `max_wait_ms` for company; everything queued by then
 (up to `max_batch_size` texts, whole requests only) runs as one call of `encode` on `thread`, a
 single-worker executor. Load the model on that same thread: torch keeps an OpenMP team per
-calling thread, and two teams spinning on a small machine roughly double the encode time. Requests arriving while a batch runs form the next one. A caller that is cancelled before
+calling thread, and two teams spinning on a small machine roughly double the encode time.
+Requests arriving while a batch runs form the next one. A caller that is cancelled before
 its batch starts is dropped from it.
 """
 

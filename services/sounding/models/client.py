@@ -83,9 +83,7 @@ class ModelsClient:
         if seed is not None:
             request.seed = seed
         with telemetry.tracer().start_as_current_span("models.Generate", kind=SpanKind.CLIENT):
-            call = self._stub.Generate(
-                request, timeout=timeout, metadata=tuple(telemetry.inject().items())
-            )
+            call = self._stub.Generate(request, timeout=timeout, metadata=tuple(telemetry.inject().items()))
             try:
                 async for piece in call:
                     yield piece

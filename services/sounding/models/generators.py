@@ -136,7 +136,7 @@ class LocalGenerator:
                     produced += text
                     stop_at = _first_stop(produced, params.stop)
                     if stop_at is not None:
-                        tail = produced[: stop_at]
+                        tail = produced[:stop_at]
                         emitted = len(produced) - len(text)
                         if len(tail) > emitted:
                             yield Piece(tail[emitted:])

@@ -88,7 +88,9 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
             if not 0 <= request.max_new_tokens <= MAX_NEW_TOKENS:
                 await abort(
                     context,
-                    errors.InvalidArgument(f"max_new_tokens must be in [0, {MAX_NEW_TOKENS}]", field="max_new_tokens"),
+                    errors.InvalidArgument(
+                        f"max_new_tokens must be in [0, {MAX_NEW_TOKENS}]", field="max_new_tokens"
+                    ),
                 )
             if request.temperature < 0 or not 0 <= request.top_p <= 1:
                 field = "temperature" if request.temperature < 0 else "top_p"

@@ -28,7 +28,9 @@ class InProcessExecutor:
     async def open(cls, settings: Settings) -> InProcessExecutor:
         return cls(
             await StrategyRunner.open(
-                settings.models.address, settings.store_uri, settings.retrieval.exact_scan_max_chunks
+                settings.models.address,
+                settings.store_uri,
+                settings.retrieval.exact_scan_max_chunks,
             )
         )
 
@@ -84,7 +86,9 @@ class RayExecutor:
         )
         workers = [
             actor.remote(
-                settings.models.address, settings.store_uri, settings.retrieval.exact_scan_max_chunks
+                settings.models.address,
+                settings.store_uri,
+                settings.retrieval.exact_scan_max_chunks,
             )
             for _ in range(settings.retrieval.strategy_workers)
         ]

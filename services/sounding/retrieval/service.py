@@ -51,9 +51,7 @@ def validate(query: RetrieveQuery) -> None:
         raise errors.InvalidArgument(f"top_k must be in [1, {MAX_TOP_K}], got {query.top_k}", field="top_k")
     unknown = sorted(set(query.arms) - set(STRATEGIES))
     if unknown:
-        raise errors.InvalidArgument(
-            f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="arms"
-        )
+        raise errors.InvalidArgument(f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="arms")
     if len(set(query.arms)) != len(query.arms):
         raise errors.InvalidArgument("arms must not repeat", field="arms")
     if query.fusion_k < 0:
@@ -80,9 +78,7 @@ class RetrievalService:
         request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s)
         carrier = telemetry.inject()
         stats = asyncio.ensure_future(self._store.stats(query.collection))
-        pending = {
-            asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm for arm in arms
-        }
+        pending = {asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm for arm in arms}
         landed: dict[str, ArmResult] = {}
         fusion_k = query.fusion_k or self._default_fusion_k
         fused: list[FusedHit] = []

@@ -101,9 +101,7 @@ class Store:
                 schema=schema.chunks_schema(embedding_dimension),
                 mode="overwrite",
             )
-            await table.create_index(
-                schema.TEXT_COLUMN, config=FTS(with_position=False), replace=True
-            )
+            await table.create_index(schema.TEXT_COLUMN, config=FTS(with_position=False), replace=True)
             info = CollectionInfo(
                 name=name,
                 description=description,
@@ -118,10 +116,7 @@ class Store:
 
     async def _find(self, name: str) -> CollectionInfo | None:
         rows = (
-            await self._registry.query()
-            .where(f"name = {schema.sql_string(name)}")
-            .limit(1)
-            .to_arrow()
+            await self._registry.query().where(f"name = {schema.sql_string(name)}").limit(1).to_arrow()
         ).to_pylist()
         return CollectionInfo(**rows[0]) if rows else None
 
@@ -130,7 +125,9 @@ class Store:
         info = self._infos.get(name) or await self._find(name)
         if info is None:
             raise errors.NotFound(
-                f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
+                f"collection {name!r} does not exist",
+                reason="COLLECTION_NOT_FOUND",
+                field="collection",
             )
         self._infos[name] = info
         return info

@@ -145,14 +145,10 @@ def _exact_scan(snapshot: _VectorSnapshot, vector: np.ndarray, limit: int) -> li
     wanted = min(limit * CHUNK_OVERFETCH, scores.shape[0])
     top = np.argpartition(-scores, wanted - 1)[:wanted]
     top = top[np.lexsort((top, -scores[top]))]
-    hits = [
-        ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in top
-    ]
+    hits = [ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in top]
     result = best_per_document(hits, limit)
     if len(result) < limit and wanted < scores.shape[0]:
         order = np.lexsort((np.arange(scores.shape[0]), -scores))
-        hits = [
-            ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in order
-        ]
+        hits = [ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in order]
         result = best_per_document(hits, limit)
     return result

@@ -1,5 +1,4 @@
 import pytest
-
 from sounding.core.chunking import chunk_words
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,4 @@
 import pytest
-
 from sounding.core.fusion import weighted_rrf
 
 pytestmark = pytest.mark.unit
@@ -21,7 +20,10 @@ def test_scores_are_weighted_reciprocal_ranks():
 def test_records_every_contributing_arm_with_rank_and_score():
     fused = weighted_rrf({"dense": [("a", 0.9), ("b", 0.8)], "lexical": [("b", 7.0)]})
     b = next(item for item in fused if item.key == "b")
-    assert {(c.arm, c.rank, c.score) for c in b.contributions} == {("dense", 2, 0.8), ("lexical", 1, 7.0)}
+    assert {(c.arm, c.rank, c.score) for c in b.contributions} == {
+        ("dense", 2, 0.8),
+        ("lexical", 1, 7.0),
+    }
 
 
 def test_ties_break_by_best_rank_then_key():

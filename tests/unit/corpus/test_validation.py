@@ -1,5 +1,4 @@
 import pytest
-
 from sounding import errors
 from sounding.corpus.service import DocumentIn, validate_batch, validate_collection_name
 

@@ -1,7 +1,6 @@
 import math
 
 import pytest
-
 from sounding.evaluation.metrics import ndcg_at_k, percentiles, recall_at_k
 
 pytestmark = pytest.mark.unit

@@ -3,7 +3,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
 from sounding.models.batching import MicroBatcher
 
 pytestmark = pytest.mark.unit

@@ -1,7 +1,6 @@
 import asyncio
 
 import pytest
-
 from sounding import errors
 from sounding.retrieval.protocol import (
     ArmResult,
@@ -61,7 +60,10 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
     events = asyncio.run(_collect(RetrievalService(FakeStore(), executor), RetrieveQuery("c", "q", 3)))
     kinds = [type(e) for e in events]
     assert kinds == [PlanEvent, StrategyResultEvent, StrategyResultEvent, FusedEvent, FinalEvent]
-    assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == ["lexical", "dense"]
+    assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == [
+        "lexical",
+        "dense",
+    ]
     final = events[-1]
     assert [h.document_id for h in final.hits][0] == "b"  # found by both arms
     assert final.hits[0].text == "text of b#0" and final.hits[0].metadata == {"k": "v"}
