@@ -13,8 +13,9 @@ class EmbedderSettings(BaseModel):
     """Dynamic micro-batching of Embed across concurrent callers."""
 
     max_batch_size: int = Field(64, ge=1, le=4096)
-    # How long the first request of a batch waits for company before the batch runs.
-    max_wait_ms: float = Field(1.0, ge=0.0, le=1000.0)
+    # How long the first request of a batch waits for company before the batch runs. With 0 a
+    # lone request runs at once, and requests arriving while a batch encodes still form the next.
+    max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
 
 
 class GeneratorSettings(BaseModel):

@@ -51,17 +51,14 @@ class Stack:
         self.orchestrator: subprocess.Popen | None = None
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
-        output = None
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            output = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        return subprocess.Popen(
-            [sys.executable, "-m", "sounding.cli", "serve", *args],
-            env=self.env,
-            stdout=output,
-            stderr=subprocess.STDOUT if output else None,
-            start_new_session=True,
-        )
+        command = [sys.executable, "-m", "sounding.cli", "serve", *args]
+        if self.log_dir is None:
+            return subprocess.Popen(command, env=self.env, start_new_session=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"{name}.log", "ab") as log:
+            return subprocess.Popen(
+                command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def start_models(self, timeout_s: float = 180.0) -> None:
         self.models = self._spawn("models", "models")

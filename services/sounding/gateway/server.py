@@ -58,6 +58,8 @@ async def serve(settings: Settings) -> None:
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            # A second orchestrator on a taken port must fail, not silently share its traffic.
+            ("grpc.so_reuseport", 0),
         ]
     )
     sounding_pb2_grpc.add_SoundingServiceServicer_to_server(SoundingServicer(retrieval), server)

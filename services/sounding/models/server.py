@@ -138,7 +138,13 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     batcher.start()
     servicer = ModelServicer(settings, embedder, batcher)
     health_servicer = health.aio.HealthServicer()
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            # A second sidecar on a taken port must fail, not silently share its traffic.
+            ("grpc.so_reuseport", 0),
+        ]
+    )
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     models_pb2_grpc.add_ModelServiceServicer_to_server(servicer, server)
     for name in (SERVICE_NAME, ""):

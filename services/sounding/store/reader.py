@@ -10,6 +10,7 @@ vector search.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,8 +20,9 @@ import numpy as np
 from sounding import errors
 from sounding.store import schema
 
-# Chunks fetched per wanted document before collapsing to documents.
-CHUNK_OVERFETCH = 3
+# Chunks fetched per wanted document: the table's chunks-per-document ratio times this margin.
+# Whenever the fetched chunks hold too few distinct documents, twice as many are fetched.
+OVERFETCH_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class ChunkHit:
 @dataclass
 class _VectorSnapshot:
     version: int
+    chunks_per_document: float = 1.0
     chunk_ids: np.ndarray | None = None
     document_ids: np.ndarray | None = None
     # None when the table is too large for an in-memory scan.
@@ -89,27 +92,34 @@ class ChunkReader:
         snapshot = await self._snapshot(collection, table)
         if snapshot.matrix is not None:
             return _exact_scan(snapshot, vector, limit)
-        rows = (
-            await table.vector_search(vector)
-            .distance_type("cosine")
-            .select(["chunk_id", "document_id"])
-            .limit(limit * CHUNK_OVERFETCH)
-            .to_arrow()
-        ).to_pylist()
-        hits = [ChunkHit(r["document_id"], r["chunk_id"], 1.0 - r["_distance"]) for r in rows]
-        return best_per_document(hits, limit)
+
+        async def fetch(count: int) -> list[ChunkHit]:
+            rows = (
+                await table.vector_search(vector)
+                .distance_type("cosine")
+                .select(["chunk_id", "document_id"])
+                .limit(count)
+                .to_arrow()
+            ).to_pylist()
+            return [ChunkHit(r["document_id"], r["chunk_id"], 1.0 - r["_distance"]) for r in rows]
+
+        return await _documents(fetch, limit, snapshot.chunks_per_document)
 
     async def text_search(self, collection: str, query: str, limit: int) -> list[ChunkHit]:
         table = await self._table(collection)
-        rows = (
-            await table.query()
-            .nearest_to_text(query)
-            .select(["chunk_id", "document_id"])
-            .limit(limit * CHUNK_OVERFETCH)
-            .to_arrow()
-        ).to_pylist()
-        hits = [ChunkHit(r["document_id"], r["chunk_id"], float(r["_score"])) for r in rows]
-        return best_per_document(hits, limit)
+        snapshot = await self._snapshot(collection, table)
+
+        async def fetch(count: int) -> list[ChunkHit]:
+            rows = (
+                await table.query()
+                .nearest_to_text(query)
+                .select(["chunk_id", "document_id"])
+                .limit(count)
+                .to_arrow()
+            ).to_pylist()
+            return [ChunkHit(r["document_id"], r["chunk_id"], float(r["_score"])) for r in rows]
+
+        return await _documents(fetch, limit, snapshot.chunks_per_document)
 
     async def _snapshot(self, collection: str, table: lancedb.AsyncTable) -> _VectorSnapshot:
         version = await table.version()
@@ -120,8 +130,11 @@ class ChunkReader:
             snapshot = self._snapshots.get(collection)
             if snapshot is not None and snapshot.version == version:
                 return snapshot
-            if await table.count_rows() > self._exact_scan_max_chunks:
-                snapshot = _VectorSnapshot(version=version)
+            chunk_count = await table.count_rows()
+            document_count = await table.count_rows("chunk_index = 0")
+            chunks_per_document = chunk_count / document_count if document_count else 1.0
+            if chunk_count > self._exact_scan_max_chunks:
+                snapshot = _VectorSnapshot(version, chunks_per_document)
                 self._snapshots[collection] = snapshot
                 return snapshot
             data = await table.query().select(["chunk_id", "document_id", "vector"]).to_arrow()
@@ -130,6 +143,7 @@ class ChunkReader:
             matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(-1, dimension)
             snapshot = _VectorSnapshot(
                 version=version,
+                chunks_per_document=chunks_per_document,
                 chunk_ids=np.asarray(data.column("chunk_id").to_pylist(), dtype=object),
                 document_ids=np.asarray(data.column("document_id").to_pylist(), dtype=object),
                 matrix=np.ascontiguousarray(matrix, dtype=np.float32),
@@ -138,17 +152,29 @@ class ChunkReader:
             return snapshot
 
 
+async def _documents(fetch, limit: int, chunks_per_document: float) -> list[ChunkHit]:
+    """The best chunk of each of the top `limit` documents, fetching more chunks while the
+    fetched ones hold fewer than `limit` distinct documents and more chunks exist."""
+    count = math.ceil(limit * chunks_per_document * OVERFETCH_MARGIN)
+    while True:
+        hits = await fetch(count)
+        documents = best_per_document(hits, limit)
+        if len(documents) == limit or len(hits) < count:
+            return documents
+        count *= 2
+
+
 def _exact_scan(snapshot: _VectorSnapshot, vector: np.ndarray, limit: int) -> list[ChunkHit]:
+    """Exact cosine ranking over the snapshot (rows are L2-normalised), best chunk per document."""
     if snapshot.matrix.shape[0] == 0:
         return []
     scores = snapshot.matrix @ vector.astype(np.float32)
-    wanted = min(limit * CHUNK_OVERFETCH, scores.shape[0])
-    top = np.argpartition(-scores, wanted - 1)[:wanted]
-    top = top[np.lexsort((top, -scores[top]))]
-    hits = [ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in top]
-    result = best_per_document(hits, limit)
-    if len(result) < limit and wanted < scores.shape[0]:
-        order = np.lexsort((np.arange(scores.shape[0]), -scores))
-        hits = [ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in order]
-        result = best_per_document(hits, limit)
-    return result
+    count = min(math.ceil(limit * snapshot.chunks_per_document * OVERFETCH_MARGIN), scores.shape[0])
+    while True:
+        top = np.argpartition(-scores, count - 1)[:count]
+        top = top[np.lexsort((top, -scores[top]))]
+        hits = [ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in top]
+        documents = best_per_document(hits, limit)
+        if len(documents) == limit or count == scores.shape[0]:
+            return documents
+        count = min(count * 2, scores.shape[0])
