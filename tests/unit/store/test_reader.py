@@ -2,7 +2,6 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from sounding.store.reader import ChunkHit, _documents, _exact_scan, _VectorSnapshot, best_per_document
 
 pytestmark = pytest.mark.unit

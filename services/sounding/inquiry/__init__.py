@@ -1,0 +1,1 @@
+"""Inquire: sessions, domains, stop rules and question selection."""

@@ -1,0 +1,1 @@
+"""Inquiry domains: what the hypotheses are, which questions exist, what answers mean."""

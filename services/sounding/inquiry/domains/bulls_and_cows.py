@@ -1,0 +1,188 @@
+"""Bulls and cows with 4 distinct digits (AR-Bench Guessing Numbers).
+
+Every one of the 5,040 secrets is a hypothesis and every one of them is also a possible guess.
+The feedback of a guess against a secret is (bulls, cows): right digit in the right place, right
+digit in the wrong place. `FeedbackTable` holds the code bulls·5 + cows for every
+(guess, secret) pair, computed once with numpy; a move scores every guess against the secrets
+still consistent with the history.
+
+Policies:
+- `eig`: the guess with the largest expected information gain (the entropy of the partition of
+  the consistent secrets by feedback, uniform prior), preferring consistent guesses on ties;
+- `eig_lookahead`: the guess minimising the expected number of guesses still needed, with the
+  cost of each branch estimated one move deeper by the `eig` policy's partition entropy;
+- `naive`: the first consistent secret in lexicographic order;
+- `random_consistent`: a uniformly random consistent secret (seeded).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+LENGTH = 4
+CODES_PER_FEEDBACK = 5  # cows < 5
+SOLVED = LENGTH * CODES_PER_FEEDBACK  # (4 bulls, 0 cows)
+POLICIES = ("eig", "eig_lookahead", "naive", "random_consistent")
+_GUESS = re.compile(r"^\s*(\d{4})\s*$")
+_SENTENCE = re.compile(
+    r"(\d+)\s+digits?\s+(?:are|is)\s+present\s+in\s+the\s+answer\s+and\s+in\s+the\s+correct\s+positions?"
+    r"\s*(?:\\n|\n|\s)*(\d+)\s+digits?\s+(?:are|is)\s+present\s+in\s+the\s+answer\s+but\s+in\s+the\s+different\s+positions?",
+    re.IGNORECASE,
+)
+_PAIR = re.compile(r"^\s*(\d)\s*(?:[,;/ ]\s*|[bBaA]\s*,?\s*)(\d)\s*[cCbB]?\s*$")
+
+
+@dataclass(frozen=True)
+class FeedbackTable:
+    codes: np.ndarray  # (5040, 4) digits, lexicographic
+    strings: tuple[str, ...]
+    index: dict[str, int]
+    table: np.ndarray  # (5040, 5040) uint8: bulls * 5 + cows, [guess, secret]
+
+
+@lru_cache(maxsize=1)
+def feedback_table() -> FeedbackTable:
+    codes = np.array(list(itertools.permutations(range(10), LENGTH)), dtype=np.int8)
+    bulls = np.zeros((len(codes), len(codes)), dtype=np.uint8)
+    for position in range(LENGTH):
+        bulls += codes[:, position][:, None] == codes[:, position][None, :]
+    presence = np.zeros((len(codes), 10), dtype=np.float32)
+    presence[np.arange(len(codes))[:, None], codes] = 1.0
+    common = (presence @ presence.T).astype(np.uint8)
+    table = bulls * CODES_PER_FEEDBACK + (common - bulls)
+    strings = tuple("".join(map(str, c)) for c in codes)
+    return FeedbackTable(codes, strings, {s: i for i, s in enumerate(strings)}, table)
+
+
+def parse_guess(text: str) -> int:
+    """The index of a guess of 4 distinct digits; ValueError naming what is wrong."""
+    match = _GUESS.match(text)
+    if not match:
+        raise ValueError(f"a guess is exactly 4 digits, got {text!r}")
+    if len(set(match.group(1))) != LENGTH:
+        raise ValueError(f"a guess has 4 distinct digits, got {text!r}")
+    return feedback_table().index[match.group(1)]
+
+
+def parse_feedback(text: str) -> tuple[int, int]:
+    """(bulls, cows) from "1 2", "1,2", "1A2B", "1B2C" or AR-Bench's sentence."""
+    match = _SENTENCE.search(text) or _PAIR.match(text)
+    if not match:
+        raise ValueError(
+            "feedback is 'BULLS COWS' (e.g. '1 2') or AR-Bench's sentence "
+            f"('1 digits are present in the answer and in the correct positions …'); got {text!r}"
+        )
+    bulls, cows = int(match.group(1)), int(match.group(2))
+    if bulls + cows > LENGTH or (bulls, cows) == (LENGTH - 1, 1):
+        raise ValueError(f"no secret can give {bulls} bulls and {cows} cows")
+    return bulls, cows
+
+
+def feedback_sentence(bulls: int, cows: int) -> str:
+    """AR-Bench's wording of the feedback."""
+    return (
+        f"{bulls} digits are present in the answer and in the correct positions \n"
+        f"{cows} digits are present in the answer but in the different positions"
+    )
+
+
+def consistent_secrets(history: list[tuple[int, int]]) -> np.ndarray:
+    """Indices of the secrets consistent with every (guess index, feedback code) so far."""
+    table = feedback_table().table
+    mask = np.ones(table.shape[0], dtype=bool)
+    for guess, code in history:
+        mask &= table[guess] == code
+    return np.flatnonzero(mask)
+
+
+def partition_entropies(candidates: np.ndarray) -> np.ndarray:
+    """For every guess, the entropy (bits) of the partition of `candidates` by its feedback:
+    the expected information gain of that guess under a uniform prior over the candidates."""
+    table = feedback_table().table
+    count = len(candidates)
+    guesses = table.shape[0]
+    codes = table[:, candidates].astype(np.int32) + (np.arange(guesses, dtype=np.int32) * 25)[:, None]
+    sizes = np.bincount(codes.ravel(), minlength=guesses * 25).reshape(guesses, 25).astype(np.float64)
+    p = sizes / count
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, -p * np.log2(p), 0.0)
+    return terms.sum(axis=1)
+
+
+@lru_cache(maxsize=1)
+def _opening_gains() -> np.ndarray:
+    """Every guess's gain before any feedback (the same for every game), computed once."""
+    gains = partition_entropies(np.arange(feedback_table().table.shape[0]))
+    gains.setflags(write=False)
+    return gains
+
+
+def choose_guess(
+    candidates: np.ndarray, policy: str, rng: np.random.Generator | None = None
+) -> tuple[int, np.ndarray]:
+    """The guess the policy makes, and every guess's expected information gain (bits)."""
+    if len(candidates) == 0:
+        raise ValueError("no secret is consistent with the feedback so far")
+    if len(candidates) == 1:
+        gains = np.zeros(feedback_table().table.shape[0])
+        return int(candidates[0]), gains
+    everything = len(candidates) == feedback_table().table.shape[0]
+    gains = _opening_gains() if everything else partition_entropies(candidates)
+    if policy == "naive":
+        return int(candidates[0]), gains
+    if policy == "random_consistent":
+        return int((rng or np.random.default_rng()).choice(candidates)), gains
+    is_candidate = np.zeros_like(gains, dtype=bool)
+    is_candidate[candidates] = True
+    if policy == "eig":
+        # A consistent guess can win outright: prefer it among (near-)equal gains.
+        score = gains + is_candidate * 1e-9
+        return int(np.argmax(score)), gains
+    if policy == "eig_lookahead":
+        return (_opening_lookahead() if everything else _lookahead(candidates, gains, is_candidate)), gains
+    raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+
+
+@lru_cache(maxsize=1)
+def _opening_lookahead() -> int:
+    everything = np.arange(feedback_table().table.shape[0])
+    return _lookahead(everything, _opening_gains(), np.ones(len(everything), dtype=bool))
+
+
+def _lookahead(candidates: np.ndarray, gains: np.ndarray, is_candidate: np.ndarray, width: int = 30) -> int:
+    """Among the `width` highest-gain guesses (and the consistent ones among the top), pick the one
+    with the least expected number of further guesses, each branch's cost estimated from the
+    best partition entropy available one move deeper."""
+    table = feedback_table().table
+    order = np.argsort(-(gains + is_candidate * 1e-9))[:width]
+    count = len(candidates)
+    best, best_cost = int(order[0]), float("inf")
+    for guess in order:
+        codes = table[guess, candidates]
+        cost = 1.0 - (1.0 / count if is_candidate[guess] else 0.0)  # this guess, unless it wins
+        for code in np.unique(codes):
+            if code == SOLVED:
+                continue
+            branch = candidates[codes == code]
+            cost += len(branch) / count * _expected_remaining(branch)
+        if cost < best_cost - 1e-12:
+            best, best_cost = int(guess), cost
+    return best
+
+
+def _expected_remaining(branch: np.ndarray) -> float:
+    """Estimated guesses still needed for a branch of n consistent secrets."""
+    n = len(branch)
+    if n == 1:
+        return 1.0
+    if n == 2:
+        return 1.5
+    gain = float(partition_entropies(branch).max())
+    # One guess, then each resulting part needs about log(part)/gain more; a consistent guess
+    # wins in one with probability 1/n.
+    return 1.0 + max(np.log2(n) - gain, 0.0) / max(gain, 1e-9) + (n - 1) / n
