@@ -76,14 +76,14 @@ def test_every_policy_solves_a_game(policy):
     table = bc.feedback_table()
     rng = np.random.default_rng(0)
     secret = table.index["7031"]
-    history = []
-    for turn in range(1, 26):
+    history: list[tuple[int, int]] = []
+    while len(history) < 25:
         guess, gains = bc.choose_guess(bc.consistent_secrets(history), policy, rng)
         code = int(table.table[guess, secret])
         if code == bc.SOLVED:
             break
         history.append((guess, code))
-    assert guess == secret and turn <= 9
+    assert guess == secret and len(history) + 1 <= 9
     assert gains.shape == (5040,)
 
 
