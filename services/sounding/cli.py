@@ -265,8 +265,37 @@ def eval_retrieval(
     console.print(f"written to {out}")
 
 
-def main() -> None:  # pragma: no cover
-    app()
+@eval_app.command("inquiry")
+def eval_inquiry(
+    task: str = typer.Option("bulls-and-cows", help="bulls-and-cows"),
+    secrets: str = typer.Option("all", help="'all' (5,040 secrets) or a JSON list of secrets"),
+    policy: str = typer.Option("eig", help="the policy under test; naive and random_consistent run too"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
+) -> None:
+    """Play inquiry games through the gRPC API and report turns and per-move latency."""
+    from sounding_client import Client
+
+    from sounding.evaluation import inquiry
+    from sounding.stack import serving
+
+    if task != "bulls-and-cows":
+        raise typer.BadParameter("only bulls-and-cows so far", param_hint="--task")
+    chosen = inquiry.load_secrets(secrets)
+    settings = Settings()
+    with serving(settings, address) as running, Client(running, timeout=600) as client:
+        result = inquiry.bulls_and_cows(client, chosen, policy, console)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print_json(
+        json.dumps(
+            {
+                k: {m: v[m] for m in ("solved", "mean_turns", "max_turns")}
+                for k, v in result["policies"].items()
+            }
+        )
+    )
+    console.print(f"written to {out}")
 
 
 if __name__ == "__main__":

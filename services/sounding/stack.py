@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -77,6 +79,11 @@ class Stack:
         _stop(self.models, signal.SIGKILL)
         self.models = None
 
+    def kill_orchestrator(self) -> None:
+        """kill -9 the orchestrator's whole process group (its Ray runtime included)."""
+        _stop(self.orchestrator, signal.SIGKILL)
+        self.orchestrator = None
+
     def stop(self) -> None:
         _stop(self.orchestrator, signal.SIGTERM)
         _stop(self.models, signal.SIGTERM)
@@ -101,3 +108,18 @@ def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30.0) -
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+@contextmanager
+def serving(settings: Settings, address: str | None = None) -> Iterator[str]:
+    """The address of a running orchestrator: `address` if given, otherwise that of a stack
+    started here (logs under the data directory) and stopped on exit."""
+    if address:
+        yield address
+        return
+    stack = Stack(settings, log_dir=settings.data_dir / "logs")
+    stack.start()
+    try:
+        yield settings.address
+    finally:
+        stack.stop()

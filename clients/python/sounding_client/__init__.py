@@ -1,24 +1,43 @@
 """Python client for Sounding (sync and asyncio)."""
 
-from sounding_client.client import AsyncClient, Client
+from sounding_client.client import AsyncClient, Client, Inquiry
 from sounding_client.types import (
     ArmRank,
+    Ask,
+    Belief,
     Collection,
     Confidence,
     FieldViolation,
     Final,
     Fused,
     Hit,
+    Hypothesis,
     IngestProgress,
+    InquiryAnswer,
+    InquiryEvent,
+    InquiryPolicy,
     Plan,
     PlannedArm,
+    Question,
     RetrieveEvent,
+    ScoredHypothesis,
+    ScoredQuestion,
     SoundingError,
     StrategyResult,
     Uncertainty,
 )
 
 __all__ = [
+    "Ask",
+    "Belief",
+    "Hypothesis",
+    "Inquiry",
+    "InquiryAnswer",
+    "InquiryEvent",
+    "InquiryPolicy",
+    "Question",
+    "ScoredHypothesis",
+    "ScoredQuestion",
     "ArmRank",
     "AsyncClient",
     "Client",

@@ -163,3 +163,99 @@ def error(rpc_error: grpc.RpcError) -> t.SoundingError:
             detail.Unpack(bad)
             violations = [t.FieldViolation(v.field, v.description) for v in bad.field_violations]
     return t.SoundingError(rpc_error.code(), rpc_error.details() or "", reason, violations, metadata)
+
+
+def inquiry_start(
+    domain: str,
+    policy: t.InquiryPolicy,
+    hypotheses: Iterable[t.Hypothesis],
+    questions: Iterable[t.Question],
+    domain_parameters: Mapping[str, str],
+) -> sounding_pb2.InquireRequest:
+    proto_policy = sounding_pb2.InquiryPolicy(
+        question_selection=policy.question_selection,
+        stop_rule=policy.stop_rule,
+        cost_sensitivity=policy.cost_sensitivity,
+        exploration_weight=policy.exploration_weight,
+        max_turns=policy.max_turns,
+        target_confidence=policy.target_confidence,
+        cost_budget=policy.cost_budget,
+    )
+    if policy.seed is not None:
+        proto_policy.seed = policy.seed
+    return sounding_pb2.InquireRequest(
+        start=sounding_pb2.InquiryStart(
+            domain=domain,
+            domain_parameters=dict(domain_parameters),
+            hypotheses=[
+                sounding_pb2.Hypothesis(id=h.id, description=h.description, prior=h.prior) for h in hypotheses
+            ],
+            questions=[
+                sounding_pb2.CandidateQuestion(id=q.id, text=q.text, cost=q.cost, outcomes=q.outcomes)
+                for q in questions
+            ],
+            policy=proto_policy,
+        )
+    )
+
+
+def inquiry_resume(session_id: str) -> sounding_pb2.InquireRequest:
+    return sounding_pb2.InquireRequest(resume=sounding_pb2.InquiryResume(session_id=session_id))
+
+
+def inquiry_observation(question_id: str, answer: str) -> sounding_pb2.InquireRequest:
+    return sounding_pb2.InquireRequest(
+        observation=sounding_pb2.InquiryObservation(question_id=question_id, answer=answer)
+    )
+
+
+_REASONS = {
+    v.number: v.name.removeprefix("STOPPING_REASON_").lower()
+    for v in sounding_pb2.StoppingReason.DESCRIPTOR.values
+}
+
+
+def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
+    kind = message.WhichOneof("event")
+    if kind == "belief":
+        b = message.belief
+        return t.Belief(
+            b.session_id,
+            b.turn,
+            b.entropy_bits,
+            b.normalized_uncertainty,
+            [t.ScoredHypothesis(h.id, h.description, h.probability) for h in b.top_hypotheses],
+            b.unknown_mass,
+        )
+    if kind == "ask":
+        a = message.ask
+        return t.Ask(
+            a.session_id,
+            a.turn,
+            a.question_id,
+            a.question,
+            a.expected_information_gain,
+            a.cost,
+            a.cost_adjusted_score,
+            a.exploration_bonus,
+            a.rationale,
+            [
+                t.ScoredQuestion(
+                    r.question_id, r.question, r.expected_information_gain, r.cost_adjusted_score
+                )
+                for r in a.runners_up
+            ],
+        )
+    if kind == "answer":
+        a = message.answer
+        return t.InquiryAnswer(
+            a.session_id,
+            a.answer,
+            confidence(a.confidence),
+            _REASONS[a.stopping_reason],
+            a.forced,
+            list(a.trace.entropy_bits),
+            list(a.trace.predicted_gain),
+            list(a.trace.actual_gain),
+        )
+    raise ValueError(f"unknown Inquire event {kind!r}")

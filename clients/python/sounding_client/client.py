@@ -6,6 +6,7 @@ iterator cancels the call on the server.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import grpc
@@ -18,6 +19,9 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    # Reconnect within a second or two after the server restarts, not after minutes of backoff.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 
 
@@ -94,6 +98,26 @@ class Client:
                 return event
         raise RuntimeError("the Retrieve stream ended without a final result")
 
+    def inquire(
+        self,
+        domain: str,
+        policy: t.InquiryPolicy | None = None,
+        hypotheses: Iterable[t.Hypothesis] = (),
+        questions: Iterable[t.Question] = (),
+        domain_parameters: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Inquiry:
+        """Start an inquiry session (e.g. domain "bulls_and_cows" or "hypotheses")."""
+        start = _convert.inquiry_start(
+            domain, policy or t.InquiryPolicy(), hypotheses, questions, domain_parameters or {}
+        )
+        return Inquiry(self._sounding, start, timeout or self.timeout)
+
+    def resume_inquiry(self, session_id: str, timeout: float | None = None) -> Inquiry:
+        """Continue a stored session on a new stream: it first re-sends the current Belief and
+        the pending Ask (or the final answer)."""
+        return Inquiry(self._sounding, _convert.inquiry_resume(session_id), timeout or self.timeout)
+
     def _unary(self, method, request):
         try:
             return method(request, timeout=self.timeout)
@@ -109,6 +133,51 @@ class Client:
             raise _convert.error(error) from None
         finally:
             call.cancel()
+
+
+class Inquiry:
+    """A live Inquire session. Iterate it for Belief, Ask and InquiryAnswer events; after each
+    Ask, call `answer(...)` before asking for the next event. `session_id` is known after the
+    first event and lets `Client.resume_inquiry` continue the session on a new stream."""
+
+    _CLOSE = object()
+
+    def __init__(self, stub, first_request, timeout):
+        self._outbox: queue.Queue = queue.Queue()
+        self._outbox.put(first_request)
+        self._call = stub.Inquire(self._requests(), timeout=timeout)
+        self.session_id = ""
+        self.last_ask: t.Ask | None = None
+
+    def _requests(self):
+        while (request := self._outbox.get()) is not self._CLOSE:
+            yield request
+
+    def __iter__(self) -> Iterator[t.InquiryEvent]:
+        try:
+            for message in self._call:
+                event = _convert.inquiry_event(message)
+                self.session_id = event.session_id
+                if isinstance(event, t.Ask):
+                    self.last_ask = event
+                yield event
+        except grpc.RpcError as error:
+            raise _convert.error(error) from None
+        finally:
+            self.close()
+
+    def answer(self, answer: str, question_id: str | None = None) -> None:
+        """Answer the last question asked (or the one named)."""
+        if question_id is None:
+            if self.last_ask is None:
+                raise RuntimeError("no question has been asked yet")
+            question_id = self.last_ask.question_id
+        self._outbox.put(_convert.inquiry_observation(question_id, answer))
+
+    def close(self) -> None:
+        """End the stream (the session stays stored and can be resumed)."""
+        self._outbox.put(self._CLOSE)
+        self._call.cancel()
 
 
 class AsyncClient:

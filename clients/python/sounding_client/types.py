@@ -140,3 +140,85 @@ class SoundingError(Exception):
         return [v.field for v in self.field_violations] or (
             [self.metadata["field"]] if "field" in self.metadata else []
         )
+
+
+@dataclass(frozen=True)
+class ScoredHypothesis:
+    id: str
+    description: str
+    probability: float
+
+
+@dataclass(frozen=True)
+class Belief:
+    session_id: str
+    turn: int
+    entropy_bits: float
+    normalized_uncertainty: float
+    top_hypotheses: list[ScoredHypothesis]
+    unknown_mass: float
+
+
+@dataclass(frozen=True)
+class ScoredQuestion:
+    question_id: str
+    question: str
+    expected_information_gain: float
+    cost_adjusted_score: float
+
+
+@dataclass(frozen=True)
+class Ask:
+    session_id: str
+    turn: int
+    question_id: str
+    question: str
+    expected_information_gain: float
+    cost: float
+    cost_adjusted_score: float
+    exploration_bonus: float
+    rationale: str
+    runners_up: list[ScoredQuestion]
+
+
+@dataclass(frozen=True)
+class InquiryAnswer:
+    session_id: str
+    answer: str
+    confidence: Confidence
+    # confidence_reached, budget_exhausted, max_queries_reached, diminishing_returns, no_viable_queries
+    stopping_reason: str
+    forced: bool
+    entropy_bits: list[float]
+    predicted_gain: list[float]
+    actual_gain: list[float]
+
+
+InquiryEvent = Belief | Ask | InquiryAnswer
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    id: str
+    description: str = ""
+    prior: float = 0.0
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    outcomes: dict[str, str]
+    cost: float = 1.0
+
+
+@dataclass(frozen=True)
+class InquiryPolicy:
+    question_selection: str = "eig"
+    stop_rule: str = "default"
+    cost_sensitivity: float = 1.0
+    exploration_weight: float = 0.0
+    max_turns: int = 25
+    target_confidence: float = 0.95
+    cost_budget: float = 0.0
+    seed: int | None = None

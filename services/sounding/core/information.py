@@ -85,17 +85,18 @@ def expected_information_gain(
 ) -> InformationGain:
     """EIG = H(A) − Σ_r P(r)·H(A | r) over the question's possible results (§3.1).
 
-    `outcomes[h]` is the result index hypothesis h implies. With `noise` ε, the observed result
+    `outcomes[h]` is the result index hypothesis h implies, or -1 when h leaves the result open
+    (every result equally likely under h). With `noise` ε, the observed result
     equals the implied one with probability 1 − ε and is any other of the K results with
     probability ε/(K − 1). The unknown answers with `unknown_outcome_probabilities` (uniform over
     the results by default).
     """
     p = np.asarray(probabilities, dtype=float)
     outcomes = np.asarray(outcomes, dtype=int)
-    results = int(outcomes.max(initial=0)) + 1
+    results = max(int(outcomes.max(initial=0)) + 1, 1)
     if unknown_outcome_probabilities is not None:
         results = max(results, len(unknown_outcome_probabilities))
-    likelihood = _likelihood_matrix(outcomes, results, noise)  # (results, hypotheses)
+    likelihood = likelihood_matrix(outcomes, results, noise)  # (results, hypotheses)
     unknown_likelihood = (
         np.full(results, 1.0 / results)
         if unknown_outcome_probabilities is None
@@ -116,12 +117,16 @@ def expected_information_gain(
     return InformationGain(before, expected_after, tuple(scenarios))
 
 
-def _likelihood_matrix(outcomes: np.ndarray, results: int, noise: float) -> np.ndarray:
+def likelihood_matrix(outcomes: np.ndarray, results: int, noise: float) -> np.ndarray:
+    """P(observed result r | hypothesis h), shape (results, hypotheses)."""
+    outcomes = np.asarray(outcomes, dtype=int)
+    determined = outcomes >= 0
     exact = np.zeros((results, outcomes.shape[0]))
-    exact[outcomes, np.arange(outcomes.shape[0])] = 1.0
-    if noise <= 0 or results < 2:
-        return exact
-    return exact * (1.0 - noise) + (1.0 - exact) * (noise / (results - 1))
+    exact[outcomes[determined], np.flatnonzero(determined)] = 1.0
+    if noise > 0 and results > 1:
+        exact = exact * (1.0 - noise) + (1.0 - exact) * (noise / (results - 1))
+    exact[:, ~determined] = 1.0 / results
+    return exact
 
 
 def cost_adjusted_score(expected_gain: float, normalized_cost: float, cost_sensitivity: float) -> float:

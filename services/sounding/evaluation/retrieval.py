@@ -61,7 +61,7 @@ def run(
 ) -> dict:
     from sounding_client import Client, Final, SoundingError
 
-    from sounding.stack import Stack
+    from sounding.stack import serving
 
     dataset = beir.load(data, split)
     key = dataset.corpus_sha256[:12]
@@ -69,51 +69,39 @@ def run(
     cache = settings.cache_dir / "eval"
     cache.mkdir(parents=True, exist_ok=True)
 
-    stack = None
-    if address is None:
-        stack = Stack(settings, log_dir=settings.data_dir / "logs")
-        with console.status("starting the stack (sidecar, Ray, orchestrator)"):
-            stack.start()
-        address = settings.address
-    try:
-        with Client(address) as client:
-            ingest = _ingest(
-                client,
-                collection,
-                dataset,
-                cache / f"{collection}-ingest.json",
-                fresh,
-                console,
-                SoundingError,
-            )
-            encode, corpus_vectors = _encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
-            ingest["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
-            ingest["service_over_inprocess"] = round(ingest["docs_per_s"] / encode["docs_per_s"], 3)
-            ingest["inprocess_encode_cached"] = encode["cached"]
+    with serving(settings, address) as address, Client(address) as client:
+        ingest = _ingest(
+            client,
+            collection,
+            dataset,
+            cache / f"{collection}-ingest.json",
+            fresh,
+            console,
+            SoundingError,
+        )
+        encode, corpus_vectors = _encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
+        ingest["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
+        ingest["service_over_inprocess"] = round(ingest["docs_per_s"] / encode["docs_per_s"], 3)
+        ingest["inprocess_encode_cached"] = encode["cached"]
 
-            systems: dict[str, dict] = {}
-            service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": []}
-            with _progress(console) as progress:
-                for name, arms in service_arms.items():
-                    task = progress.add_task(f"service {name}", total=len(dataset.queries))
-                    rankings, latencies = {}, []
-                    for query_id, text in dataset.queries.items():
-                        started = time.perf_counter()
-                        final = next(
-                            e
-                            for e in client.retrieve(
-                                collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True
-                            )
-                            if isinstance(e, Final)
-                        )
-                        latencies.append((time.perf_counter() - started) * 1000)
-                        rankings[query_id] = _without_self(query_id, [h.document_id for h in final.hits])
-                        progress.advance(task)
-                    systems[name] = {**_score(rankings, dataset), **percentiles(latencies)}
-            systems.update(_references(dataset, corpus_vectors, console))
-    finally:
-        if stack is not None:
-            stack.stop()
+        systems: dict[str, dict] = {}
+        service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": []}
+        with _progress(console) as progress:
+            for name, arms in service_arms.items():
+                task = progress.add_task(f"service {name}", total=len(dataset.queries))
+                rankings, latencies = {}, []
+                for query_id, text in dataset.queries.items():
+                    started = time.perf_counter()
+                    final = next(
+                        e
+                        for e in client.retrieve(collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True)
+                        if isinstance(e, Final)
+                    )
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    rankings[query_id] = _without_self(query_id, [h.document_id for h in final.hits])
+                    progress.advance(task)
+                systems[name] = {**_score(rankings, dataset), **percentiles(latencies)}
+        systems.update(_references(dataset, corpus_vectors, console))
 
     fused_p50 = systems["fused"]["latency_ms_p50"]
     return {

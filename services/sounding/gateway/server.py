@@ -16,6 +16,7 @@ from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, 
 from sounding.config import Settings
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer
+from sounding.inquiry.service import InquiryService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
 from sounding.retrieval.service import RetrievalService
@@ -62,7 +63,9 @@ async def serve(settings: Settings) -> None:
             ("grpc.so_reuseport", 0),
         ]
     )
-    sounding_pb2_grpc.add_SoundingServiceServicer_to_server(SoundingServicer(retrieval), server)
+    sounding_pb2_grpc.add_SoundingServiceServicer_to_server(
+        SoundingServicer(retrieval, InquiryService(store)), server
+    )
     corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
         CorpusServicer(corpus, on_delete=executor.forget), server
     )

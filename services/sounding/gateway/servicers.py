@@ -10,12 +10,14 @@ from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_g
 from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
 from sounding.gateway.rpc import rpc
+from sounding.inquiry.service import InquiryService
 from sounding.retrieval.service import RetrievalService
 
 
 class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
-    def __init__(self, retrieval: RetrievalService):
+    def __init__(self, retrieval: RetrievalService, inquiry: InquiryService):
         self._retrieval = retrieval
+        self._inquiry = inquiry
 
     @rpc("sounding.v1.SoundingService/Retrieve")
     async def Retrieve(self, request, context):
@@ -25,8 +27,12 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
 
     @rpc("sounding.v1.SoundingService/Inquire")
     async def Inquire(self, request_iterator, context):
-        raise errors.Unimplemented("Inquire is not implemented yet")
-        yield  # pragma: no cover - makes this a streaming handler
+        async def requests():
+            async for message in request_iterator:
+                yield convert.inquiry_request(message)
+
+        async for event in self._inquiry.run(requests()):
+            yield convert.inquire_response(event)
 
     @rpc("sounding.v1.SoundingService/Observe")
     async def Observe(self, request_iterator, context):

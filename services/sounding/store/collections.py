@@ -22,6 +22,9 @@ from lancedb.index import FTS
 from sounding import errors
 from sounding.store import schema
 
+# Session saves are one small commit each; compact the table every so many.
+SESSION_WRITES_PER_COMPACTION = 200
+
 
 @dataclass(frozen=True)
 class CollectionInfo:
@@ -54,6 +57,7 @@ class Store:
         connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
         store = cls(connection)
         await store._ensure_registry()
+        await store._ensure_sessions()
         await store._drop_unregistered_tables()
         return store
 
@@ -76,6 +80,45 @@ class Store:
                 schema.COLLECTIONS_TABLE, schema=schema.COLLECTIONS_SCHEMA, exist_ok=True
             )
         self._registry = await self._db.open_table(schema.COLLECTIONS_TABLE)
+
+    async def _ensure_sessions(self) -> None:
+        if schema.SESSIONS_TABLE not in await self._table_names():
+            await self._db.create_table(schema.SESSIONS_TABLE, schema=schema.SESSIONS_SCHEMA, exist_ok=True)
+        self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
+        self._session_writes = 0
+
+    async def save_session(self, session_id: str, domain: str, state_json: str) -> None:
+        """Insert or replace an inquiry session's state in one commit."""
+        row = pa.Table.from_pylist(
+            [
+                {
+                    "session_id": session_id,
+                    "domain": domain,
+                    "state_json": state_json,
+                    "update_time_us": int(time.time() * 1e6),
+                }
+            ],
+            schema.SESSIONS_SCHEMA,
+        )
+        await (
+            self._sessions.merge_insert("session_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(row)
+        )
+        self._session_writes += 1
+        if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
+            await self._sessions.optimize()
+
+    async def load_session(self, session_id: str) -> str | None:
+        rows = (
+            await self._sessions.query()
+            .where(f"session_id = {schema.sql_string(session_id)}")
+            .select(["state_json"])
+            .limit(1)
+            .to_arrow()
+        ).to_pylist()
+        return rows[0]["state_json"] if rows else None
 
     async def _drop_unregistered_tables(self) -> None:
         registered = {c.name for c in await self.list_collections()}

@@ -7,6 +7,7 @@ import re
 import pyarrow as pa
 
 COLLECTIONS_TABLE = "collections"
+SESSIONS_TABLE = "inquiry_sessions"
 CHUNKS_PREFIX = "chunks__"
 TEXT_INDEX = "search_text_idx"
 TEXT_COLUMN = "search_text"
@@ -21,6 +22,16 @@ COLLECTIONS_SCHEMA = pa.schema(
         ("embedding_dimension", pa.int32()),
         ("chunk_words", pa.int32()),
         ("chunk_overlap_words", pa.int32()),
+    ]
+)
+
+
+SESSIONS_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("domain", pa.string()),
+        ("state_json", pa.string()),
+        ("update_time_us", pa.int64()),
     ]
 )
 

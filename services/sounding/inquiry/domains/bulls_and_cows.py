@@ -24,6 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from sounding import errors
+
 LENGTH = 4
 CODES_PER_FEEDBACK = 5  # cows < 5
 SOLVED = LENGTH * CODES_PER_FEEDBACK  # (4 bulls, 0 cows)
@@ -129,10 +131,18 @@ def choose_guess(
     if len(candidates) == 0:
         raise ValueError("no secret is consistent with the feedback so far")
     if len(candidates) == 1:
-        gains = np.zeros(feedback_table().table.shape[0])
-        return int(candidates[0]), gains
+        return _choose_with_gains(candidates, np.zeros(feedback_table().table.shape[0]), policy, rng)
     everything = len(candidates) == feedback_table().table.shape[0]
     gains = _opening_gains() if everything else partition_entropies(candidates)
+    return _choose_with_gains(candidates, gains, policy, rng)
+
+
+def _choose_with_gains(
+    candidates: np.ndarray, gains: np.ndarray, policy: str, rng: np.random.Generator | None
+) -> tuple[int, np.ndarray]:
+    if len(candidates) == 1:
+        return int(candidates[0]), gains
+    everything = len(candidates) == feedback_table().table.shape[0]
     if policy == "naive":
         return int(candidates[0]), gains
     if policy == "random_consistent":
@@ -186,3 +196,105 @@ def _expected_remaining(branch: np.ndarray) -> float:
     # One guess, then each resulting part needs about log(part)/gain more; a consistent guess
     # wins in one with probability 1/n.
     return 1.0 + max(np.log2(n) - gain, 0.0) / max(gain, 1e-9) + (n - 1) / n
+
+
+@lru_cache(maxsize=8192)
+def _position(history: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Consistent secrets and every guess's gain after `history`; shared by all games that
+    reach the same position (every eig game has the same first move and 14 possible seconds)."""
+    candidates = consistent_secrets(list(history))
+    if len(candidates) == feedback_table().table.shape[0]:
+        return candidates, _opening_gains()
+    if len(candidates) <= 1:
+        return candidates, np.zeros(feedback_table().table.shape[0])
+    gains = partition_entropies(candidates)
+    gains.setflags(write=False)
+    return candidates, gains
+
+
+class BullsAndCows:
+    """The `bulls_and_cows` inquiry domain: each question is a guess, each answer its feedback."""
+
+    name = "bulls_and_cows"
+    # The game ends only when a guess is confirmed; knowing the secret is not enough.
+    stops_on_confidence = False
+
+    def __init__(self, history: list[tuple[int, int]] | None = None, solved: bool = False):
+        self.history = [tuple(step) for step in history or []]
+        self.solved = solved
+
+    @classmethod
+    def from_state(cls, state: dict) -> BullsAndCows:
+        return cls([tuple(step) for step in state["history"]], state["solved"])
+
+    def state(self) -> dict:
+        return {"history": [list(step) for step in self.history], "solved": self.solved}
+
+    def _candidates(self) -> np.ndarray:
+        return _position(tuple(self.history))[0]
+
+    def belief(self):
+        from sounding.inquiry.protocol import BeliefView, ScoredHypothesis
+
+        strings = feedback_table().strings
+        candidates = self._candidates()
+        total = feedback_table().table.shape[0]
+        count = len(candidates)
+        if self.solved:
+            guess = self.history[-1][0]
+            return BeliefView(
+                0.0, float(np.log2(total)), [ScoredHypothesis(strings[guess], "", 1.0)], 0.0, 1.0
+            )
+        if count == 0:
+            return BeliefView(0.0, float(np.log2(total)), [], 1.0, 0.0)
+        top = [ScoredHypothesis(strings[i], "", 1.0 / count) for i in candidates[:5]]
+        return BeliefView(float(np.log2(count)), float(np.log2(total)), top, 0.0, 1.0 / count)
+
+    def choose(self, policy, turn: int):
+        from sounding.inquiry.protocol import Choice, ScoredQuestion
+
+        candidates, gains = _position(tuple(self.history))
+        if len(candidates) == 0:
+            return None
+        rng = np.random.default_rng([policy.seed or 0, turn])
+        guess, _ = _choose_with_gains(candidates, gains, policy.question_selection, rng)
+        strings = feedback_table().strings
+
+        def scored(index: int) -> ScoredQuestion:
+            gain = float(gains[index])
+            return ScoredQuestion(f"guess-{turn}", strings[index], gain, gain / (1 + policy.cost_sensitivity))
+
+        ranked = [int(i) for i in np.argsort(-gains, kind="stable")[:4] if int(i) != guess][:3]
+        parts = int(len(np.unique(feedback_table().table[guess, candidates])))
+        rationale = (
+            f"{strings[guess]} splits the {len(candidates)} consistent secrets into {parts} feedback "
+            f"groups ({policy.question_selection})"
+        )
+        return Choice(scored(guess), rationale, [scored(i) for i in ranked])
+
+    def observe(self, question_id: str, question: str, answer: str) -> None:
+        """`question` is the guess that was asked; `answer` its feedback."""
+        guess = parse_guess(question)
+        try:
+            bulls, cows = parse_feedback(answer)
+        except ValueError as error:
+            raise errors.InvalidArgument(str(error), field="observation.answer") from None
+        code = bulls * CODES_PER_FEEDBACK + cows
+        self.history.append((guess, code))
+        self.solved = code == SOLVED
+
+    def finished(self) -> str:
+        if self.solved:
+            return "confidence_reached"
+        if len(self._candidates()) == 0:
+            return "no_viable_queries"
+        return ""
+
+    def answer(self) -> tuple[str, float]:
+        strings = feedback_table().strings
+        if self.solved:
+            return strings[self.history[-1][0]], 1.0
+        candidates = self._candidates()
+        if len(candidates) == 0:
+            return "", 0.0
+        return strings[candidates[0]], 1.0 / len(candidates)

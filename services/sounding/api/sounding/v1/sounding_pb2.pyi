@@ -13,7 +13,7 @@ class StoppingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STOPPING_REASON_UNSPECIFIED: _ClassVar[StoppingReason]
     STOPPING_REASON_CONFIDENCE_REACHED: _ClassVar[StoppingReason]
     STOPPING_REASON_BUDGET_EXHAUSTED: _ClassVar[StoppingReason]
-    STOPPING_REASON_MAX_TURNS: _ClassVar[StoppingReason]
+    STOPPING_REASON_MAX_QUERIES_REACHED: _ClassVar[StoppingReason]
     STOPPING_REASON_DIMINISHING_RETURNS: _ClassVar[StoppingReason]
     STOPPING_REASON_NO_VIABLE_QUERIES: _ClassVar[StoppingReason]
 
@@ -33,7 +33,7 @@ class CalibrationTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 STOPPING_REASON_UNSPECIFIED: StoppingReason
 STOPPING_REASON_CONFIDENCE_REACHED: StoppingReason
 STOPPING_REASON_BUDGET_EXHAUSTED: StoppingReason
-STOPPING_REASON_MAX_TURNS: StoppingReason
+STOPPING_REASON_MAX_QUERIES_REACHED: StoppingReason
 STOPPING_REASON_DIMINISHING_RETURNS: StoppingReason
 STOPPING_REASON_NO_VIABLE_QUERIES: StoppingReason
 FEEDBACK_UNSPECIFIED: Feedback
@@ -277,7 +277,7 @@ class CandidateQuestion(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., cost: _Optional[float] = ..., outcomes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class InquiryPolicy(_message.Message):
-    __slots__ = ("question_selection", "stop_rule", "cost_sensitivity", "exploration_weight", "max_turns", "target_confidence", "cost_budget")
+    __slots__ = ("question_selection", "stop_rule", "cost_sensitivity", "exploration_weight", "max_turns", "target_confidence", "cost_budget", "seed")
     QUESTION_SELECTION_FIELD_NUMBER: _ClassVar[int]
     STOP_RULE_FIELD_NUMBER: _ClassVar[int]
     COST_SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +285,7 @@ class InquiryPolicy(_message.Message):
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     TARGET_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     COST_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     question_selection: str
     stop_rule: str
     cost_sensitivity: float
@@ -292,7 +293,8 @@ class InquiryPolicy(_message.Message):
     max_turns: int
     target_confidence: float
     cost_budget: float
-    def __init__(self, question_selection: _Optional[str] = ..., stop_rule: _Optional[str] = ..., cost_sensitivity: _Optional[float] = ..., exploration_weight: _Optional[float] = ..., max_turns: _Optional[int] = ..., target_confidence: _Optional[float] = ..., cost_budget: _Optional[float] = ...) -> None: ...
+    seed: int
+    def __init__(self, question_selection: _Optional[str] = ..., stop_rule: _Optional[str] = ..., cost_sensitivity: _Optional[float] = ..., exploration_weight: _Optional[float] = ..., max_turns: _Optional[int] = ..., target_confidence: _Optional[float] = ..., cost_budget: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class InquiryResume(_message.Message):
     __slots__ = ("session_id",)
@@ -345,8 +347,9 @@ class ScoredHypothesis(_message.Message):
     def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class Ask(_message.Message):
-    __slots__ = ("session_id", "question_id", "question", "expected_information_gain", "cost", "cost_adjusted_score", "exploration_bonus", "rationale", "runners_up")
+    __slots__ = ("session_id", "turn", "question_id", "question", "expected_information_gain", "cost", "cost_adjusted_score", "exploration_bonus", "rationale", "runners_up")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
     QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
@@ -356,6 +359,7 @@ class Ask(_message.Message):
     RATIONALE_FIELD_NUMBER: _ClassVar[int]
     RUNNERS_UP_FIELD_NUMBER: _ClassVar[int]
     session_id: str
+    turn: int
     question_id: str
     question: str
     expected_information_gain: float
@@ -364,7 +368,7 @@ class Ask(_message.Message):
     exploration_bonus: float
     rationale: str
     runners_up: _containers.RepeatedCompositeFieldContainer[ScoredQuestion]
-    def __init__(self, session_id: _Optional[str] = ..., question_id: _Optional[str] = ..., question: _Optional[str] = ..., expected_information_gain: _Optional[float] = ..., cost: _Optional[float] = ..., cost_adjusted_score: _Optional[float] = ..., exploration_bonus: _Optional[float] = ..., rationale: _Optional[str] = ..., runners_up: _Optional[_Iterable[_Union[ScoredQuestion, _Mapping]]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., question_id: _Optional[str] = ..., question: _Optional[str] = ..., expected_information_gain: _Optional[float] = ..., cost: _Optional[float] = ..., cost_adjusted_score: _Optional[float] = ..., exploration_bonus: _Optional[float] = ..., rationale: _Optional[str] = ..., runners_up: _Optional[_Iterable[_Union[ScoredQuestion, _Mapping]]] = ...) -> None: ...
 
 class ScoredQuestion(_message.Message):
     __slots__ = ("question_id", "question", "expected_information_gain", "cost_adjusted_score")

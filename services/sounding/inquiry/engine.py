@@ -1,0 +1,230 @@
+"""The inquiry engine: sessions, the ask-or-answer loop, and resumable state.
+
+After a start or an observation the engine emits a Belief and then either an Ask (the next
+question, which the session now awaits an answer to) or the final Answer. A session's whole
+state is JSON, saved after every step, so a resumed session continues exactly where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from sounding import errors
+from sounding.core.information import StoppingConfig, default_stopping
+from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
+from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
+from sounding.inquiry.domains.hypotheses import HYPOTHESES_POLICIES, HypothesisSet
+from sounding.inquiry.protocol import (
+    AnswerEvent,
+    AskEvent,
+    BeliefEvent,
+    Domain,
+    InquiryEvent,
+    Policy,
+    Start,
+)
+from sounding.retrieval.protocol import Provenance
+
+MAX_TURNS_LIMIT = 1000
+MIN_INFORMATION_GAIN = 0.01
+
+
+@dataclass
+class Session:
+    session_id: str
+    domain: str
+    policy: Policy
+    domain_state: dict
+    turn: int = 0
+    pending: dict | None = None
+    cost_spent: float = 0.0
+    entropy_path: list[float] = field(default_factory=list)
+    predicted_gains: list[float] = field(default_factory=list)
+    actual_gains: list[float] = field(default_factory=list)
+    answer: dict | None = None
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["policy"]["cost_budget"] = _finite_or_none(self.policy.cost_budget)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Session:
+        data = json.loads(text)
+        policy = data.pop("policy")
+        if policy["cost_budget"] is None:
+            policy["cost_budget"] = math.inf
+        return cls(policy=Policy(**policy), **data)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict], Domain]]] = {
+    BullsAndCows.name: (BULLS_AND_COWS_POLICIES, BullsAndCows.from_state),
+    HypothesisSet.name: (HYPOTHESES_POLICIES, HypothesisSet.from_state),
+}
+
+
+def validate_policy(policy: Policy, domain: str) -> None:
+    known = DOMAINS[domain][0]
+    if policy.question_selection not in known:
+        raise errors.InvalidArgument(
+            f"question_selection {policy.question_selection!r} is not one of {', '.join(known)}",
+            field="start.policy.question_selection",
+        )
+    if policy.stop_rule != "default":
+        raise errors.InvalidArgument(
+            "stop_rule must be 'default' for this domain", field="start.policy.stop_rule"
+        )
+    if not 1 <= policy.max_turns <= MAX_TURNS_LIMIT:
+        raise errors.InvalidArgument(
+            f"max_turns must be in [1, {MAX_TURNS_LIMIT}]", field="start.policy.max_turns"
+        )
+    if not 0 < policy.target_confidence <= 1:
+        raise errors.InvalidArgument(
+            "target_confidence must be in (0, 1]", field="start.policy.target_confidence"
+        )
+    if policy.cost_sensitivity < 0 or policy.exploration_weight < 0 or policy.cost_budget <= 0:
+        raise errors.InvalidArgument(
+            "cost_sensitivity and exploration_weight must be >= 0 and cost_budget > 0",
+            field="start.policy",
+        )
+
+
+def start(request: Start) -> Session:
+    if request.domain not in DOMAINS:
+        raise errors.InvalidArgument(
+            f"domain {request.domain!r} is not one of {', '.join(sorted(DOMAINS))}", field="start.domain"
+        )
+    validate_policy(request.policy, request.domain)
+    if request.domain == BullsAndCows.name:
+        state = BullsAndCows().state()
+    else:
+        state = HypothesisSet.from_request(
+            request.hypotheses, request.questions, dict(request.domain_parameters)
+        ).state()
+    return Session(uuid.uuid4().hex, request.domain, request.policy, state)
+
+
+def _domain(session: Session) -> Domain:
+    return DOMAINS[session.domain][1](session.domain_state)
+
+
+def advance(session: Session) -> list[InquiryEvent]:
+    """Belief, then Ask or Answer. Mutates the session (pending question or final answer)."""
+    domain = _domain(session)
+    belief = domain.belief()
+    if len(session.entropy_path) == session.turn:
+        session.entropy_path.append(belief.entropy_bits)
+    events: list[InquiryEvent] = [
+        BeliefEvent(
+            session.session_id,
+            session.turn,
+            belief.entropy_bits,
+            belief.entropy_bits / belief.max_entropy_bits if belief.max_entropy_bits else 0.0,
+            belief.top_hypotheses,
+            belief.unknown_mass,
+        )
+    ]
+    reason, forced = domain.finished(), False
+    if not reason and getattr(domain, "stops_on_confidence", True):
+        decision = default_stopping(
+            belief.map_probability,
+            session.turn,
+            session.cost_spent,
+            session.actual_gains[-1] if session.actual_gains else math.inf,
+            StoppingConfig(
+                session.policy.target_confidence,
+                session.policy.max_turns,
+                session.policy.cost_budget,
+                MIN_INFORMATION_GAIN,
+            ),
+        )
+        reason, forced = decision.reason, decision.reason not in ("", "confidence_reached")
+    elif not reason and session.turn >= session.policy.max_turns:
+        reason, forced = "max_queries_reached", True
+    choice = None
+    if not reason:
+        choice = domain.choose(session.policy, session.turn + 1)
+        if choice is None:
+            reason = "no_viable_queries"
+    if reason:
+        events.append(_answer(session, domain, reason, forced))
+        return events
+    session.turn += 1
+    session.pending = {
+        "question_id": choice.chosen.question_id,
+        "question": choice.chosen.question,
+        "predicted_gain": choice.chosen.expected_information_gain,
+        "cost": choice.chosen.cost,
+    }
+    events.append(
+        AskEvent(session.session_id, session.turn, choice.chosen, choice.rationale, choice.runners_up)
+    )
+    return events
+
+
+def resume(session: Session) -> list[InquiryEvent]:
+    """The events that bring a reconnecting client up to date: the Belief, then the pending
+    Ask again (recomputed: selection is deterministic given the state) or the final Answer."""
+    if session.answer is None and session.pending is not None:
+        session.turn -= 1
+        session.pending = None
+    if session.answer is not None:
+        session.answer = None
+    return advance(session)
+
+
+def _answer(session: Session, domain: Domain, reason: str, forced: bool) -> AnswerEvent:
+    text, probability = domain.answer()
+    if reason == "no_viable_queries" and domain.belief().unknown_mass >= 1.0:
+        confidence = Provenance.absent("every hypothesis was contradicted by the observations")
+    elif probability >= 1.0:
+        confidence = Provenance.deterministic(1.0, "the observations leave only this answer")
+    else:
+        confidence = Provenance(
+            "derived",
+            value=probability,
+            formula="posterior probability of the answer",
+            inputs={"entropy_bits": session.entropy_path[-1], "turns": float(session.turn)},
+        )
+    session.pending = None
+    session.answer = {"answer": text, "reason": reason, "forced": forced}
+    return AnswerEvent(
+        session.session_id,
+        text,
+        confidence,
+        reason,
+        forced,
+        list(session.entropy_path),
+        list(session.predicted_gains),
+        list(session.actual_gains),
+    )
+
+
+def observe(session: Session, question_id: str, answer: str) -> list[InquiryEvent]:
+    """Apply the answer to the pending question and advance."""
+    if session.answer is not None:
+        raise errors.FailedPrecondition("the session has already answered", reason="SESSION_FINISHED")
+    if session.pending is None or question_id != session.pending["question_id"]:
+        expected = session.pending["question_id"] if session.pending else "none"
+        raise errors.InvalidArgument(
+            f"question_id {question_id!r} is not the pending question ({expected})",
+            field="observation.question_id",
+        )
+    domain = _domain(session)
+    before = domain.belief().entropy_bits
+    domain.observe(question_id, session.pending["question"], answer)
+    after = domain.belief().entropy_bits
+    session.domain_state = domain.state()
+    session.predicted_gains.append(session.pending["predicted_gain"])
+    session.actual_gains.append(before - after)
+    session.cost_spent += session.pending["cost"]
+    session.pending = None
+    return advance(session)

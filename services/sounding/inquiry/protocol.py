@@ -1,0 +1,149 @@
+"""Contracts of the inquiry package: session requests, domains and streamed events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sounding.retrieval.protocol import Provenance
+
+STOPPING_REASONS = (
+    "confidence_reached",
+    "budget_exhausted",
+    "max_queries_reached",
+    "diminishing_returns",
+    "no_viable_queries",
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    question_selection: str = "eig"
+    stop_rule: str = "default"
+    cost_sensitivity: float = 1.0
+    exploration_weight: float = 0.0
+    max_turns: int = 25
+    target_confidence: float = 0.95
+    cost_budget: float = float("inf")
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class HypothesisIn:
+    id: str
+    description: str = ""
+    prior: float = 0.0
+
+
+@dataclass(frozen=True)
+class QuestionIn:
+    id: str
+    text: str
+    cost: float
+    outcomes: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Start:
+    domain: str
+    policy: Policy
+    domain_parameters: Mapping[str, str] = field(default_factory=dict)
+    hypotheses: tuple[HypothesisIn, ...] = ()
+    questions: tuple[QuestionIn, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoredHypothesis:
+    id: str
+    description: str
+    probability: float
+
+
+@dataclass(frozen=True)
+class BeliefEvent:
+    session_id: str
+    turn: int
+    entropy_bits: float
+    normalized_uncertainty: float
+    top_hypotheses: list[ScoredHypothesis]
+    unknown_mass: float
+
+
+@dataclass(frozen=True)
+class ScoredQuestion:
+    question_id: str
+    question: str
+    expected_information_gain: float
+    cost_adjusted_score: float
+    cost: float = 1.0
+    exploration_bonus: float = 0.0
+
+
+@dataclass(frozen=True)
+class AskEvent:
+    session_id: str
+    turn: int
+    chosen: ScoredQuestion
+    rationale: str
+    runners_up: list[ScoredQuestion]
+
+
+@dataclass(frozen=True)
+class AnswerEvent:
+    session_id: str
+    answer: str
+    confidence: Provenance
+    stopping_reason: str
+    forced: bool
+    entropy_path: list[float]
+    predicted_gains: list[float]
+    actual_gains: list[float]
+
+
+InquiryEvent = BeliefEvent | AskEvent | AnswerEvent
+
+
+@dataclass(frozen=True)
+class BeliefView:
+    entropy_bits: float
+    max_entropy_bits: float
+    top_hypotheses: list[ScoredHypothesis]
+    unknown_mass: float
+    map_probability: float
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The question a domain would ask next, with its score, rationale and runners-up."""
+
+    chosen: ScoredQuestion
+    rationale: str
+    runners_up: list[ScoredQuestion]
+
+
+class Domain(Protocol):
+    """One kind of inquiry. Its state is plain JSON, so a session can be stored and resumed."""
+
+    name: str
+
+    def belief(self) -> BeliefView: ...
+
+    def choose(self, policy: Policy, turn: int) -> Choice | None:
+        """The next question, or None when no question can still tell hypotheses apart."""
+        ...
+
+    def observe(self, question_id: str, question: str, answer: str) -> None:
+        """Update the belief with the answer to the question asked (InvalidArgument naming
+        `observation.answer` if the answer is malformed)."""
+        ...
+
+    def finished(self) -> str:
+        """A stopping reason the domain itself decides (e.g. the secret was guessed), or ''."""
+        ...
+
+    def answer(self) -> tuple[str, float]:
+        """The best answer now and its probability."""
+        ...
+
+    def state(self) -> dict[str, Any]: ...
