@@ -186,6 +186,31 @@ def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[
             )
 
 
+def _print_bulls_and_cows(client, secret: str) -> None:
+    from sounding_client import Ask, Belief, InquiryAnswer
+
+    from sounding.inquiry.domains import bulls_and_cows
+
+    table = bulls_and_cows.feedback_table()
+    inquiry = client.inquire("bulls_and_cows")
+    for event in inquiry:
+        if isinstance(event, Belief):
+            console.print(f"[bold]belief[/bold] {event.entropy_bits:.2f} bits of uncertainty")
+        elif isinstance(event, Ask):
+            code = int(table.table[table.index[event.question], table.index[secret]])
+            bulls, cows = divmod(code, bulls_and_cows.CODES_PER_FEEDBACK)
+            console.print(
+                f"[bold]ask[/bold] #{event.turn} {event.question} "
+                f"(expected gain {event.expected_information_gain:.2f} bits) -> {bulls} bulls, {cows} cows"
+            )
+            inquiry.answer(f"{bulls} {cows}")
+        elif isinstance(event, InquiryAnswer):
+            console.print(
+                f"[bold]answer[/bold] {event.answer} ({event.stopping_reason}, "
+                f"{len(event.entropy_bits) - 1} guesses)"
+            )
+
+
 @app.command()
 def demo(
     data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
@@ -217,8 +242,10 @@ def demo(
             for query in ("how do ships measure the depth of water?", "combining rankings"):
                 console.rule(f"Retrieve: {query}")
                 _print_retrieve(client, "demo", query, 3, [])
+            console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
+            _print_bulls_and_cows(client, "0435")
             console.rule()
-            console.print("Inquire, Observe and Calibrate answer UNIMPLEMENTED until their issues land.")
+            console.print("Observe and Calibrate answer UNIMPLEMENTED until their issues land.")
     finally:
         with console.status("stopping the stack"):
             stack.stop()

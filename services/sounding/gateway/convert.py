@@ -5,6 +5,7 @@ from __future__ import annotations
 from google.protobuf import timestamp_pb2
 
 from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+from sounding.core.provenance import Provenance
 from sounding.corpus.service import DocumentIn
 from sounding.retrieval import protocol as p
 from sounding.store.collections import CollectionInfo, CollectionStats
@@ -25,7 +26,7 @@ def retrieve_query(request: sounding_pb2.RetrieveRequest, timeout_s: float | Non
     )
 
 
-def confidence(value: p.Provenance) -> common_pb2.Confidence:
+def confidence(value: Provenance) -> common_pb2.Confidence:
     if value.kind == "deterministic":
         return common_pb2.Confidence(
             deterministic=common_pb2.Deterministic(value=value.value, reason=value.reason)

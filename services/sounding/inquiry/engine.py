@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from sounding import errors
 from sounding.core.information import StoppingConfig, default_stopping
+from sounding.core.provenance import Provenance
 from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
 from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
 from sounding.inquiry.domains.hypotheses import HYPOTHESES_POLICIES, HypothesisSet
@@ -27,7 +28,6 @@ from sounding.inquiry.protocol import (
     Policy,
     Start,
 )
-from sounding.retrieval.protocol import Provenance
 
 MAX_TURNS_LIMIT = 1000
 MIN_INFORMATION_GAIN = 0.01
@@ -46,6 +46,8 @@ class Session:
     predicted_gains: list[float] = field(default_factory=list)
     actual_gains: list[float] = field(default_factory=list)
     answer: dict | None = None
+    # Number of times the session was saved; the store keeps the latest.
+    saves: int = 0
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sounding.retrieval.protocol import Provenance
+from sounding.core.provenance import Provenance
 
 STOPPING_REASONS = (
     "confidence_reached",

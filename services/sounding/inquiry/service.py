@@ -76,4 +76,5 @@ class InquiryService:
         return engine.Session.from_json(state)
 
     async def _save(self, session: engine.Session) -> None:
-        await self._store.save_session(session.session_id, session.domain, session.to_json())
+        session.saves += 1
+        await self._store.save_session(session.session_id, session.saves, session.domain, session.to_json())

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sounding.core.fusion import Contribution
+from sounding.core.provenance import Provenance
 from sounding.store.reader import ChunkHit
 
 
@@ -86,27 +87,6 @@ class StrategyResultEvent:
 class FusedEvent:
     hits: list[FusedHit]
     arms: list[str]
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """A stated value and where it comes from: absent, deterministic, derived or measured."""
-
-    kind: str
-    value: float | None = None
-    reason: str = ""
-    formula: str = ""
-    inputs: Mapping[str, float] = field(default_factory=dict)
-    calibration_version: str = ""
-    sample_size: int = 0
-
-    @staticmethod
-    def absent(reason: str) -> Provenance:
-        return Provenance("absent", reason=reason)
-
-    @staticmethod
-    def deterministic(value: float, reason: str) -> Provenance:
-        return Provenance("deterministic", value=value, reason=reason)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The orchestrator's store: collections and their chunk tables. The only writer.
+"""The orchestrator's store: collections, their chunk tables and inquiry sessions. The only
+writer.
 
 Write rules that keep every acknowledged batch whole:
 - a chunk table is created before its collection is registered, and a collection is
@@ -17,12 +18,12 @@ from datetime import timedelta
 
 import lancedb
 import pyarrow as pa
-from lancedb.index import FTS
+from lancedb.index import FTS, BTree
 
 from sounding import errors
 from sounding.store import schema
 
-# Session saves are one small commit each; compact the table every so many.
+# Session saves are one small append each; compact the table (and refresh its index) every so many.
 SESSION_WRITES_PER_COMPACTION = 200
 
 
@@ -83,16 +84,21 @@ class Store:
 
     async def _ensure_sessions(self) -> None:
         if schema.SESSIONS_TABLE not in await self._table_names():
-            await self._db.create_table(schema.SESSIONS_TABLE, schema=schema.SESSIONS_SCHEMA, exist_ok=True)
+            table = await self._db.create_table(
+                schema.SESSIONS_TABLE, schema=schema.SESSIONS_SCHEMA, exist_ok=True
+            )
+            # Saves and loads find a session by id through this index, not by a scan.
+            await table.create_index("session_id", config=BTree(), replace=True)
         self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
         self._session_writes = 0
 
-    async def save_session(self, session_id: str, domain: str, state_json: str) -> None:
-        """Insert or replace an inquiry session's state in one commit."""
+    async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
+        """Append a session's state after `step` (one small commit; the latest step wins)."""
         row = pa.Table.from_pylist(
             [
                 {
                     "session_id": session_id,
+                    "step": step,
                     "domain": domain,
                     "state_json": state_json,
                     "update_time_us": int(time.time() * 1e6),
@@ -100,25 +106,20 @@ class Store:
             ],
             schema.SESSIONS_SCHEMA,
         )
-        await (
-            self._sessions.merge_insert("session_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(row)
-        )
+        await self._sessions.add(row)
         self._session_writes += 1
         if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
             await self._sessions.optimize()
 
     async def load_session(self, session_id: str) -> str | None:
+        """The state of the session's latest step, or None for an unknown session."""
         rows = (
             await self._sessions.query()
             .where(f"session_id = {schema.sql_string(session_id)}")
-            .select(["state_json"])
-            .limit(1)
+            .select(["step", "state_json"])
             .to_arrow()
         ).to_pylist()
-        return rows[0]["state_json"] if rows else None
+        return max(rows, key=lambda r: r["step"])["state_json"] if rows else None
 
     async def _drop_unregistered_tables(self) -> None:
         registered = {c.name for c in await self.list_collections()}

@@ -26,9 +26,11 @@ COLLECTIONS_SCHEMA = pa.schema(
 )
 
 
+# Append-only: one row per saved step; a session's state is its row with the highest step.
 SESSIONS_SCHEMA = pa.schema(
     [
         ("session_id", pa.string()),
+        ("step", pa.int64()),
         ("domain", pa.string()),
         ("state_json", pa.string()),
         ("update_time_us", pa.int64()),
