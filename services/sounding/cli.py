@@ -297,6 +297,7 @@ def eval_inquiry(
     task: str = typer.Option("bulls-and-cows", help="bulls-and-cows"),
     secrets: str = typer.Option("all", help="'all' (5,040 secrets) or a JSON list of secrets"),
     policy: str = typer.Option("eig", help="the policy under test; naive and random_consistent run too"),
+    comparison_games: int = typer.Option(0, help="games for naive and random_consistent (0: all secrets)"),
     out: Path = typer.Option(..., help="where to write the JSON result"),
     address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
 ) -> None:
@@ -311,7 +312,7 @@ def eval_inquiry(
     chosen = inquiry.load_secrets(secrets)
     settings = Settings()
     with serving(settings, address) as running, Client(running, timeout=600) as client:
-        result = inquiry.bulls_and_cows(client, chosen, policy, console)
+        result = inquiry.bulls_and_cows(client, chosen, policy, console, comparison_games or None)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     console.print_json(

@@ -71,14 +71,21 @@ def play_bulls_and_cows(client, secret: str, policy: str, seed: int) -> dict:
     return {"turns": turns, "solved": solved, "move_ms": move_ms}
 
 
-def bulls_and_cows(client, secrets: list[str], policy: str, console: Console) -> dict:
+def bulls_and_cows(
+    client, secrets: list[str], policy: str, console: Console, comparison_games: int | None = None
+) -> dict:
+    """`policy` plays every secret; the comparison policies play every secret too, or an evenly
+    spread sample of `comparison_games` of them."""
     policies = [policy, *[p for p in COMPARISON_POLICIES if p != policy]]
     results = {}
     for name in policies:
+        chosen = secrets
+        if name != policy and comparison_games and comparison_games < len(secrets):
+            chosen = [secrets[i] for i in np.linspace(0, len(secrets) - 1, comparison_games).astype(int)]
         games = []
         with _progress(console) as progress:
-            task = progress.add_task(f"bulls-and-cows {name}", total=len(secrets))
-            for index, secret in enumerate(secrets):
+            task = progress.add_task(f"bulls-and-cows {name}", total=len(chosen))
+            for index, secret in enumerate(chosen):
                 games.append(play_bulls_and_cows(client, secret, name, seed=index))
                 progress.advance(task)
         turns = [g["turns"] for g in games]
