@@ -23,6 +23,9 @@ from lancedb.index import FTS, BTree
 from sounding import errors
 from sounding.store import schema
 
+# Every commit leaves a table version; optimising prunes those older than this, which no reader
+# still needs (thousands of kept versions made each optimisation take seconds).
+VERSION_RETENTION = timedelta(minutes=1)
 # Session saves are one small append each; compact the table (and refresh its index) every so many.
 SESSION_WRITES_PER_COMPACTION = 200
 
@@ -109,7 +112,7 @@ class Store:
         await self._sessions.add(row)
         self._session_writes += 1
         if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
-            await self._sessions.optimize()
+            await self._sessions.optimize(cleanup_older_than=VERSION_RETENTION)
 
     async def load_session(self, session_id: str) -> str | None:
         """The state of the session's latest step, or None for an unknown session."""
@@ -212,7 +215,7 @@ class Store:
             .when_not_matched_by_source_delete(stale)
             .execute(rows)
         )
-        await table.optimize()
+        await table.optimize(cleanup_older_than=VERSION_RETENTION)
 
     async def stats(self, name: str) -> CollectionStats:
         """Document, chunk and indexed-chunk counts, cached per table version."""
