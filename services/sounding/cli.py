@@ -12,9 +12,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sounding.config import Settings
+from sounding.progress import progress_bar
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 serve_app = typer.Typer(help="Run a Sounding process.")
@@ -126,7 +126,7 @@ def ingest(
                 if error.reason != "COLLECTION_NOT_FOUND":
                     raise
                 client.create_collection(collection)
-            with _progress() as progress:
+            with progress_bar(console) as progress:
                 task = progress.add_task(f"ingesting into {collection}", total=len(documents))
                 for report in client.ingest(collection, documents, batch_size=batch_size):
                     progress.update(task, completed=report.total_documents)
@@ -235,7 +235,7 @@ def demo(
                 client.delete_collection("demo")
             client.create_collection("demo", "the demo corpus shipped in examples/")
             documents = list(_read_documents(corpus))
-            with _progress() as progress:
+            with progress_bar(console) as progress:
                 task = progress.add_task("IngestDocuments", total=len(documents))
                 for report in client.ingest("demo", documents, batch_size=4):
                     progress.update(task, completed=report.total_documents)
@@ -261,16 +261,6 @@ def collections(address: str = typer.Option(None)) -> None:
             console.print(
                 f"{c.name}: {c.document_count} documents, {c.chunk_count} chunks, {c.embedding_model}"
             )
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 @eval_app.command("retrieval")

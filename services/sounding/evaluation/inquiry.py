@@ -19,22 +19,12 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sounding.evaluation.metrics import percentiles
 from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.progress import progress_bar
 
 COMPARISON_POLICIES = ("naive", "random_consistent")
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 def load_secrets(spec: str) -> list[str]:
@@ -83,7 +73,7 @@ def bulls_and_cows(
         if name != policy and comparison_games and comparison_games < len(secrets):
             chosen = [secrets[i] for i in np.linspace(0, len(secrets) - 1, comparison_games).astype(int)]
         games = []
-        with _progress(console) as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task(f"bulls-and-cows {name}", total=len(chosen))
             for index, secret in enumerate(chosen):
                 games.append(play_bulls_and_cows(client, secret, name, seed=index))

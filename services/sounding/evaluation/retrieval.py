@@ -22,25 +22,15 @@ from pathlib import Path
 import numpy as np
 import threadpoolctl
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
 from sounding.evaluation import beir
 from sounding.evaluation.metrics import ndcg_at_k, percentiles, recall_at_k
+from sounding.progress import progress_bar
 
 TOP_K = 100
 INGEST_BATCH = 64
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[str, float]:
@@ -86,7 +76,7 @@ def run(
 
         systems: dict[str, dict] = {}
         service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": []}
-        with _progress(console) as progress:
+        with progress_bar(console) as progress:
             for name, arms in service_arms.items():
                 task = progress.add_task(f"service {name}", total=len(dataset.queries))
                 rankings, latencies = {}, []
@@ -133,7 +123,7 @@ def _ingest(client, collection, dataset, record: Path, fresh, console, SoundingE
         if error.reason != "COLLECTION_NOT_FOUND":
             raise
     client.create_collection(collection, f"BEIR {dataset.name}")
-    with _progress(console) as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("ingest through the service", total=len(dataset.corpus))
         started = time.perf_counter()
         for report in client.ingest(collection, dataset.corpus, batch_size=INGEST_BATCH):
@@ -166,7 +156,7 @@ def _encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarra
     embedder = _embedder()
     texts = [beir.document_text(d) for d in dataset.corpus]
     parts = []
-    with _progress(console) as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("in-process encode", total=len(texts))
         started = time.perf_counter()
         for i in range(0, len(texts), INGEST_BATCH):
@@ -193,7 +183,7 @@ def _references(dataset, corpus_vectors: np.ndarray, console) -> dict[str, dict]
     rankings: dict[str, dict[str, list[str]]] = {"ref_bm25s": {}, "ref_minilm": {}, "ref_rrf": {}}
     latencies: dict[str, list[float]] = {name: [] for name in rankings}
     # One BLAS thread, as in the service's strategy workers (see StrategyRunner.open).
-    with threadpoolctl.threadpool_limits(1, user_api="blas"), _progress(console) as progress:
+    with threadpoolctl.threadpool_limits(1, user_api="blas"), progress_bar(console) as progress:
         task = progress.add_task("in-process references", total=len(dataset.queries))
         for query_id, text in dataset.queries.items():
             started = time.perf_counter()
