@@ -66,6 +66,17 @@ def serve_models() -> None:
     _run_until_signalled(lambda: serve_sidecar(Settings()))
 
 
+def _start(stack) -> None:
+    """Start the sidecar, then Ray and the orchestrator, saying where each serves."""
+    settings = stack.settings
+    with console.status("starting the models sidecar"):
+        stack.start_models()
+    console.print(f"models sidecar serving on {settings.models.address}")
+    with console.status("starting Ray and the orchestrator"):
+        stack.start_orchestrator()
+    console.print(f"orchestrator serving on {settings.address} (data in {settings.data_dir})")
+
+
 @app.command()
 def up(
     data_dir: Path = typer.Option(None, help="LanceDB directory and caches (default ./.sounding)"),
@@ -76,12 +87,7 @@ def up(
     settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
     stack = Stack(settings)
     try:
-        with console.status("starting the models sidecar"):
-            stack.start_models()
-        console.print(f"models sidecar serving on {settings.models.address}")
-        with console.status("starting Ray and the orchestrator"):
-            stack.start_orchestrator()
-        console.print(f"orchestrator serving on {settings.address} (data in {settings.data_dir})")
+        _start(stack)
         console.print("Ctrl-C stops everything.")
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         while all(p.poll() is None for p in (stack.models, stack.orchestrator)):
@@ -224,12 +230,7 @@ def demo(
     settings = Settings(data_dir=data_dir)
     stack = Stack(settings, log_dir=data_dir / "logs")
     try:
-        with console.status("starting the models sidecar"):
-            stack.start_models()
-        console.print(f"models sidecar serving on {settings.models.address}")
-        with console.status("starting Ray and the orchestrator"):
-            stack.start_orchestrator()
-        console.print(f"orchestrator serving on {settings.address}; logs in {data_dir / 'logs'}")
+        _start(stack)
         with Client(settings.address, timeout=120) as client:
             if "demo" in {c.name for c in client.list_collections()}:
                 client.delete_collection("demo")
