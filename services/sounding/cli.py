@@ -285,35 +285,57 @@ def eval_retrieval(
 
 @eval_app.command("inquiry")
 def eval_inquiry(
-    task: str = typer.Option("bulls-and-cows", help="bulls-and-cows"),
-    secrets: str = typer.Option("all", help="'all' (5,040 secrets) or a JSON list of secrets"),
-    policy: str = typer.Option("eig", help="the policy under test; naive and random_consistent run too"),
-    comparison_games: int = typer.Option(0, help="games for naive and random_consistent (0: all secrets)"),
+    task: str = typer.Option("bulls-and-cows", help="bulls-and-cows or hypotheses"),
+    secrets: str = typer.Option("all", help="bulls-and-cows: 'all' (5,040 secrets) or a JSON list"),
+    policy: str = typer.Option(
+        "eig",
+        help="bulls-and-cows: the policy under test (naive and "
+        "random_consistent run too); hypotheses compares eig with both fixed orders",
+    ),
+    comparison_games: int = typer.Option(
+        0, help="bulls-and-cows: games for the comparison policies (0: all)"
+    ),
+    games: int = typer.Option(100, help="hypotheses: secrets played per policy and noise level"),
+    hypotheses: int = typer.Option(1000, help="hypotheses: number of hypotheses"),
+    questions: int = typer.Option(200, help="hypotheses: number of attribute questions"),
+    noise: str = typer.Option("0,0.1", help="hypotheses: comma-separated answer noise levels"),
+    target_confidence: float = typer.Option(0.95, help="hypotheses: confidence to reach"),
     out: Path = typer.Option(..., help="where to write the JSON result"),
     address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
 ) -> None:
-    """Play inquiry games through the gRPC API and report turns and per-move latency."""
+    """Play inquiry games through the gRPC API (the harness is client and oracle)."""
     from sounding_client import Client
 
     from sounding.evaluation import inquiry
     from sounding.stack import serving
 
-    if task != "bulls-and-cows":
-        raise typer.BadParameter("only bulls-and-cows so far", param_hint="--task")
-    chosen = inquiry.load_secrets(secrets)
+    if task not in ("bulls-and-cows", "hypotheses"):
+        raise typer.BadParameter("bulls-and-cows or hypotheses", param_hint="--task")
+    try:
+        noise_levels = tuple(float(level) for level in noise.split(","))
+    except ValueError:
+        raise typer.BadParameter("comma-separated numbers", param_hint="--noise") from None
+    chosen = inquiry.load_secrets(secrets) if task == "bulls-and-cows" else []
     settings = Settings()
     with serving(settings, address) as running, Client(running, timeout=600) as client:
-        result = inquiry.bulls_and_cows(client, chosen, policy, console, comparison_games or None)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    console.print_json(
-        json.dumps(
-            {
+        if task == "bulls-and-cows":
+            result = inquiry.bulls_and_cows(client, chosen, policy, console, comparison_games or None)
+            summary = {
                 k: {m: v[m] for m in ("solved", "mean_turns", "max_turns")}
                 for k, v in result["policies"].items()
             }
-        )
-    )
+        else:
+            result = inquiry.hypotheses(
+                client, console, hypotheses, questions, games, noise_levels, target_confidence
+            )
+            summary = {
+                name: {"reduction": v["eig_question_reduction"]}
+                | {p: v["policies"][p]["mean_questions_where_all_reached"] for p in v["policies"]}
+                for name, v in result["settings"].items()
+            }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print_json(json.dumps(summary))
     console.print(f"written to {out}")
 
 

@@ -40,12 +40,30 @@ class ModelsSettings(BaseModel):
     generator: GeneratorSettings = GeneratorSettings()
 
 
+class SelectionSettings(BaseModel):
+    """How Retrieve chooses its arms when the request names none (adaptive-strategy spec §5–§6)."""
+
+    # LinUCB's exploration parameter α.
+    alpha: float = Field(1.0, ge=0.0)
+    # Arms whose upper score is at least this share of the best arm's run.
+    relative_threshold: float = Field(0.9, ge=0.0, le=1.0)
+    # The first this many planned queries run every arm.
+    cold_start_queries: int = Field(100, ge=0)
+    # Every this many planned queries run every arm (0: never).
+    force_all_every: int = Field(100, ge=0)
+    exploration_rate: float = Field(0.3, ge=0.0, le=1.0)
+    min_exploration_rate: float = Field(0.05, ge=0.0, le=1.0)
+    exploration_decay: float = Field(0.99, gt=0.0, le=1.0)
+    seed: int = 0
+
+
 class RetrievalSettings(BaseModel):
     strategy_workers: int = Field(2, ge=1, le=64)
     fusion_k: float = Field(60.0, gt=0)
     # Above this many chunks the dense arm uses LanceDB's vector search instead of an exact
     # in-memory scan of the table's vectors.
     exact_scan_max_chunks: int = Field(500_000, ge=0)
+    selection: SelectionSettings = SelectionSettings()
 
 
 class Settings(BaseSettings):

@@ -183,6 +183,8 @@ def inquiry_start(
     )
     if policy.seed is not None:
         proto_policy.seed = policy.seed
+    if policy.min_information_gain is not None:
+        proto_policy.min_information_gain = policy.min_information_gain
     return sounding_pb2.InquireRequest(
         start=sounding_pb2.InquiryStart(
             domain=domain,
@@ -259,3 +261,32 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             list(a.trace.actual_gain),
         )
     raise ValueError(f"unknown Inquire event {kind!r}")
+
+
+_FEEDBACK = {
+    "": sounding_pb2.FEEDBACK_UNSPECIFIED,
+    "helpful": sounding_pb2.FEEDBACK_HELPFUL,
+    "not_helpful": sounding_pb2.FEEDBACK_NOT_HELPFUL,
+}
+
+
+def observe_request(outcome: t.RetrievalOutcome) -> sounding_pb2.ObserveRequest:
+    if outcome.feedback not in _FEEDBACK:
+        raise ValueError(f"feedback must be one of {sorted(_FEEDBACK)}")
+    message = sounding_pb2.RetrievalOutcome(
+        retrieval_id=outcome.retrieval_id,
+        used_document_ids=list(outcome.used_document_ids),
+        feedback=_FEEDBACK[outcome.feedback],
+        found_missing_content=outcome.found_missing_content,
+        missed_document_ids=list(outcome.missed_document_ids),
+    )
+    if outcome.agent_success is not None:
+        message.agent_success = outcome.agent_success
+    return sounding_pb2.ObserveRequest(retrieval_outcome=message)
+
+
+def observe_result(response: sounding_pb2.ObserveResponse) -> t.ObserveResult:
+    return t.ObserveResult(
+        response.recorded,
+        [t.RejectedObservation(r.index, r.code, r.message) for r in response.rejected],
+    )

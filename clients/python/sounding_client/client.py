@@ -91,6 +91,12 @@ class Client:
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         yield from self._stream(call, _convert.retrieve_event)
 
+    def observe(self, outcomes: Iterable[t.RetrievalOutcome]) -> t.ObserveResult:
+        """Report outcomes of earlier Retrieves. The returned acknowledgement means the recorded
+        ones are durable; those not recorded are listed with a reason."""
+        requests = [_convert.observe_request(o) for o in outcomes]
+        return _convert.observe_result(self._unary(self._sounding.Observe, iter(requests)))
+
     def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
         """Runs a Retrieve and returns only its final result."""
         for event in self.retrieve(collection, query, **options):
@@ -233,6 +239,11 @@ class AsyncClient:
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         async for event in self._stream(call, _convert.retrieve_event):
             yield event
+
+    async def observe(self, outcomes: Iterable[t.RetrievalOutcome]) -> t.ObserveResult:
+        """Report outcomes of earlier Retrieves (see `Client.observe`)."""
+        requests = [_convert.observe_request(o) for o in outcomes]
+        return _convert.observe_result(await self._unary(self._sounding.Observe, iter(requests)))
 
     async def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
         async for event in self.retrieve(collection, query, **options):

@@ -222,3 +222,33 @@ class InquiryPolicy:
     target_confidence: float = 0.95
     cost_budget: float = 0.0
     seed: int | None = None
+    # Bits; None means the server's default (0.01), 0 never stops for diminishing returns.
+    min_information_gain: float | None = None
+
+
+@dataclass(frozen=True)
+class RetrievalOutcome:
+    """What came of a Retrieve: the documents the agent used, feedback ("helpful",
+    "not_helpful" or ""), whether the agent succeeded, and content it found missing."""
+
+    retrieval_id: str
+    used_document_ids: tuple[str, ...] = ()
+    feedback: str = ""
+    agent_success: bool | None = None
+    found_missing_content: bool = False
+    missed_document_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RejectedObservation:
+    # 0-based position of the observation in the stream.
+    index: int
+    # Canonical gRPC code name, e.g. "NOT_FOUND".
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ObserveResult:
+    recorded: int
+    rejected: list[RejectedObservation]

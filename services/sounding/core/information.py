@@ -180,7 +180,11 @@ def default_stopping(
         return StoppingDecision(True, "max_queries_reached")
     if total_cost >= config.max_cost:
         return StoppingDecision(True, "budget_exhausted")
-    if queries_executed >= 2 and last_information_gain < config.min_information_gain:
+    if (
+        config.min_information_gain > 0
+        and queries_executed >= 2
+        and last_information_gain < config.min_information_gain
+    ):
         return StoppingDecision(True, "diminishing_returns")
     return StoppingDecision(False)
 

@@ -5,9 +5,12 @@ client and oracle.
   `random_consistent` policies in the same invocation; turns per game (guesses, the winning one
   included), solved share, the turn histogram and the per-move server latency (from sending an
   answer to receiving the next question, as the client sees it).
-- hypotheses: a generated 20-Questions benchmark (N hypotheses × M binary attribute questions,
-  noise-free and noisy answers); questions needed to reach the target confidence with `eig`
-  against asking in the given (fixed) order.
+- hypotheses: a generated 20-Questions benchmark (N hypotheses × M yes/no attribute questions,
+  each attribute held with its own base rate drawn from U(0.02, 0.5), as in a game of 20
+  Questions where most attributes are rare); noise-free and noisy answers (each answer flipped
+  with probability ε, which the session is told). Questions needed to reach the target
+  confidence with `eig` against asking in the given (fixed) order, and against that order
+  skipping questions whose answer is already determined, on the same secrets.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.progress import progress_bar
 
 COMPARISON_POLICIES = ("naive", "random_consistent")
+HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 
 
 def load_secrets(spec: str) -> list[str]:
@@ -91,3 +95,110 @@ def bulls_and_cows(
             **{f"move_{k}": v for k, v in percentiles(moves).items()},
         }
     return {"task": "bulls-and-cows", "secrets": len(secrets), "policies": results}
+
+
+def hypotheses_benchmark(n_hypotheses: int, n_questions: int, seed: int) -> np.ndarray:
+    """attributes[h, q]: whether hypothesis h has attribute q (the answer to question q)."""
+    rng = np.random.default_rng(seed)
+    base_rates = rng.uniform(0.02, 0.5, size=n_questions)
+    return rng.random((n_hypotheses, n_questions)) < base_rates
+
+
+def play_hypotheses(client, attributes: np.ndarray, secret: int, policy, noise: float, rng) -> dict:
+    from sounding_client import Ask, Hypothesis, InquiryAnswer, Question
+
+    n_hypotheses, n_questions = attributes.shape
+    hypotheses = [Hypothesis(f"h{h}", prior=1.0) for h in range(n_hypotheses)]
+    questions = [
+        Question(
+            f"q{q}",
+            f"Does it have attribute {q}?",
+            {f"h{h}": "yes" if attributes[h, q] else "no" for h in range(n_hypotheses)},
+        )
+        for q in range(n_questions)
+    ]
+    inquiry = client.inquire("hypotheses", policy, hypotheses, questions, {"noise": str(noise)})
+    asked, result = 0, None
+    for event in inquiry:
+        if isinstance(event, Ask):
+            asked = event.turn
+            truth = bool(attributes[secret, int(event.question_id[1:])])
+            inquiry.answer("yes" if truth != (rng.random() < noise) else "no")
+        elif isinstance(event, InquiryAnswer):
+            result = event
+    return {
+        "questions": asked,
+        "reached": result.stopping_reason == "confidence_reached",
+        "correct": result.answer == f"h{secret}",
+    }
+
+
+def hypotheses(
+    client,
+    console: Console,
+    n_hypotheses: int = 1000,
+    n_questions: int = 200,
+    games: int = 100,
+    noise_levels: tuple[float, ...] = (0.0, 0.1),
+    target_confidence: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """Every policy plays the same secrets at every noise level, to the same target confidence,
+    with the diminishing-returns rule off so that a game ends only at the target or when the
+    questions run out."""
+    from sounding_client import InquiryPolicy
+
+    attributes = hypotheses_benchmark(n_hypotheses, n_questions, seed)
+    secrets = np.random.default_rng(seed + 1).choice(n_hypotheses, size=games, replace=False)
+    settings = {}
+    for noise in noise_levels:
+        per_policy = {}
+        for name in HYPOTHESES_POLICIES:
+            policy = InquiryPolicy(
+                question_selection=name,
+                max_turns=n_questions,
+                target_confidence=target_confidence,
+                min_information_gain=0.0,
+            )
+            rng = np.random.default_rng(seed + 2)
+            played = []
+            with progress_bar(console) as progress:
+                task = progress.add_task(f"hypotheses {name} ε={noise}", total=games)
+                for secret in secrets:
+                    played.append(play_hypotheses(client, attributes, int(secret), policy, noise, rng))
+                    progress.advance(task)
+            per_policy[name] = played
+        both = [i for i in range(games) if all(per_policy[n][i]["reached"] for n in HYPOTHESES_POLICIES)]
+        summary = {}
+        for name, played in per_policy.items():
+            asked = [g["questions"] for g in played]
+            summary[name] = {
+                "reached_target": sum(g["reached"] for g in played),
+                "correct": sum(g["correct"] for g in played),
+                "mean_questions": round(float(np.mean(asked)), 3),
+                "median_questions": float(np.median(asked)),
+                "max_questions": int(max(asked)),
+                "mean_questions_where_all_reached": round(
+                    float(np.mean([played[i]["questions"] for i in both])), 3
+                ),
+            }
+        eig = summary["eig"]["mean_questions_where_all_reached"]
+        settings[f"noise={noise}"] = {
+            "noise": noise,
+            "games_all_reached": len(both),
+            "policies": summary,
+            "eig_question_reduction": {
+                baseline: round(1 - eig / summary[baseline]["mean_questions_where_all_reached"], 4)
+                for baseline in HYPOTHESES_POLICIES[1:]
+            },
+        }
+    return {
+        "task": "hypotheses",
+        "hypotheses": n_hypotheses,
+        "questions": n_questions,
+        "games": games,
+        "target_confidence": target_confidence,
+        "base_rates": "U(0.02, 0.5) per attribute",
+        "seed": seed,
+        "settings": settings,
+    }

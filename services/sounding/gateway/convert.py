@@ -163,6 +163,9 @@ def inquiry_request(message: sounding_pb2.InquireRequest):
             target_confidence=p.target_confidence or 0.95,
             cost_budget=p.cost_budget or float("inf"),
             seed=p.seed if p.HasField("seed") else None,
+            min_information_gain=(
+                p.min_information_gain if p.HasField("min_information_gain") else q.MIN_INFORMATION_GAIN
+            ),
         ),
     )
 
@@ -233,4 +236,42 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                 actual_gain=event.actual_gains,
             ),
         )
+    )
+
+
+_FEEDBACK = {
+    sounding_pb2.FEEDBACK_UNSPECIFIED: "",
+    sounding_pb2.FEEDBACK_HELPFUL: "helpful",
+    sounding_pb2.FEEDBACK_NOT_HELPFUL: "not_helpful",
+}
+
+
+def observation(message: sounding_pb2.ObserveRequest, index: int):
+    """A RetrievalOutcome, or a Rejected entry for observations this deployment cannot record."""
+    from sounding.learning.service import Rejected, RetrievalOutcome
+
+    kind = message.WhichOneof("observation")
+    if kind != "retrieval_outcome":
+        what = kind or "an empty observation"
+        return Rejected(index, "UNIMPLEMENTED" if kind else "INVALID_ARGUMENT", f"{what} is not recorded yet")
+    o = message.retrieval_outcome
+    if o.feedback not in _FEEDBACK:
+        return Rejected(index, "INVALID_ARGUMENT", f"unknown feedback value {o.feedback}")
+    return RetrievalOutcome(
+        retrieval_id=o.retrieval_id,
+        used_document_ids=tuple(o.used_document_ids),
+        feedback=_FEEDBACK[o.feedback],
+        agent_success=o.agent_success if o.HasField("agent_success") else None,
+        found_missing_content=o.found_missing_content,
+        missed_document_ids=tuple(o.missed_document_ids),
+    )
+
+
+def observe_response(result) -> sounding_pb2.ObserveResponse:
+    return sounding_pb2.ObserveResponse(
+        recorded=result.recorded,
+        rejected=[
+            sounding_pb2.RejectedObservation(index=r.index, code=r.code, message=r.message)
+            for r in result.rejected
+        ],
     )

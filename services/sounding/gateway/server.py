@@ -13,14 +13,19 @@ from grpc_reflection.v1alpha import reflection
 
 from sounding import telemetry
 from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
-from sounding.config import Settings
+from sounding.config import SelectionSettings, Settings
+from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer
 from sounding.inquiry.service import InquiryService
+from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
+from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService
+from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
+from sounding.store.learning import LearningLog
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,21 @@ def start_ray(settings: Settings) -> None:
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
+def selection_config(settings: SelectionSettings) -> SelectionConfig:
+    return SelectionConfig(
+        alpha=settings.alpha,
+        relative_threshold=settings.relative_threshold,
+        schedule=ExplorationSchedule(
+            cold_start_queries=settings.cold_start_queries,
+            force_all_every=settings.force_all_every,
+            initial_rate=settings.exploration_rate,
+            min_rate=settings.min_exploration_rate,
+            decay=settings.exploration_decay,
+        ),
+        seed=settings.seed,
+    )
+
+
 async def serve(settings: Settings) -> None:
     telemetry.setup("sounding-orchestrator")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -52,7 +72,12 @@ async def serve(settings: Settings) -> None:
     store = await Store.open(settings.store_uri)
     models = ModelsClient(settings.models.address)
     executor = await RayExecutor.open(settings)
-    retrieval = RetrievalService(store, executor, settings.retrieval.fusion_k)
+    learning = await LearningService.restore(
+        await LearningLog.open(settings.store_uri),
+        tuple(STRATEGIES),
+        selection_config(settings.retrieval.selection),
+    )
+    retrieval = RetrievalService(store, executor, models, learning, settings.retrieval.fusion_k)
     corpus = CorpusManager(store, models)
 
     server = grpc.aio.server(
@@ -64,7 +89,7 @@ async def serve(settings: Settings) -> None:
         ]
     )
     sounding_pb2_grpc.add_SoundingServiceServicer_to_server(
-        SoundingServicer(retrieval, InquiryService(store)), server
+        SoundingServicer(retrieval, InquiryService(store), learning), server
     )
     corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
         CorpusServicer(corpus, on_delete=executor.forget), server
@@ -82,5 +107,6 @@ async def serve(settings: Settings) -> None:
     finally:
         await server.stop(grace=2)
         await executor.close()
+        await learning.close()
         await models.close()
         telemetry.shutdown()

@@ -11,13 +11,15 @@ from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
 from sounding.gateway.rpc import rpc
 from sounding.inquiry.service import InquiryService
+from sounding.learning.service import LearningService
 from sounding.retrieval.service import RetrievalService
 
 
 class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
-    def __init__(self, retrieval: RetrievalService, inquiry: InquiryService):
+    def __init__(self, retrieval: RetrievalService, inquiry: InquiryService, learning: LearningService):
         self._retrieval = retrieval
         self._inquiry = inquiry
+        self._learning = learning
 
     @rpc("sounding.v1.SoundingService/Retrieve")
     async def Retrieve(self, request, context):
@@ -36,7 +38,10 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
 
     @rpc("sounding.v1.SoundingService/Observe")
     async def Observe(self, request_iterator, context):
-        raise errors.Unimplemented("Observe is not implemented yet")
+        observations = []
+        async for message in request_iterator:
+            observations.append(convert.observation(message, len(observations)))
+        return convert.observe_response(await self._learning.observe(observations))
 
     @rpc("sounding.v1.SoundingService/Calibrate")
     async def Calibrate(self, request, context):

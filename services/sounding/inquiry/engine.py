@@ -2,7 +2,9 @@
 
 After a start or an observation the engine emits a Belief and then either an Ask (the next
 question, which the session now awaits an answer to) or the final Answer. A session's whole
-state is JSON, saved after every step, so a resumed session continues exactly where it was.
+state is JSON: the domain's setup (hypotheses, questions) saved once when it starts, and
+everything the observations change saved after every step, so a resumed session continues
+exactly where it was.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from sounding import errors
 from sounding.core.information import StoppingConfig, default_stopping
@@ -30,7 +32,6 @@ from sounding.inquiry.protocol import (
 )
 
 MAX_TURNS_LIMIT = 1000
-MIN_INFORMATION_GAIN = 0.01
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Session:
     session_id: str
     domain: str
     policy: Policy
+    domain_setup: dict
     domain_state: dict
     turn: int = 0
     pending: dict | None = None
@@ -48,26 +50,33 @@ class Session:
     answer: dict | None = None
     # Number of times the session was saved; the store keeps the latest.
     saves: int = 0
+    # The live domain object, rebuilt from setup and state only when a session is loaded.
+    live: Domain | None = field(default=None, repr=False, compare=False)
+
+    def setup_json(self) -> str:
+        return json.dumps(self.domain_setup)
 
     def to_json(self) -> str:
-        data = asdict(self)
+        """Everything but the setup (see `setup_json`)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("domain_setup", "live")}
+        data["policy"] = asdict(self.policy)
         data["policy"]["cost_budget"] = _finite_or_none(self.policy.cost_budget)
         return json.dumps(data)
 
     @classmethod
-    def from_json(cls, text: str) -> Session:
-        data = json.loads(text)
+    def from_json(cls, setup_json: str, state_json: str) -> Session:
+        data = json.loads(state_json)
         policy = data.pop("policy")
         if policy["cost_budget"] is None:
             policy["cost_budget"] = math.inf
-        return cls(policy=Policy(**policy), **data)
+        return cls(policy=Policy(**policy), domain_setup=json.loads(setup_json), **data)
 
 
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict], Domain]]] = {
+DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict, dict], Domain]]] = {
     BullsAndCows.name: (BULLS_AND_COWS_POLICIES, BullsAndCows.from_state),
     HypothesisSet.name: (HYPOTHESES_POLICIES, HypothesisSet.from_state),
 }
@@ -92,6 +101,10 @@ def validate_policy(policy: Policy, domain: str) -> None:
         raise errors.InvalidArgument(
             "target_confidence must be in (0, 1]", field="start.policy.target_confidence"
         )
+    if not policy.min_information_gain >= 0:
+        raise errors.InvalidArgument(
+            "min_information_gain must be >= 0", field="start.policy.min_information_gain"
+        )
     if policy.cost_sensitivity < 0 or policy.exploration_weight < 0 or policy.cost_budget <= 0:
         raise errors.InvalidArgument(
             "cost_sensitivity and exploration_weight must be >= 0 and cost_budget > 0",
@@ -106,16 +119,20 @@ def start(request: Start) -> Session:
         )
     validate_policy(request.policy, request.domain)
     if request.domain == BullsAndCows.name:
-        state = BullsAndCows().state()
+        domain: Domain = BullsAndCows()
     else:
-        state = HypothesisSet.from_request(
+        domain = HypothesisSet.from_request(
             request.hypotheses, request.questions, dict(request.domain_parameters)
-        ).state()
-    return Session(uuid.uuid4().hex, request.domain, request.policy, state)
+        )
+    return Session(
+        uuid.uuid4().hex, request.domain, request.policy, domain.setup(), domain.state(), live=domain
+    )
 
 
 def _domain(session: Session) -> Domain:
-    return DOMAINS[session.domain][1](session.domain_state)
+    if session.live is None:
+        session.live = DOMAINS[session.domain][1](session.domain_setup, session.domain_state)
+    return session.live
 
 
 def advance(session: Session) -> list[InquiryEvent]:
@@ -145,7 +162,7 @@ def advance(session: Session) -> list[InquiryEvent]:
                 session.policy.target_confidence,
                 session.policy.max_turns,
                 session.policy.cost_budget,
-                MIN_INFORMATION_GAIN,
+                session.policy.min_information_gain,
             ),
         )
         reason, forced = decision.reason, decision.reason not in ("", "confidence_reached")

@@ -8,6 +8,9 @@ from typing import Any, Protocol
 
 from sounding.core.provenance import Provenance
 
+# The default stop rule's diminishing-returns threshold (active-learning spec §3.4), in bits.
+MIN_INFORMATION_GAIN = 0.01
+
 STOPPING_REASONS = (
     "confidence_reached",
     "budget_exhausted",
@@ -27,6 +30,8 @@ class Policy:
     target_confidence: float = 0.95
     cost_budget: float = float("inf")
     seed: int | None = None
+    # The default stop rule's diminishing-returns threshold in bits; 0 turns that rule off.
+    min_information_gain: float = MIN_INFORMATION_GAIN
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,8 @@ class Choice:
 
 
 class Domain(Protocol):
-    """One kind of inquiry. Its state is plain JSON, so a session can be stored and resumed."""
+    """One kind of inquiry. Its setup and state are plain JSON, so a session can be stored and
+    resumed; `from_state(setup, state)` rebuilds it."""
 
     name: str
 
@@ -146,4 +152,10 @@ class Domain(Protocol):
         """The best answer now and its probability."""
         ...
 
-    def state(self) -> dict[str, Any]: ...
+    def setup(self) -> dict[str, Any]:
+        """What stays fixed for the whole session (stored once, when it starts)."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """What the observations change (stored after every step)."""
+        ...

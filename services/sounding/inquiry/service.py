@@ -52,6 +52,8 @@ class InquiryService:
                 f"session {session.session_id} is open on another stream", reason="SESSION_BUSY"
             )
         async with lock:
+            if isinstance(first, Start):
+                await self._store.create_session(session.session_id, session.domain, session.setup_json())
             await self._save(session)
             for event in events:
                 yield event
@@ -68,12 +70,12 @@ class InquiryService:
                     return
 
     async def _load(self, session_id: str) -> engine.Session:
-        state = await self._store.load_session(session_id) if session_id else None
-        if state is None:
+        stored = await self._store.load_session(session_id) if session_id else None
+        if stored is None:
             raise errors.NotFound(
                 f"no inquiry session {session_id!r}", reason="SESSION_NOT_FOUND", field="resume.session_id"
             )
-        return engine.Session.from_json(state)
+        return engine.Session.from_json(*stored)
 
     async def _save(self, session: engine.Session) -> None:
         session.saves += 1

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.store.reader import ChunkHit
@@ -18,6 +20,8 @@ class ArmRequest:
     limit: int
     # Seconds left before the caller's deadline, if it has one.
     timeout_s: float | None = None
+    # The query's embedding, when the orchestrator already computed it.
+    query_vector: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
-"""RetrievalService: validate, plan, run arms in parallel, fuse, and stream the result.
+"""RetrievalService: validate, embed and analyse the query, plan, run arms in parallel, fuse,
+and stream the result.
 
-Events, in order: a PlanEvent; a StrategyResultEvent per arm as it lands (with a FusedEvent once
-more than one arm has landed); then the FinalEvent. If the consumer goes away (client cancel or
-deadline) the outstanding arms are cancelled. An arm's failure cancels the others and fails the
-retrieval with that arm's error.
+Events, in order: a PlanEvent (the arms the caller asked for, or those the strategy selector
+chose, with their scores); a StrategyResultEvent per arm as it lands (with a FusedEvent once
+more than one arm has landed); then the FinalEvent. Fusion weighs each arm by the selector's
+predicted reward. If the consumer goes away (client cancel or deadline) the outstanding arms are
+cancelled. An arm's failure cancels the others and fails the retrieval with that arm's error.
+After the Final event, what each arm found is handed to the learning service, for Observe.
 """
 
 from __future__ import annotations
@@ -14,8 +17,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
+import numpy as np
+
 from sounding import errors, telemetry
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
+from sounding.learning.service import LearningService
+from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import (
     ArmRequest,
     ArmResult,
@@ -24,7 +31,6 @@ from sounding.retrieval.protocol import (
     FusedEvent,
     FusedHit,
     PlanEvent,
-    PlannedArm,
     Provenance,
     RetrieveEvent,
     RetrieveQuery,
@@ -33,10 +39,10 @@ from sounding.retrieval.protocol import (
 )
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
+from sounding.store.learning import RetrievalRecord
 
 MAX_QUERY_CHARS = 4096
 MAX_TOP_K = 1000
-DEFAULT_ARMS = ("dense", "lexical")
 NOT_YET_ESTIMATED = "not_estimated: this deployment does not estimate it yet"
 
 
@@ -61,9 +67,18 @@ def validate(query: RetrieveQuery) -> None:
 
 
 class RetrievalService:
-    def __init__(self, store: Store, executor: Executor, default_fusion_k: float = DEFAULT_RRF_K):
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        models: ModelsClient,
+        learning: LearningService,
+        default_fusion_k: float = DEFAULT_RRF_K,
+    ):
         self._store = store
         self._executor = executor
+        self._models = models
+        self._learning = learning
         self._default_fusion_k = default_fusion_k
 
     async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
@@ -71,11 +86,15 @@ class RetrievalService:
         validate(query)
         await self._store.get_collection(query.collection)
         retrieval_id = uuid.uuid4().hex
-        arms = query.arms or DEFAULT_ARMS
-        reason = "requested" if query.arms else "default"
-        yield PlanEvent(retrieval_id, [PlannedArm(arm, chosen=True, reason=reason) for arm in arms])
+        embedding = np.asarray(
+            (await self._models.embed([query.query], timeout=query.timeout_s))[0], dtype=np.float32
+        )
+        context = self._learning.features(query.query, embedding)
+        plan = self._learning.plan(context, query.arms)
+        yield PlanEvent(retrieval_id, plan.arms)
 
-        request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s)
+        arms, weights = plan.chosen, plan.weights
+        request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
         carrier = telemetry.inject()
         stats = asyncio.ensure_future(self._store.stats(query.collection))
         pending = {asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm for arm in arms}
@@ -90,7 +109,7 @@ class RetrievalService:
                     result = task.result()  # an arm's error propagates; `finally` cancels the rest
                     landed[result.arm] = result
                     yield StrategyResultEvent(result)
-                    fused = _fuse(landed, fusion_k, query.top_k)
+                    fused = _fuse(landed, weights, fusion_k, query.top_k)
                     if len(landed) > 1:
                         yield FusedEvent(fused, list(landed))
             if len(landed) == 1:
@@ -98,6 +117,24 @@ class RetrievalService:
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
             uncertainty = _uncertainty(await stats)
+            self._learning.remember(
+                RetrievalRecord(
+                    retrieval_id,
+                    query.collection,
+                    plan.query_index,
+                    plan.mode,
+                    context,
+                    embedding,
+                    {
+                        arm: {
+                            "document_ids": [h.document_id for h in result.hits],
+                            "latency_ms": result.latency_ms,
+                            "exploration": any(a.exploration for a in plan.arms if a.arm == arm),
+                        }
+                        for arm, result in landed.items()
+                    },
+                )
+            )
             yield FinalEvent(
                 retrieval_id=retrieval_id,
                 hits=fused,
@@ -127,7 +164,9 @@ class RetrievalService:
         ]
 
 
-def _fuse(landed: dict[str, ArmResult], fusion_k: float, top_k: int) -> list[FusedHit]:
+def _fuse(
+    landed: dict[str, ArmResult], weights: dict[str, float], fusion_k: float, top_k: int
+) -> list[FusedHit]:
     """Weighted RRF over documents; each document is represented by its best-ranked chunk."""
     rankings = {arm: [(h.document_id, h.score) for h in r.hits] for arm, r in landed.items()}
     best_chunk: dict[str, tuple[int, str]] = {}
@@ -143,7 +182,7 @@ def _fuse(landed: dict[str, ArmResult], fusion_k: float, top_k: int) -> list[Fus
             score=item.score,
             contributions=item.contributions,
         )
-        for item in weighted_rrf(rankings, k=fusion_k, limit=top_k)
+        for item in weighted_rrf(rankings, weights, k=fusion_k, limit=top_k)
     ]
 
 

@@ -20,12 +20,15 @@ class Strategy(Protocol):
 
 
 class Dense:
-    """Embed the query with the sidecar, then nearest chunks by cosine similarity."""
+    """The query's embedding (from the sidecar unless the request carries it), then the nearest
+    chunks by cosine similarity."""
 
     name = "dense"
 
     async def search(self, request, models, reader):
-        vector = (await models.embed([request.query], timeout=request.timeout_s))[0]
+        vector = request.query_vector
+        if vector is None:
+            vector = (await models.embed([request.query], timeout=request.timeout_s))[0]
         return await reader.vector_search(request.collection, vector, request.limit), ""
 
 

@@ -86,14 +86,29 @@ class Store:
         self._registry = await self._db.open_table(schema.COLLECTIONS_TABLE)
 
     async def _ensure_sessions(self) -> None:
-        if schema.SESSIONS_TABLE not in await self._table_names():
-            table = await self._db.create_table(
-                schema.SESSIONS_TABLE, schema=schema.SESSIONS_SCHEMA, exist_ok=True
-            )
-            # Saves and loads find a session by id through this index, not by a scan.
-            await table.create_index("session_id", config=BTree(), replace=True)
+        names = await self._table_names()
+        for name, table_schema in (
+            (schema.SESSIONS_TABLE, schema.SESSIONS_SCHEMA),
+            (schema.SESSION_SETUPS_TABLE, schema.SESSION_SETUPS_SCHEMA),
+        ):
+            if name not in names:
+                table = await self._db.create_table(name, schema=table_schema, exist_ok=True)
+                # Saves and loads find a session by id through this index, not by a scan.
+                await table.create_index("session_id", config=BTree(), replace=True)
         self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
+        self._session_setups = await self._db.open_table(schema.SESSION_SETUPS_TABLE)
         self._session_writes = 0
+
+    async def create_session(self, session_id: str, domain: str, setup_json: str) -> None:
+        """Record a new session's fixed setup (once, before its first step is saved)."""
+        row = {
+            "session_id": session_id,
+            "domain": domain,
+            "setup_json": setup_json,
+            "create_time_us": int(time.time() * 1e6),
+        }
+        await self._session_setups.add(pa.Table.from_pylist([row], schema.SESSION_SETUPS_SCHEMA))
+        await self._count_session_write()
 
     async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
         """Append a session's state after `step` (one small commit; the latest step wins)."""
@@ -110,19 +125,27 @@ class Store:
             schema.SESSIONS_SCHEMA,
         )
         await self._sessions.add(row)
+        await self._count_session_write()
+
+    async def _count_session_write(self) -> None:
+        """Every small append adds a table version; compact both session tables now and then."""
         self._session_writes += 1
         if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
-            await self._sessions.optimize(cleanup_older_than=VERSION_RETENTION)
+            for table in (self._sessions, self._session_setups):
+                await table.optimize(cleanup_older_than=VERSION_RETENTION)
 
-    async def load_session(self, session_id: str) -> str | None:
-        """The state of the session's latest step, or None for an unknown session."""
-        rows = (
-            await self._sessions.query()
-            .where(f"session_id = {schema.sql_string(session_id)}")
-            .select(["step", "state_json"])
-            .to_arrow()
+    async def load_session(self, session_id: str) -> tuple[str, str] | None:
+        """(setup, state of the latest step) of a session, or None for an unknown session."""
+        where = f"session_id = {schema.sql_string(session_id)}"
+        setups = (
+            await self._session_setups.query().where(where).select(["setup_json"]).to_arrow()
         ).to_pylist()
-        return max(rows, key=lambda r: r["step"])["state_json"] if rows else None
+        rows = (
+            await self._sessions.query().where(where).select(["step", "state_json"]).to_arrow()
+        ).to_pylist()
+        if not setups or not rows:
+            return None
+        return setups[0]["setup_json"], max(rows, key=lambda r: r["step"])["state_json"]
 
     async def _drop_unregistered_tables(self) -> None:
         registered = {c.name for c in await self.list_collections()}

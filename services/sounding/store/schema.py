@@ -8,6 +8,7 @@ import pyarrow as pa
 
 COLLECTIONS_TABLE = "collections"
 SESSIONS_TABLE = "inquiry_sessions"
+SESSION_SETUPS_TABLE = "inquiry_session_setups"
 CHUNKS_PREFIX = "chunks__"
 TEXT_INDEX = "search_text_idx"
 TEXT_COLUMN = "search_text"
@@ -25,6 +26,16 @@ COLLECTIONS_SCHEMA = pa.schema(
     ]
 )
 
+
+# One row per inquiry session, written when it starts: what stays fixed (hypotheses, questions).
+SESSION_SETUPS_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("domain", pa.string()),
+        ("setup_json", pa.string()),
+        ("create_time_us", pa.int64()),
+    ]
+)
 
 # Append-only: one row per saved step; a session's state is its row with the highest step.
 SESSIONS_SCHEMA = pa.schema(

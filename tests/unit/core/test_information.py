@@ -77,6 +77,11 @@ def test_stopping_rules_in_order():
     assert default_stopping(0.5, 3, 1.0, 0.5, config).stop is False
 
 
+def test_a_zero_gain_threshold_turns_diminishing_returns_off():
+    config = StoppingConfig(0.8, 25, 10.0, 0.0)
+    assert default_stopping(0.5, 3, 1.0, -0.2, config).stop is False
+
+
 def test_bayesian_update_by_hand():
     # prior (0.5, 0.3, 0.2), unknown 0; likelihoods (0.9, 0.5, 0.1)
     posterior = bayes_update(np.array([0.5, 0.3, 0.2]), 0.0, np.array([0.9, 0.5, 0.1]), 0.0)

@@ -2,6 +2,7 @@ import asyncio
 
 import pytest
 from sounding import errors
+from sounding.learning.service import LearningService
 from sounding.retrieval.protocol import (
     ArmResult,
     FinalEvent,
@@ -10,6 +11,7 @@ from sounding.retrieval.protocol import (
     RetrieveQuery,
     StrategyResultEvent,
 )
+from sounding.retrieval.selection import SelectionConfig, StrategySelector
 from sounding.retrieval.service import RetrievalService, validate
 from sounding.store.collections import CollectionStats
 from sounding.store.reader import ChunkHit
@@ -51,13 +53,31 @@ class FakeExecutor:
         return ArmResult(arm, hits[: request.limit], self.delays[arm] * 1000)
 
 
+class FakeModels:
+    async def embed(self, texts, timeout=None):
+        return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
+
+
+class FakeLog:
+    def __init__(self):
+        self.retrievals: list = []
+
+    async def append_retrievals(self, records):
+        self.retrievals.extend(records)
+
+
+def service_over(executor, log=None) -> RetrievalService:
+    learning = LearningService(log or FakeLog(), StrategySelector(("dense", "lexical"), SelectionConfig()))
+    return RetrievalService(FakeStore(), executor, FakeModels(), learning)
+
+
 async def _collect(service, query):
     return [event async for event in service.retrieve(query)]
 
 
 def test_streams_plan_results_in_landing_order_fused_then_final():
     executor = FakeExecutor({"dense": 0.05, "lexical": 0.0}, {"dense": ["a", "b"], "lexical": ["b", "c"]})
-    events = asyncio.run(_collect(RetrievalService(FakeStore(), executor), RetrieveQuery("c", "q", 3)))
+    events = asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
     kinds = [type(e) for e in events]
     assert kinds == [PlanEvent, StrategyResultEvent, StrategyResultEvent, FusedEvent, FinalEvent]
     assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == [
@@ -71,12 +91,36 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
     assert final.uncertainty.corpus_coverage.value == pytest.approx(0.75)
     assert final.uncertainty.miss_rate.kind == "absent"
     assert events[0].retrieval_id == final.retrieval_id
+    assert [(a.arm, a.chosen, a.reason) for a in events[0].arms] == [
+        ("dense", True, "cold_start"),
+        ("lexical", True, "cold_start"),
+    ]
+
+
+def test_what_each_arm_found_is_remembered_for_observe():
+    executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a", "b"], "lexical": ["c"]})
+    log = FakeLog()
+
+    async def run():
+        service = service_over(executor, log)
+        events = await _collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical")))
+        await service._learning.wait_written()
+        return events
+
+    events = asyncio.run(run())
+    (record,) = log.retrievals
+    assert record.retrieval_id == events[-1].retrieval_id
+    assert record.mode == "requested" and record.query_index == -1
+    assert {arm: ran["document_ids"] for arm, ran in record.arms.items()} == {
+        "dense": ["a", "b"],
+        "lexical": ["c"],
+    }
 
 
 def test_an_arm_failure_fails_the_retrieval_and_cancels_the_others():
     executor = FakeExecutor({"dense": 0.0, "lexical": 10.0}, {"dense": [], "lexical": []}, failing={"dense"})
     with pytest.raises(errors.Unavailable):
-        asyncio.run(_collect(RetrievalService(FakeStore(), executor), RetrieveQuery("c", "q", 3)))
+        asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
     assert executor.cancelled == ["lexical"]
 
 
@@ -84,7 +128,7 @@ def test_a_consumer_going_away_cancels_outstanding_arms():
     executor = FakeExecutor({"dense": 10.0, "lexical": 10.0}, {"dense": [], "lexical": []})
 
     async def consume_plan_then_leave():
-        stream = RetrievalService(FakeStore(), executor).retrieve(RetrieveQuery("c", "q", 3))
+        stream = service_over(executor).retrieve(RetrieveQuery("c", "q", 3))
         assert isinstance(await anext(stream), PlanEvent)
         task = asyncio.ensure_future(anext(stream))
         await asyncio.sleep(0.01)
@@ -117,6 +161,6 @@ def test_bad_requests_name_the_field(query, field):
 
 
 def test_unknown_collection_is_not_found():
-    service = RetrievalService(FakeStore(), FakeExecutor({}, {}))
+    service = service_over(FakeExecutor({}, {}))
     with pytest.raises(errors.NotFound):
         asyncio.run(_collect(service, RetrieveQuery("missing", "q", 3)))

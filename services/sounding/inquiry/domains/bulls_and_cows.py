@@ -224,8 +224,11 @@ class BullsAndCows:
         self.solved = solved
 
     @classmethod
-    def from_state(cls, state: dict) -> BullsAndCows:
+    def from_state(cls, setup: dict, state: dict) -> BullsAndCows:
         return cls([tuple(step) for step in state["history"]], state["solved"])
+
+    def setup(self) -> dict:
+        return {}
 
     def state(self) -> dict:
         return {"history": [list(step) for step in self.history], "solved": self.solved}

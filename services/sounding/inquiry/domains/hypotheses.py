@@ -7,7 +7,9 @@ the initial unknown mass). A hypothesis that leaves a question's outcome open ("
 entry) answers every outcome with equal probability.
 
 Policies: `eig` (cost-adjusted expected information gain plus the exploration bonus, active-
-learning spec §3.2–§3.3), `fixed_order` (the questions in the order given: the naive baseline).
+learning spec §3.2–§3.3); `fixed_order` (the questions in the order given: the naive baseline);
+`fixed_order_informative` (the order given, skipping questions whose answer the belief already
+determines: a stronger baseline).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from sounding.core.information import (
     max_entropy_bits,
 )
 
-HYPOTHESES_POLICIES = ("eig", "fixed_order")
+HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 OPEN_OUTCOMES = {"", "unknown"}
 MAX_HYPOTHESES = 100_000
 MAX_QUESTIONS = 10_000
@@ -37,18 +39,19 @@ class HypothesisSet:
     name = "hypotheses"
     stops_on_confidence = True
 
-    def __init__(self, state: dict):
-        self._state = state
-        self.ids: list[str] = state["ids"]
+    def __init__(self, setup: dict, state: dict):
+        self._setup = setup
+        self.ids: list[str] = setup["ids"]
+        self.noise: float = setup["noise"]
+        self.questions: list[dict] = setup["questions"]
+        self._codes = {q["id"]: np.asarray(q["codes"], dtype=np.int32) for q in self.questions}
         self.probabilities = np.asarray(state["probabilities"], dtype=float)
         self.unknown_mass: float = state["unknown_mass"]
-        self.noise: float = state["noise"]
-        self.questions: list[dict] = state["questions"]
         self.asked: list[str] = state["asked"]
 
     @classmethod
-    def from_state(cls, state: dict) -> HypothesisSet:
-        return cls(state)
+    def from_state(cls, setup: dict, state: dict) -> HypothesisSet:
+        return cls(setup, state)
 
     @classmethod
     def from_request(
@@ -108,17 +111,17 @@ class HypothesisSet:
             {
                 "ids": ids,
                 "descriptions": [h.description for h in hypotheses],
-                "probabilities": list(priors * (1.0 - unknown)),
-                "unknown_mass": unknown,
                 "noise": noise,
                 "questions": encoded,
-                "asked": [],
-            }
+            },
+            {"probabilities": list(priors * (1.0 - unknown)), "unknown_mass": unknown, "asked": []},
         )
+
+    def setup(self) -> dict:
+        return self._setup
 
     def state(self) -> dict:
         return {
-            **self._state,
             "probabilities": self.probabilities.tolist(),
             "unknown_mass": self.unknown_mass,
             "asked": list(self.asked),
@@ -129,7 +132,7 @@ class HypothesisSet:
 
         order = np.argsort(-self.probabilities, kind="stable")[:5]
         top = [
-            ScoredHypothesis(self.ids[i], self._state["descriptions"][i], float(self.probabilities[i]))
+            ScoredHypothesis(self.ids[i], self._setup["descriptions"][i], float(self.probabilities[i]))
             for i in order
         ]
         return BeliefView(
@@ -151,7 +154,7 @@ class HypothesisSet:
         for position, q in enumerate(open_questions):
             gain = expected_information_gain(
                 self.probabilities,
-                np.asarray(q["codes"]),
+                self._codes[q["id"]],
                 self.unknown_mass,
                 np.full(len(q["alphabet"]), 1.0 / len(q["alphabet"])),
                 self.noise,
@@ -166,7 +169,11 @@ class HypothesisSet:
                     policy.exploration_weight, 1.0 - similarity, self.noise or 0.5, 1.0, similar
                 )
             scored.append((position, ScoredQuestion(q["id"], q["text"], gain, adjusted, q["cost"], bonus)))
+        if max(s.expected_information_gain for _, s in scored) <= 1e-12:
+            return None
         if policy.question_selection == "fixed_order":
+            ranked = [s for _, s in scored]
+        elif policy.question_selection == "fixed_order_informative":
             ranked = [s for _, s in scored]
             useful = [s for s in ranked if s.expected_information_gain > 1e-12]
             ranked = useful + [s for s in ranked if s.expected_information_gain <= 1e-12]
@@ -178,8 +185,6 @@ class HypothesisSet:
                 )
             ]
         best = ranked[0]
-        if best.expected_information_gain <= 1e-12:
-            return None
         rationale = (
             f"expected gain {best.expected_information_gain:.3f} bits at cost {best.cost:g} "
             f"({policy.question_selection})"
@@ -193,7 +198,7 @@ class HypothesisSet:
                 f"answer {answer!r} is not one of {q['alphabet']}", field="observation.answer"
             )
         results = len(q["alphabet"])
-        likelihood = likelihood_matrix(np.asarray(q["codes"]), results, self.noise)[
+        likelihood = likelihood_matrix(self._codes[question_id], results, self.noise)[
             q["alphabet"].index(answer)
         ]
         posterior = bayes_update(self.probabilities, self.unknown_mass, likelihood, 1.0 / results)

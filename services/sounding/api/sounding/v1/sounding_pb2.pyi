@@ -277,7 +277,7 @@ class CandidateQuestion(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., cost: _Optional[float] = ..., outcomes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class InquiryPolicy(_message.Message):
-    __slots__ = ("question_selection", "stop_rule", "cost_sensitivity", "exploration_weight", "max_turns", "target_confidence", "cost_budget", "seed")
+    __slots__ = ("question_selection", "stop_rule", "cost_sensitivity", "exploration_weight", "max_turns", "target_confidence", "cost_budget", "seed", "min_information_gain")
     QUESTION_SELECTION_FIELD_NUMBER: _ClassVar[int]
     STOP_RULE_FIELD_NUMBER: _ClassVar[int]
     COST_SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +286,7 @@ class InquiryPolicy(_message.Message):
     TARGET_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     COST_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    MIN_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
     question_selection: str
     stop_rule: str
     cost_sensitivity: float
@@ -294,7 +295,8 @@ class InquiryPolicy(_message.Message):
     target_confidence: float
     cost_budget: float
     seed: int
-    def __init__(self, question_selection: _Optional[str] = ..., stop_rule: _Optional[str] = ..., cost_sensitivity: _Optional[float] = ..., exploration_weight: _Optional[float] = ..., max_turns: _Optional[int] = ..., target_confidence: _Optional[float] = ..., cost_budget: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    min_information_gain: float
+    def __init__(self, question_selection: _Optional[str] = ..., stop_rule: _Optional[str] = ..., cost_sensitivity: _Optional[float] = ..., exploration_weight: _Optional[float] = ..., max_turns: _Optional[int] = ..., target_confidence: _Optional[float] = ..., cost_budget: _Optional[float] = ..., seed: _Optional[int] = ..., min_information_gain: _Optional[float] = ...) -> None: ...
 
 class InquiryResume(_message.Message):
     __slots__ = ("session_id",)

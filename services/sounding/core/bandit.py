@@ -1,0 +1,187 @@
+"""Contextual bandit for strategy selection (adaptive-strategy spec §5.3–§6.4). Pure numpy.
+
+- `LinUCB`: disjoint arms; per arm A = I + Σ x xᵀ and b = Σ r x; the score of arm a for context x
+  is θₐᵀx + α·√(xᵀAₐ⁻¹x) with θₐ = Aₐ⁻¹bₐ (§5.3).
+- `select_arms`: the arms whose score is at least `threshold` × the best score (§5.3).
+- `ExplorationSchedule`: cold start runs every arm for the first N queries (§6.1); afterwards an
+  exploration rate max(min_rate, rate·decayᵗ), doubled when the bandit is unsure, adds one arm
+  the bandit did not choose; every N-th query runs all arms (§5.5).
+- `reward`: contribution + feedback bonus − latency penalty, clamped to [0, 1] (§5.4).
+- `should_prune` (§6.3) and `holdout_score` for the gated recalibration (§6.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+FEEDBACK_BONUS = {"helpful": 0.3, "not_helpful": -0.3, "": 0.0}
+LATENCY_PENALTY_PER_MS = 1 / 5000
+MAX_LATENCY_PENALTY = 0.2
+
+
+@dataclass(frozen=True)
+class ArmScore:
+    # θᵀx: the predicted reward.
+    mean: float
+    # α·√(xᵀA⁻¹x): the confidence width.
+    width: float
+
+    @property
+    def upper(self) -> float:
+        return self.mean + self.width
+
+
+class LinUCB:
+    """LinUCB with disjoint arms over `dimension`-long contexts."""
+
+    def __init__(self, arms: Sequence[str], dimension: int, alpha: float = 1.0):
+        if dimension < 1 or alpha < 0:
+            raise ValueError("dimension must be >= 1 and alpha >= 0")
+        self.arms = tuple(arms)
+        self.dimension = dimension
+        self.alpha = alpha
+        self._a = {arm: np.eye(dimension) for arm in self.arms}
+        self._b = {arm: np.zeros(dimension) for arm in self.arms}
+        self.pulls = dict.fromkeys(self.arms, 0)
+
+    def _context(self, context: Sequence[float]) -> np.ndarray:
+        x = np.asarray(context, dtype=float)
+        if x.shape != (self.dimension,):
+            raise ValueError(f"context must have length {self.dimension}, got {x.shape}")
+        return x
+
+    def scores(self, context: Sequence[float]) -> dict[str, ArmScore]:
+        x = self._context(context)
+        result = {}
+        for arm in self.arms:
+            a_inv_x = np.linalg.solve(self._a[arm], x)
+            theta = np.linalg.solve(self._a[arm], self._b[arm])
+            result[arm] = ArmScore(float(theta @ x), float(self.alpha * np.sqrt(max(x @ a_inv_x, 0.0))))
+        return result
+
+    def update(self, arm: str, context: Sequence[float], reward: float) -> None:
+        x = self._context(context)
+        self._a[arm] += np.outer(x, x)
+        self._b[arm] += reward * x
+        self.pulls[arm] += 1
+
+    def confidence(self, context: Sequence[float], scores: Mapping[str, ArmScore] | None = None) -> float:
+        """1 − (width of the best arm) / (its width before any update, α‖x‖), in [0, 1]: 0 when
+        the bandit knows nothing about this context, towards 1 as observations accumulate."""
+        x = self._context(context)
+        scores = scores or self.scores(x)
+        prior_width = self.alpha * float(np.linalg.norm(x))
+        if prior_width == 0:
+            return 1.0
+        best = max(scores.values(), key=lambda s: s.upper)
+        return float(np.clip(1.0 - best.width / prior_width, 0.0, 1.0))
+
+
+def select_arms(scores: Mapping[str, ArmScore], threshold: float) -> list[str]:
+    """Arms whose upper score is at least `threshold` × the best one (never empty)."""
+    best = max(s.upper for s in scores.values())
+    chosen = [arm for arm, s in scores.items() if s.upper >= best * threshold]
+    return chosen or [max(scores, key=lambda arm: scores[arm].upper)]
+
+
+def fusion_weights(
+    scores: Mapping[str, ArmScore], arms: Iterable[str], floor: float = 0.1
+) -> dict[str, float]:
+    """Each chosen arm's predicted reward relative to the best chosen one, at least `floor`."""
+    arms = list(arms)
+    means = {arm: max(scores[arm].mean, 0.0) for arm in arms}
+    best = max(means.values(), default=0.0)
+    if best <= 0:
+        return dict.fromkeys(arms, 1.0)
+    return {arm: max(mean / best, floor) for arm, mean in means.items()}
+
+
+@dataclass(frozen=True)
+class ExplorationSchedule:
+    cold_start_queries: int = 100
+    force_all_every: int = 100
+    initial_rate: float = 0.3
+    min_rate: float = 0.05
+    decay: float = 0.99
+    # Below this bandit confidence the exploration rate doubles.
+    unsure_below: float = 0.5
+
+    def rate(self, query_index: int, bandit_confidence: float) -> float:
+        """Exploration probability of the `query_index`-th query (0-based) after cold start."""
+        steps = max(query_index - self.cold_start_queries, 0)
+        rate = max(self.min_rate, self.initial_rate * self.decay**steps)
+        return min(1.0, rate * 2 if bandit_confidence < self.unsure_below else rate)
+
+    def mode(self, query_index: int, bandit_confidence: float, draw: float) -> str:
+        """`cold_start`, `forced_all`, `explore` or `exploit`; `draw` is uniform in [0, 1)."""
+        if query_index < self.cold_start_queries:
+            return "cold_start"
+        if self.force_all_every and (query_index + 1) % self.force_all_every == 0:
+            return "forced_all"
+        return "explore" if draw < self.rate(query_index, bandit_confidence) else "exploit"
+
+
+def reward(contribution: float, feedback: str, latency_ms: float) -> float:
+    """§5.4: contribution to what was used (0–1) + feedback bonus (±0.3) − min(latency/5 s, 0.2)."""
+    penalty = min(latency_ms * LATENCY_PENALTY_PER_MS, MAX_LATENCY_PENALTY)
+    return float(np.clip(contribution + FEEDBACK_BONUS[feedback] - penalty, 0.0, 1.0))
+
+
+def contribution(found: Iterable[str], used: Iterable[str]) -> float:
+    """Share of the used documents that the arm found."""
+    used = set(used)
+    return len(used & set(found)) / len(used) if used else 0.0
+
+
+@dataclass(frozen=True)
+class ArmStats:
+    uses: int
+    mean_reward: float
+    contribution_rate: float
+
+
+def should_prune(arm: str, stats: Mapping[str, ArmStats], min_samples: int = 100) -> bool:
+    """§6.3: with enough uses, an arm that rarely helps or earns less than half another's reward."""
+    own = stats[arm]
+    if own.uses < min_samples:
+        return False
+    if own.mean_reward < 0.1 and own.contribution_rate < 0.05:
+        return True
+    return any(
+        own.mean_reward < other.mean_reward * 0.5
+        for name, other in stats.items()
+        if name != arm and other.uses >= min_samples
+    )
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One recorded query: its context and the reward of every arm that ran."""
+
+    context: Sequence[float]
+    rewards: Mapping[str, float]
+
+
+def holdout_score(bandit: LinUCB, holdout: Sequence[Replay]) -> float:
+    """Mean reward of the arm the bandit ranks first by predicted reward among those that ran
+    (replay evaluation of the greedy policy; §6.4's validation)."""
+    if not holdout:
+        return 0.0
+    total = 0.0
+    for record in holdout:
+        scores = bandit.scores(record.context)
+        best = max(record.rewards, key=lambda arm: scores[arm].mean if arm in scores else -np.inf)
+        total += record.rewards[best]
+    return total / len(holdout)
+
+
+def train(arms: Sequence[str], dimension: int, alpha: float, history: Iterable[Replay]) -> LinUCB:
+    bandit = LinUCB(arms, dimension, alpha)
+    for record in history:
+        for arm, value in record.rewards.items():
+            if arm in bandit.arms:
+                bandit.update(arm, record.context, value)
+    return bandit

@@ -1,0 +1,1 @@
+"""Learning from outcomes: the Observe RPC, rewards, and the strategy selector state."""

@@ -1,0 +1,172 @@
+"""The learning log: what each Retrieve ran and found, and the outcomes observed for it.
+
+Both tables are append-only. An observation is committed before Observe acknowledges it, and
+the strategy selector is rebuilt by replaying the observations in sequence order, so an
+acknowledged observation survives a crash and a restart reproduces the selector exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import lancedb
+import pyarrow as pa
+from lancedb.index import BTree
+
+from sounding.store.schema import sql_string
+
+RETRIEVALS_TABLE = "retrievals"
+OBSERVATIONS_TABLE = "retrieval_observations"
+WRITES_PER_COMPACTION = 200
+VERSION_RETENTION = timedelta(minutes=1)
+
+RETRIEVALS_SCHEMA = pa.schema(
+    [
+        ("retrieval_id", pa.string()),
+        ("collection", pa.string()),
+        # The selector's query counter when it planned this retrieval; -1 for requested arms.
+        ("query_index", pa.int64()),
+        ("mode", pa.string()),
+        ("context", pa.list_(pa.float64())),
+        ("embedding", pa.list_(pa.float32())),
+        # {arm: {"document_ids": [...], "latency_ms": float, "exploration": bool}} for arms that ran.
+        ("arms_json", pa.string()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+
+OBSERVATIONS_SCHEMA = pa.schema(
+    [
+        ("sequence", pa.int64()),
+        ("retrieval_id", pa.string()),
+        # The outcome as the caller sent it (used and missed documents, feedback, success).
+        ("outcome_json", pa.string()),
+        # {arm: reward} for every arm that ran.
+        ("rewards_json", pa.string()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class RetrievalRecord:
+    retrieval_id: str
+    collection: str
+    query_index: int
+    mode: str
+    context: Sequence[float]
+    embedding: Sequence[float]
+    arms: dict[str, dict]
+
+    def row(self) -> dict:
+        return {
+            "retrieval_id": self.retrieval_id,
+            "collection": self.collection,
+            "query_index": self.query_index,
+            "mode": self.mode,
+            "context": [float(v) for v in self.context],
+            "embedding": [float(v) for v in self.embedding],
+            "arms_json": json.dumps(self.arms),
+            "create_time_us": int(time.time() * 1e6),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict) -> RetrievalRecord:
+        return cls(
+            row["retrieval_id"],
+            row["collection"],
+            row["query_index"],
+            row["mode"],
+            row["context"],
+            row["embedding"],
+            json.loads(row["arms_json"]),
+        )
+
+
+@dataclass(frozen=True)
+class ObservationRecord:
+    sequence: int
+    retrieval_id: str
+    outcome: dict
+    rewards: dict[str, float]
+
+
+class LearningLog:
+    def __init__(self, db: lancedb.AsyncConnection):
+        self._db = db
+        self._writes = 0
+
+    @classmethod
+    async def open(cls, uri: str) -> LearningLog:
+        log = cls(await lancedb.connect_async(uri, read_consistency_interval=timedelta(0)))
+        names = set(await log._db.table_names(limit=100_000))
+        for name, table_schema in (
+            (RETRIEVALS_TABLE, RETRIEVALS_SCHEMA),
+            (OBSERVATIONS_TABLE, OBSERVATIONS_SCHEMA),
+        ):
+            if name not in names:
+                table = await log._db.create_table(name, schema=table_schema, exist_ok=True)
+                await table.create_index("retrieval_id", config=BTree(), replace=True)
+        log._retrievals = await log._db.open_table(RETRIEVALS_TABLE)
+        log._observations = await log._db.open_table(OBSERVATIONS_TABLE)
+        return log
+
+    async def _compact_now_and_then(self) -> None:
+        self._writes += 1
+        if self._writes % WRITES_PER_COMPACTION == 0:
+            for table in (self._retrievals, self._observations):
+                await table.optimize(cleanup_older_than=VERSION_RETENTION)
+
+    async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:
+        rows = [r.row() for r in records]
+        if rows:
+            await self._retrievals.add(pa.Table.from_pylist(rows, RETRIEVALS_SCHEMA))
+            await self._compact_now_and_then()
+
+    async def retrievals(self, retrieval_ids: Iterable[str]) -> dict[str, RetrievalRecord]:
+        ids = sorted(set(retrieval_ids))
+        if not ids:
+            return {}
+        rows = (
+            await self._retrievals.query()
+            .where(f"retrieval_id IN ({', '.join(sql_string(i) for i in ids)})")
+            .to_arrow()
+        ).to_pylist()
+        return {row["retrieval_id"]: RetrievalRecord.from_row(row) for row in rows}
+
+    async def next_query_index(self) -> int:
+        table = await self._retrievals.query().select(["query_index"]).to_arrow()
+        values = table.column("query_index").to_pylist()
+        return max(values, default=-1) + 1
+
+    async def append_observations(self, records: Sequence[ObservationRecord]) -> None:
+        """One commit for the batch: all of it is durable when this returns, or none of it."""
+        if not records:
+            return
+        now = int(time.time() * 1e6)
+        rows = [
+            {
+                "sequence": r.sequence,
+                "retrieval_id": r.retrieval_id,
+                "outcome_json": json.dumps(r.outcome),
+                "rewards_json": json.dumps(r.rewards),
+                "create_time_us": now,
+            }
+            for r in records
+        ]
+        await self._observations.add(pa.Table.from_pylist(rows, OBSERVATIONS_SCHEMA))
+        await self._compact_now_and_then()
+
+    async def observations(self) -> list[ObservationRecord]:
+        """Every observation, in sequence order."""
+        rows = (await self._observations.query().to_arrow()).sort_by("sequence").to_pylist()
+        return [
+            ObservationRecord(
+                r["sequence"], r["retrieval_id"], json.loads(r["outcome_json"]), json.loads(r["rewards_json"])
+            )
+            for r in rows
+        ]

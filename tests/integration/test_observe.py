@@ -1,0 +1,45 @@
+import pytest
+from sounding_client import Plan, RetrievalOutcome
+
+pytestmark = pytest.mark.integration
+
+QUERY = "which instrument times an echo to find the depth"
+
+
+def plan_scores(client, query: str) -> dict[str, float]:
+    for event in client.retrieve("demo", query, top_k=3):
+        if isinstance(event, Plan):
+            return {a.arm: a.score for a in event.arms}
+    raise AssertionError("no plan")
+
+
+def test_an_observe_stream_with_an_unknown_retrieval_records_the_others(client, demo_collection):
+    first = client.retrieve_final("demo", "how deep is the water under a ship", top_k=3)
+    second = client.retrieve_final("demo", "tides and chart datum", top_k=3)
+    result = client.observe(
+        [
+            RetrievalOutcome(first.retrieval_id, (first.hits[0].document_id,), feedback="helpful"),
+            RetrievalOutcome("no-such-retrieval", ("lead-line",)),
+            RetrievalOutcome(second.retrieval_id, (second.hits[1].document_id,), agent_success=True),
+            RetrievalOutcome(first.retrieval_id, ()),
+        ]
+    )
+    assert result.recorded == 2
+    assert [(r.index, r.code) for r in result.rejected] == [(1, "NOT_FOUND"), (3, "ALREADY_EXISTS")]
+    assert "no-such-retrieval" in result.rejected[0].message
+
+
+def test_an_acknowledged_observation_survives_kill_9_and_the_selector_state_is_restored(
+    client, stack, demo_collection
+):
+    before = plan_scores(client, QUERY)
+    final = client.retrieve_final("demo", QUERY, top_k=3)
+    used = tuple(h.document_id for h in final.hits[:2])
+    assert client.observe([RetrievalOutcome(final.retrieval_id, used, feedback="helpful")]).recorded == 1
+    learned = plan_scores(client, QUERY)
+    assert learned != pytest.approx(before), "the observation changed the arms' scores"
+    stack.kill_orchestrator()
+    stack.start_orchestrator()
+    assert plan_scores(client, QUERY) == pytest.approx(learned, rel=1e-9)
+    again = client.observe([RetrievalOutcome(final.retrieval_id, used)])
+    assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"], "the restart remembers it was observed"

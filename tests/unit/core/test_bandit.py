@@ -1,0 +1,125 @@
+import numpy as np
+import pytest
+from sounding.core.bandit import (
+    ArmScore,
+    ArmStats,
+    ExplorationSchedule,
+    LinUCB,
+    Replay,
+    contribution,
+    fusion_weights,
+    holdout_score,
+    reward,
+    select_arms,
+    should_prune,
+    train,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_an_untrained_arm_scores_zero_mean_and_alpha_width():
+    bandit = LinUCB(["a", "b"], 3, alpha=0.5)
+    scores = bandit.scores([1.0, 0.0, 0.0])
+    assert scores["a"] == ArmScore(0.0, 0.5)
+    assert bandit.confidence([1.0, 0.0, 0.0]) == 0.0
+
+
+def test_linucb_updates_match_the_closed_form():
+    bandit = LinUCB(["a"], 2, alpha=1.0)
+    bandit.update("a", [1.0, 0.0], 1.0)
+    bandit.update("a", [1.0, 1.0], 0.0)
+    # A = I + e1 e1ᵀ + (1,1)(1,1)ᵀ = [[3, 1], [1, 2]], b = (1, 0).
+    a = np.array([[3.0, 1.0], [1.0, 2.0]])
+    theta = np.linalg.solve(a, [1.0, 0.0])
+    x = np.array([0.0, 1.0])
+    score = bandit.scores(x)["a"]
+    assert score.mean == pytest.approx(theta @ x) == pytest.approx(-0.2)
+    assert score.width == pytest.approx(np.sqrt(x @ np.linalg.inv(a) @ x)) == pytest.approx(np.sqrt(0.6))
+    assert bandit.pulls["a"] == 2
+
+
+def test_the_bandit_learns_which_arm_pays_in_which_context():
+    rng = np.random.default_rng(0)
+    bandit = LinUCB(["left", "right"], 2, alpha=0.2)
+    sides = rng.integers(2, size=200)
+    for side in sides:
+        x = np.eye(2)[side]
+        bandit.update("left", x, float(side == 0))
+        bandit.update("right", x, float(side == 1))
+    assert select_arms(bandit.scores([1.0, 0.0]), 0.8) == ["left"]
+    assert select_arms(bandit.scores([0.0, 1.0]), 0.8) == ["right"]
+    # A = I + n·e1e1ᵀ along e1, so the width is 1/√(1 + n) of its prior.
+    assert bandit.confidence([1.0, 0.0]) == pytest.approx(1 - 1 / np.sqrt(1 + np.sum(sides == 0)))
+
+
+def test_context_length_is_checked():
+    with pytest.raises(ValueError):
+        LinUCB(["a"], 3).scores([1.0])
+
+
+def test_selection_is_relative_to_the_best_and_never_empty():
+    scores = {"a": ArmScore(0.5, 0.5), "b": ArmScore(0.6, 0.1), "c": ArmScore(0.1, 0.1)}
+    assert select_arms(scores, 0.7) == ["a", "b"]
+    negative = {"a": ArmScore(-1.0, 0.0), "b": ArmScore(-2.0, 0.0)}
+    assert select_arms(negative, 0.9) == ["a"]
+
+
+def test_fusion_weights_follow_predicted_reward():
+    scores = {"a": ArmScore(0.8, 0.1), "b": ArmScore(0.4, 0.1), "c": ArmScore(-0.1, 0.1)}
+    assert fusion_weights(scores, ["a", "b", "c"]) == {"a": 1.0, "b": 0.5, "c": 0.1}
+    assert fusion_weights({"a": ArmScore(0.0, 1.0)}, ["a"]) == {"a": 1.0}
+
+
+def test_exploration_schedule():
+    schedule = ExplorationSchedule(cold_start_queries=10, force_all_every=50, initial_rate=0.3, min_rate=0.05)
+    assert schedule.mode(9, 1.0, 0.99) == "cold_start"
+    assert schedule.mode(49, 1.0, 0.99) == "forced_all"
+    assert schedule.rate(10, 1.0) == pytest.approx(0.3)
+    assert schedule.rate(10, 0.2) == pytest.approx(0.6)  # doubled when unsure
+    assert schedule.rate(110, 1.0) == pytest.approx(0.3 * 0.99**100)
+    assert schedule.rate(10_000, 1.0) == pytest.approx(0.05)  # decays to the floor
+    assert schedule.mode(20, 1.0, 0.26) == "explore"  # rate 0.3 · 0.99¹⁰ = 0.271
+    assert schedule.mode(20, 1.0, 0.28) == "exploit"
+
+
+@pytest.mark.parametrize(
+    "contribution_,feedback,latency_ms,expected",
+    [
+        (0.5, "", 0.0, 0.5),
+        (0.5, "helpful", 0.0, 0.8),
+        (0.5, "not_helpful", 0.0, 0.2),
+        (0.5, "", 500.0, 0.4),
+        (0.5, "", 2500.0, 0.3),  # the latency penalty is capped at 0.2
+        (1.0, "helpful", 0.0, 1.0),
+        (0.0, "not_helpful", 100.0, 0.0),
+    ],
+)
+def test_reward(contribution_, feedback, latency_ms, expected):
+    assert reward(contribution_, feedback, latency_ms) == pytest.approx(expected)
+
+
+def test_contribution_is_the_share_of_used_documents_found():
+    assert contribution(["d1", "d2", "d3"], ["d2", "d9"]) == 0.5
+    assert contribution(["d1"], []) == 0.0
+
+
+def test_pruning():
+    stats = {
+        "good": ArmStats(200, 0.6, 0.5),
+        "useless": ArmStats(200, 0.05, 0.01),
+        "dominated": ArmStats(200, 0.25, 0.3),
+        "new": ArmStats(10, 0.0, 0.0),
+    }
+    assert not should_prune("good", stats)
+    assert should_prune("useless", stats)
+    assert should_prune("dominated", stats)
+    assert not should_prune("new", stats)
+
+
+def test_holdout_score_replays_the_greedy_choice():
+    history = [Replay([1.0, 0.0], {"a": 1.0, "b": 0.0}), Replay([0.0, 1.0], {"a": 0.0, "b": 0.8})] * 20
+    bandit = train(["a", "b"], 2, 0.5, history)
+    assert holdout_score(bandit, history[:2]) == pytest.approx(0.9)
+    untrained = LinUCB(["a", "b"], 2, 0.5)
+    assert holdout_score(untrained, history[:2]) == pytest.approx(0.5)

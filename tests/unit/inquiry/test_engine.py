@@ -1,0 +1,57 @@
+import pytest
+from sounding.inquiry import engine
+from sounding.inquiry.protocol import AnswerEvent, AskEvent, HypothesisIn, Policy, QuestionIn, Start
+
+pytestmark = pytest.mark.unit
+
+TRUTH = 11
+
+
+def start_request(**policy) -> Start:
+    hypotheses = tuple(HypothesisIn(f"h{i}") for i in range(16))
+    questions = tuple(
+        QuestionIn(f"bit{j}", f"bit {j}?", 1.0, {f"h{i}": "yes" if i >> j & 1 else "no" for i in range(16)})
+        for j in range(4)
+    )
+    return Start("hypotheses", Policy(**policy), {"noise": "0.05"}, hypotheses, questions)
+
+
+def answer(ask: AskEvent) -> str:
+    return "yes" if TRUTH >> int(ask.chosen.question_id[3:]) & 1 else "no"
+
+
+def play(session: engine.Session, events: list, reload_after: int | None = None) -> list:
+    """Answer every Ask truthfully; optionally rebuild the session from its stored JSON."""
+    transcript = list(events)
+    while isinstance(transcript[-1], AskEvent):
+        ask = transcript[-1]
+        if reload_after is not None and ask.turn == reload_after:
+            session = engine.Session.from_json(session.setup_json(), session.to_json())
+            transcript.extend(engine.resume(session))
+            ask = transcript[-1]
+        transcript.extend(engine.observe(session, ask.chosen.question_id, answer(ask)))
+    return transcript
+
+
+def test_a_reloaded_session_continues_exactly_as_an_uninterrupted_one():
+    request = start_request(target_confidence=0.99)
+    first = engine.start(request)
+    uninterrupted = play(first, engine.advance(first))
+    second = engine.start(request)
+    resumed = play(second, engine.advance(second), reload_after=2)
+    final, final_resumed = uninterrupted[-1], resumed[-1]
+    assert isinstance(final, AnswerEvent) and final.answer == f"h{TRUTH}"
+    assert (final_resumed.answer, final_resumed.stopping_reason) == (final.answer, final.stopping_reason)
+    assert final_resumed.entropy_path == pytest.approx(final.entropy_path)
+
+
+def test_the_stored_state_leaves_out_the_setup():
+    session = engine.start(start_request())
+    assert "questions" in session.setup_json()
+    assert "questions" not in session.to_json()
+
+
+def test_max_turns_forces_the_answer():
+    session = engine.start(start_request(max_turns=2))
+    final = play(session, engine.advance(session))[-1]
+    assert final.stopping_reason == "max_queries_reached" and final.forced

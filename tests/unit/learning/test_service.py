@@ -1,0 +1,129 @@
+import asyncio
+
+import numpy as np
+import pytest
+from sounding.learning.service import LearningService, Rejected, RetrievalOutcome, rewards
+from sounding.retrieval import features
+from sounding.retrieval.selection import SelectionConfig, StrategySelector
+from sounding.store.learning import RetrievalRecord
+
+pytestmark = pytest.mark.unit
+ARMS = ("dense", "lexical")
+
+
+class MemoryLog:
+    """The LearningLog contract in memory; `fail_observations` makes the next append fail."""
+
+    def __init__(self):
+        self.retrieval_rows: dict[str, RetrievalRecord] = {}
+        self.observation_rows: list = []
+        self.fail_observations = False
+
+    async def append_retrievals(self, records):
+        self.retrieval_rows.update({r.retrieval_id: r for r in records})
+
+    async def retrievals(self, ids):
+        return {i: self.retrieval_rows[i] for i in set(ids) if i in self.retrieval_rows}
+
+    async def next_query_index(self):
+        return max((r.query_index for r in self.retrieval_rows.values()), default=-1) + 1
+
+    async def append_observations(self, records):
+        if self.fail_observations:
+            raise OSError("disk full")
+        self.observation_rows.extend(records)
+
+    async def observations(self):
+        return list(self.observation_rows)
+
+
+def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), index=0) -> RetrievalRecord:
+    context = np.zeros(features.DIMENSION)
+    context[0] = 1.0
+    return RetrievalRecord(
+        retrieval_id,
+        "c",
+        index,
+        "cold_start",
+        context.tolist(),
+        [1.0, 0.0],
+        {
+            "dense": {"document_ids": list(dense_found), "latency_ms": 0.0, "exploration": False},
+            "lexical": {"document_ids": list(lexical_found), "latency_ms": 1000.0, "exploration": False},
+        },
+    )
+
+
+def service(log: MemoryLog) -> LearningService:
+    return LearningService(log, StrategySelector(ARMS, SelectionConfig()))
+
+
+def test_rewards_credit_each_arm_for_what_it_contributed():
+    outcome = RetrievalOutcome("r1", used_document_ids=("d1", "d3"), feedback="helpful")
+    # dense found d1 of the two used: 0.5 + 0.3; lexical found d3: 0.5 + 0.3 − 1000/5000.
+    assert rewards(record("r1"), outcome) == pytest.approx({"dense": 0.8, "lexical": 0.6})
+
+
+def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
+    log = MemoryLog()
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1"))
+        learning.remember(record("r2", index=1))
+        return await learning.observe(
+            [
+                RetrievalOutcome("r1", ("d1",)),
+                RetrievalOutcome("nope", ("d1",)),
+                Rejected(2, "UNIMPLEMENTED", "inquiry_outcome is not recorded yet"),
+                RetrievalOutcome("r2", ("d3",), feedback="bogus"),
+                RetrievalOutcome("r2", ("d3",)),
+                RetrievalOutcome("r1", ("d2",)),
+            ]
+        )
+
+    result = asyncio.run(run())
+    assert result.recorded == 2
+    assert [(r.index, r.code) for r in result.rejected] == [
+        (1, "NOT_FOUND"),
+        (2, "UNIMPLEMENTED"),
+        (3, "INVALID_ARGUMENT"),
+        (5, "ALREADY_EXISTS"),
+    ]
+    assert [o.retrieval_id for o in log.observation_rows] == ["r1", "r2"]
+    assert [o.sequence for o in log.observation_rows] == [0, 1]
+    assert set(log.retrieval_rows) == {"r1", "r2"}  # written before the observations
+
+
+def test_a_failed_append_teaches_the_selector_nothing():
+    log = MemoryLog()
+    log.fail_observations = True
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1"))
+        with pytest.raises(OSError):
+            await learning.observe([RetrievalOutcome("r1", ("d1",))])
+        return learning
+
+    learning = asyncio.run(run())
+    assert learning.selector.bandit.pulls == {"dense": 0, "lexical": 0}
+
+
+def test_replaying_the_log_rebuilds_the_same_selector():
+    log = MemoryLog()
+
+    async def run():
+        learning = service(log)
+        for i in range(30):
+            learning.remember(record(f"r{i}", index=i, dense_found=("d1",) if i % 3 else ("d9",)))
+        await learning.observe([RetrievalOutcome(f"r{i}", ("d1", "d3")) for i in range(30)])
+        context = np.array(log.retrieval_rows["r0"].context)
+        before = learning.selector.bandit.scores(context)
+        replayed = await LearningService.restore(log, ARMS, SelectionConfig())
+        return before, replayed.selector.bandit.scores(context), replayed
+
+    before, after, replayed = asyncio.run(run())
+    assert after == before
+    assert replayed.selector.queries_planned == 30
+    assert replayed._sequence == 30

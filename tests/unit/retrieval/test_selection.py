@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+from sounding.core.bandit import ExplorationSchedule
+from sounding.retrieval import features
+from sounding.retrieval.selection import SelectionConfig, StrategySelector
+
+pytestmark = pytest.mark.unit
+ARMS = ("dense", "lexical", "hyde")
+
+
+def context(i: int) -> np.ndarray:
+    x = np.zeros(features.DIMENSION)
+    x[0], x[1 + i % 3] = 1.0, 1.0
+    return x
+
+
+def selector(**schedule) -> StrategySelector:
+    config = SelectionConfig(alpha=0.1, relative_threshold=0.9, schedule=ExplorationSchedule(**schedule))
+    return StrategySelector(ARMS, config)
+
+
+def test_cold_start_runs_every_arm_then_the_bandit_chooses():
+    chooser = selector(cold_start_queries=3, force_all_every=0, initial_rate=0.0, min_rate=0.0)
+    for _ in range(50):
+        chooser.learn(context(0), [1.0], {"dense": 0.9, "lexical": 0.2, "hyde": 0.1})
+    plans = [chooser.plan(context(0)) for _ in range(4)]
+    assert [p.mode for p in plans] == ["cold_start"] * 3 + ["exploit"]
+    assert plans[0].chosen == list(ARMS)
+    assert plans[-1].chosen == ["dense"]
+    assert [a.reason for a in plans[-1].arms] == ["exploit", "below_threshold", "below_threshold"]
+    assert plans[-1].arms[0].score > plans[-1].arms[1].score
+
+
+def test_every_nth_query_runs_all_arms():
+    chooser = selector(cold_start_queries=0, force_all_every=5, initial_rate=0.0, min_rate=0.0)
+    modes = [chooser.plan(context(0)).mode for _ in range(10)]
+    assert modes[4] == modes[9] == "forced_all"
+    assert modes.count("forced_all") == 2
+
+
+def test_exploration_adds_one_unchosen_arm_marked_as_such():
+    chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=1.0, min_rate=1.0)
+    for _ in range(50):
+        chooser.learn(context(0), [1.0], {"dense": 0.9, "lexical": 0.1, "hyde": 0.1})
+    plan = chooser.plan(context(0))
+    assert plan.mode == "explore"
+    explored = [a for a in plan.arms if a.exploration]
+    assert len(explored) == 1 and explored[0].chosen and explored[0].arm != "dense"
+    assert plan.weights["dense"] == 1.0 and plan.weights[explored[0].arm] == pytest.approx(0.1, abs=0.05)
+
+
+def test_plans_are_reproducible_from_the_query_index():
+    first, second = selector(cold_start_queries=0), selector(cold_start_queries=0)
+    assert [first.plan(context(i)).arms for i in range(20)] == [
+        second.plan(context(i)).arms for i in range(20)
+    ]
+
+
+def test_requested_arms_do_not_advance_the_schedule():
+    chooser = selector(cold_start_queries=1)
+    plan = chooser.plan(context(0), requested=("lexical",))
+    assert plan.mode == "requested" and plan.chosen == ["lexical"]
+    assert chooser.queries_planned == 0
+
+
+def test_similar_outcomes_average_the_nearest_observed_queries():
+    chooser = selector()
+    assert chooser.similar_outcomes([1.0, 0.0]) == features.NO_HISTORY
+    chooser.learn(context(0), [1.0, 0.0], {"dense": 0.8, "lexical": 0.2})
+    chooser.learn(context(0), [0.0, 1.0], {"dense": 0.0, "lexical": 0.4})
+    assert chooser.similar_outcomes([1.0, 0.1]) == pytest.approx((0.8 + 0.4) / 2)
