@@ -165,16 +165,25 @@ def retrieve(
             raise typer.Exit(1) from None
 
 
-def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[str]) -> None:
+def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[str]):
+    """Prints every event; returns the Final one."""
     from sounding_client import Final, Fused, Plan, StrategyResult
 
+    final = None
     for event in client.retrieve(collection, query, top_k=top_k, arms=arms):
         if isinstance(event, Plan):
-            planned = ", ".join(f"{a.arm} ({a.reason})" for a in event.arms)
+            planned = ", ".join(
+                f"{a.arm} ({a.reason}, score {a.score:.2f})"
+                if a.chosen
+                else f"[dim]{a.arm} ({a.reason})[/dim]"
+                for a in event.arms
+            )
             console.print(f"[bold]plan[/bold] {event.retrieval_id}: {planned}")
         elif isinstance(event, StrategyResult):
             top = ", ".join(h.document_id for h in event.hits[:top_k])
             console.print(f"[bold]{event.arm}[/bold] {event.latency_ms:.1f} ms: {top}")
+            if event.generated_text:
+                console.print(f"     generated: {event.generated_text[:200]!r}", style="dim", highlight=False)
         elif isinstance(event, Fused):
             console.print(f"[bold]fused[/bold] {', '.join(h.document_id for h in event.hits)}")
         elif isinstance(event, Final):
@@ -190,6 +199,8 @@ def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[
                 f"  corpus coverage: {u.corpus_coverage.value} ({u.corpus_coverage.kind}: "
                 f"{u.corpus_coverage.reason})\n  miss rate: {u.miss_rate.kind} ({u.miss_rate.reason})"
             )
+            final = event
+    return final
 
 
 def _print_bulls_and_cows(client, secret: str) -> None:
@@ -221,8 +232,9 @@ def _print_bulls_and_cows(client, secret: str) -> None:
 def demo(
     data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
 ) -> None:
-    """Start the stack, ingest the bundled demo corpus, stream a Retrieve, stop the stack."""
-    from sounding_client import Client
+    """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
+    with Observe, play an Inquire game, stop the stack."""
+    from sounding_client import Client, RetrievalOutcome
 
     from sounding.stack import Stack
 
@@ -240,13 +252,19 @@ def demo(
                 task = progress.add_task("IngestDocuments", total=len(documents))
                 for report in client.ingest("demo", documents, batch_size=4):
                     progress.update(task, completed=report.total_documents)
+            finals = []
             for query in ("how do ships measure the depth of water?", "combining rankings"):
                 console.rule(f"Retrieve: {query}")
-                _print_retrieve(client, "demo", query, 3, [])
+                finals.append(_print_retrieve(client, "demo", query, 3, []))
+            console.rule("Observe: the agent used each Retrieve's top hit and found it helpful")
+            ack = client.observe(
+                RetrievalOutcome(f.retrieval_id, (f.hits[0].document_id,), feedback="helpful") for f in finals
+            )
+            console.print(f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}")
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
             console.rule()
-            console.print("Observe and Calibrate answer UNIMPLEMENTED until their issues land.")
+            console.print("Calibrate answers UNIMPLEMENTED until its issue lands.")
     finally:
         with console.status("stopping the stack"):
             stack.stop()
@@ -271,9 +289,26 @@ def eval_retrieval(
     out: Path = typer.Option(..., help="where to write the JSON result"),
     address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
     fresh: bool = typer.Option(False, help="re-ingest and re-encode even if cached"),
+    train_split: str = typer.Option(
+        None, help="adaptive mode: learn from these queries' outcomes first (e.g. train)"
+    ),
+    train_limit: int = typer.Option(None, help="adaptive mode: only the first N train queries"),
+    test_limit: int = typer.Option(None, help="adaptive mode: only the first N test queries"),
 ) -> None:
     """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
-    in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates."""
+    in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates.
+
+    With --train-split: every arm, all arms fused, and adaptive selection that learns through
+    Observe over the train queries and keeps learning on the test queries; the regret curve
+    goes to a PNG beside the JSON."""
+    if train_split:
+        from sounding.evaluation import adaptive
+
+        result, plot = adaptive.run(data, train_split, split, Settings(), console, train_limit, test_limit)
+        adaptive.write(result, plot, out)
+        console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
+        console.print(f"written to {out} and {out.with_suffix('.png')}")
+        return
     from sounding.evaluation.retrieval import run
 
     result = run(data, split, address, fresh, Settings(), console)

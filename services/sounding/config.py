@@ -22,6 +22,9 @@ class GeneratorSettings(BaseModel):
     """Which generator `Generate` uses: the bundled SmolLM2 or an OpenAI-compatible endpoint."""
 
     backend: Literal["local", "openai"] = "local"
+    # The local backend batches concurrent generations that decode alike.
+    max_batch_size: int = Field(8, ge=1, le=256)
+    max_wait_ms: float = Field(5.0, ge=0.0, le=1000.0)
     # Load the local model when the sidecar starts rather than on the first Generate.
     preload: bool = False
     openai_base_url: str = "http://127.0.0.1:8000/v1"
@@ -43,6 +46,8 @@ class ModelsSettings(BaseModel):
 class SelectionSettings(BaseModel):
     """How Retrieve chooses its arms when the request names none (adaptive-strategy spec §5–§6)."""
 
+    # The arms the selector chooses among (a request may still name any registered arm).
+    arms: list[str] = ["dense", "lexical", "hyde", "query2doc", "multi_query"]
     # LinUCB's exploration parameter α.
     alpha: float = Field(1.0, ge=0.0)
     # Arms whose upper score is at least this share of the best arm's run.
@@ -55,6 +60,8 @@ class SelectionSettings(BaseModel):
     min_exploration_rate: float = Field(0.05, ge=0.0, le=1.0)
     exploration_decay: float = Field(0.99, gt=0.0, le=1.0)
     seed: int = 0
+    # Calibrate(BANDIT) retrains on the observations of this many most recent days.
+    recalibration_window_days: float = Field(30.0, gt=0.0)
 
 
 class RetrievalSettings(BaseModel):

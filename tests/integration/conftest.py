@@ -74,6 +74,8 @@ def stack(tmp_path_factory, span_collector):
         "OTEL_EXPORTER_OTLP_ENDPOINT": span_collector.endpoint,
         "OTEL_EXPORTER_OTLP_INSECURE": "true",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
+        # Plans choose between the fast arms; tests that need the generating arms name them.
+        "SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]',
     }
     running = Stack(settings, env=env, log_dir=data_dir / "logs")
     running.start()

@@ -66,3 +66,32 @@ def test_generate_streams_smollm2_tokens(stack):
     assert pieces[-1].finish_reason in {"stop", "length"}
     assert "Paris" in text
     assert pieces[-1].model == "SmolLM2-135M-Instruct"
+
+
+@pytest.mark.slow
+def test_concurrent_generations_are_batched_and_each_matches_its_solo_run(stack):
+    prompts = ["Name three fruits.", "What is a lighthouse?", "Count to five."]
+
+    async def generate(models, prompt, stop=()):
+        pieces = [
+            p
+            async for p in models.generate(
+                [{"role": "user", "content": prompt}], max_new_tokens=16, stop=stop, timeout=300
+            )
+        ]
+        return "".join(p.text for p in pieces), pieces[-1].finish_reason
+
+    async def run():
+        models = ModelsClient(stack.settings.models.address)
+        try:
+            alone = [await generate(models, p) for p in prompts]
+            together = await asyncio.gather(*(generate(models, p) for p in prompts))
+            stopped = await generate(models, "Count from one to ten, one number per line.", stop=("3",))
+            return alone, together, stopped
+        finally:
+            await models.close()
+
+    alone, together, (stopped_text, stopped_reason) = asyncio.run(run())
+    assert together == alone
+    assert all(text for text, _ in alone)
+    assert "3" not in stopped_text and stopped_reason == "stop"

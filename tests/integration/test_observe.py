@@ -1,5 +1,6 @@
+import grpc
 import pytest
-from sounding_client import Plan, RetrievalOutcome
+from sounding_client import CalibrationProgress, CalibrationReport, Plan, RetrievalOutcome, SoundingError
 
 pytestmark = pytest.mark.integration
 
@@ -43,3 +44,30 @@ def test_an_acknowledged_observation_survives_kill_9_and_the_selector_state_is_r
     assert plan_scores(client, QUERY) == pytest.approx(learned, rel=1e-9)
     again = client.observe([RetrievalOutcome(final.retrieval_id, used)])
     assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"], "the restart remembers it was observed"
+
+
+def test_calibrate_bandit_needs_outcomes_then_reports_and_versions_the_selector(client, demo_collection):
+    with pytest.raises(SoundingError) as refused:
+        list(client.calibrate("bandit"))
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert refused.value.reason == "TOO_FEW_OUTCOMES"
+    queries = [d["title"] for d in demo_collection] * 5
+    outcomes = []
+    for query in queries:
+        final = client.retrieve_final("demo", query, top_k=3)
+        outcomes.append(RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,)))
+    assert client.observe(outcomes).recorded == len(queries)
+    events = list(client.calibrate("bandit"))
+    assert [type(e) for e in events[:-1]] == [CalibrationProgress] * (len(events) - 1)
+    report = events[-1]
+    assert isinstance(report, CalibrationReport) and report.target == "bandit"
+    assert report.sample_size >= len(queries)
+    assert {"candidate_score", "incumbent_score", "dense.mean_reward"} <= set(report.diagnostics)
+    assert report.deployed == (report.version == "1")
+    assert report.summary.startswith("deployed" if report.deployed else "kept")
+
+
+def test_calibrate_targets_of_later_issues_are_unimplemented(client):
+    with pytest.raises(SoundingError) as refused:
+        list(client.calibrate("miss_rate"))
+    assert refused.value.code == grpc.StatusCode.UNIMPLEMENTED

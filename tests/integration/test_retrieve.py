@@ -78,3 +78,15 @@ def test_a_tiny_deadline_ends_the_stream_promptly(client, demo_collection):
     assert raised.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert time.monotonic() - started < 2.0
     assert client.retrieve_final("demo", "depth", top_k=5).hits  # the service is unaffected
+
+
+@pytest.mark.slow
+def test_the_generating_arms_search_with_the_text_they_generated(client, demo_collection):
+    arms = ("hyde", "query2doc", "multi_query")
+    events = list(client.retrieve("demo", "how do ships measure the depth of water", top_k=3, arms=arms))
+    results = {e.arm: e for e in events if isinstance(e, StrategyResult)}
+    assert set(results) == set(arms)
+    for result in results.values():
+        assert result.generated_text.strip(), f"{result.arm} shows what it generated"
+        assert len(result.hits) == 3
+    assert isinstance(events[-1], Final) and len(events[-1].hits) == 3

@@ -290,3 +290,33 @@ def observe_result(response: sounding_pb2.ObserveResponse) -> t.ObserveResult:
         response.recorded,
         [t.RejectedObservation(r.index, r.code, r.message) for r in response.rejected],
     )
+
+
+CALIBRATION_TARGETS = {
+    "bandit": sounding_pb2.CALIBRATION_TARGET_BANDIT,
+    "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
+    "stop_threshold": sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD,
+    "confidence": sounding_pb2.CALIBRATION_TARGET_CONFIDENCE,
+}
+_TARGET_NAMES = {v: k for k, v in CALIBRATION_TARGETS.items()}
+
+
+def calibrate_request(target: str, **options) -> sounding_pb2.CalibrateRequest:
+    if target not in CALIBRATION_TARGETS:
+        raise ValueError(f"target must be one of {sorted(CALIBRATION_TARGETS)}")
+    return sounding_pb2.CalibrateRequest(target=CALIBRATION_TARGETS[target], **options)
+
+
+def calibrate_event(message: sounding_pb2.CalibrateResponse) -> t.CalibrateEvent:
+    if message.WhichOneof("event") == "progress":
+        return t.CalibrationProgress(message.progress.stage, message.progress.fraction)
+    r = message.report
+    return t.CalibrationReport(
+        _TARGET_NAMES.get(r.target, ""),
+        r.version,
+        r.sample_size,
+        r.deployed,
+        r.summary,
+        dict(r.diagnostics),
+        r.plot_png,
+    )

@@ -97,6 +97,14 @@ class Client:
         requests = [_convert.observe_request(o) for o in outcomes]
         return _convert.observe_result(self._unary(self._sounding.Observe, iter(requests)))
 
+    def calibrate(self, target: str, timeout: float | None = None, **options) -> Iterator[t.CalibrateEvent]:
+        """Fit `target` ("bandit", "miss_rate", "stop_threshold", "confidence") from recorded
+        outcomes; yields progress and finally the report."""
+        call = self._sounding.Calibrate(
+            _convert.calibrate_request(target, **options), timeout=timeout or self.timeout
+        )
+        yield from self._stream(call, _convert.calibrate_event)
+
     def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
         """Runs a Retrieve and returns only its final result."""
         for event in self.retrieve(collection, query, **options):
@@ -244,6 +252,16 @@ class AsyncClient:
         """Report outcomes of earlier Retrieves (see `Client.observe`)."""
         requests = [_convert.observe_request(o) for o in outcomes]
         return _convert.observe_result(await self._unary(self._sounding.Observe, iter(requests)))
+
+    async def calibrate(
+        self, target: str, timeout: float | None = None, **options
+    ) -> AsyncIterator[t.CalibrateEvent]:
+        """See `Client.calibrate`."""
+        call = self._sounding.Calibrate(
+            _convert.calibrate_request(target, **options), timeout=timeout or self.timeout
+        )
+        async for event in self._stream(call, _convert.calibrate_event):
+            yield event
 
     async def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
         async for event in self.retrieve(collection, query, **options):

@@ -252,3 +252,24 @@ class RejectedObservation:
 class ObserveResult:
     recorded: int
     rejected: list[RejectedObservation]
+
+
+@dataclass(frozen=True)
+class CalibrationProgress:
+    stage: str
+    fraction: float
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    # "bandit", "miss_rate", "stop_threshold" or "confidence".
+    target: str
+    version: str
+    sample_size: int
+    deployed: bool
+    summary: str
+    diagnostics: dict[str, float]
+    plot_png: bytes = b""
+
+
+CalibrateEvent = CalibrationProgress | CalibrationReport

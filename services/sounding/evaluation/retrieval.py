@@ -1,11 +1,11 @@
 """`sounding eval retrieval`: BEIR quality and latency through the service, beside in-process
 references computed in the same run.
 
-Service systems (over gRPC, one Retrieve per query and system): `dense`, `lexical`, `fused`
-(both arms, weighted RRF). References (in this process, same machine, same moment): `ref_bm25s`,
-`ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF, k = 60). Each reference's
-latency covers the whole query path (tokenise or encode the query, score, fuse). A hit whose id
-equals the query id is dropped, as BEIR does.
+Service systems (over gRPC, one Retrieve per query and system, arms named in the request):
+`dense`, `lexical`, `fused` (both arms, RRF). References (in this process, same machine, same
+moment): `ref_bm25s`, `ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF,
+k = 60). Each reference's latency covers the whole query path (tokenise or encode the query,
+score, fuse). A hit whose id equals the query id is dropped, as BEIR does.
 
 Ingestion goes through the service into a collection named by the corpus content hash, so a
 second run reuses it (`--fresh` re-ingests); the in-process corpus embeddings are cached the same
@@ -60,7 +60,7 @@ def run(
     cache.mkdir(parents=True, exist_ok=True)
 
     with serving(settings, address) as address, Client(address) as client:
-        ingest = _ingest(
+        ingest_record = ingest(
             client,
             collection,
             dataset,
@@ -70,12 +70,12 @@ def run(
             SoundingError,
         )
         encode, corpus_vectors = _encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
-        ingest["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
-        ingest["service_over_inprocess"] = round(ingest["docs_per_s"] / encode["docs_per_s"], 3)
-        ingest["inprocess_encode_cached"] = encode["cached"]
+        ingest_record["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
+        ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
+        ingest_record["inprocess_encode_cached"] = encode["cached"]
 
         systems: dict[str, dict] = {}
-        service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": []}
+        service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": ["dense", "lexical"]}
         with progress_bar(console) as progress:
             for name, arms in service_arms.items():
                 task = progress.add_task(f"service {name}", total=len(dataset.queries))
@@ -100,20 +100,20 @@ def run(
         "queries": len(dataset.queries),
         "top_k": TOP_K,
         "systems": systems,
-        "ingest": ingest,
+        "ingest": ingest_record,
         "comparisons": {
             "fused_p50_over_ref_rrf_p50": round(fused_p50 / systems["ref_rrf"]["latency_ms_p50"], 3),
             "dense_ndcg_minus_ref_minilm": round(
                 systems["dense"]["ndcg@10"] - systems["ref_minilm"]["ndcg@10"], 4
             ),
-            "ingest_service_over_inprocess_encode": ingest["service_over_inprocess"],
+            "ingest_service_over_inprocess_encode": ingest_record["service_over_inprocess"],
         },
         "notes": "Service queries ask for ids only (omit_text) and top_k = 101 so that 100 remain "
         "after dropping the query's own id.",
     }
 
 
-def _ingest(client, collection, dataset, record: Path, fresh, console, SoundingError) -> dict:
+def ingest(client, collection, dataset, record: Path, fresh, console, SoundingError) -> dict:
     try:
         info = client.get_collection(collection)
         if not fresh and info.document_count == len(dataset.corpus) and record.exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import timestamp_pb2
 
+from sounding import errors
 from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
 from sounding.core.provenance import Provenance
 from sounding.corpus.service import DocumentIn
@@ -274,4 +275,43 @@ def observe_response(result) -> sounding_pb2.ObserveResponse:
             sounding_pb2.RejectedObservation(index=r.index, code=r.code, message=r.message)
             for r in result.rejected
         ],
+    )
+
+
+def calibration_target(request: sounding_pb2.CalibrateRequest) -> int:
+    if request.target not in sounding_pb2.CalibrationTarget.values() or (
+        request.target == sounding_pb2.CALIBRATION_TARGET_UNSPECIFIED
+    ):
+        raise errors.InvalidArgument("target must be set to a known calibration target", field="target")
+    return request.target
+
+
+def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
+    from sounding.learning.service import CalibrationProgress
+
+    if isinstance(event, CalibrationProgress):
+        return sounding_pb2.CalibrateResponse(
+            progress=sounding_pb2.CalibrationProgress(stage=event.stage, fraction=event.fraction)
+        )
+    result = event.result
+    diagnostics = {
+        "candidate_score": result.candidate_score,
+        "incumbent_score": result.incumbent_score,
+        "holdout_size": float(result.holdout_size),
+        "training_size": float(result.training_size),
+        "pruned_arms": float(len(result.pruned_arms)),
+    }
+    for arm, stats in result.arm_stats.items():
+        diagnostics[f"{arm}.uses"] = float(stats.uses)
+        diagnostics[f"{arm}.mean_reward"] = stats.mean_reward
+        diagnostics[f"{arm}.contribution_rate"] = stats.contribution_rate
+    return sounding_pb2.CalibrateResponse(
+        report=sounding_pb2.CalibrationReport(
+            target=sounding_pb2.CALIBRATION_TARGET_BANDIT,
+            version=str(event.version),
+            sample_size=result.training_size + result.holdout_size,
+            deployed=result.deploy,
+            summary=result.summary(),
+            diagnostics=diagnostics,
+        )
     )

@@ -72,10 +72,17 @@ async def serve(settings: Settings) -> None:
     store = await Store.open(settings.store_uri)
     models = ModelsClient(settings.models.address)
     executor = await RayExecutor.open(settings)
+    selectable = settings.retrieval.selection.arms
+    unknown = sorted(set(selectable) - set(STRATEGIES))
+    if unknown or not selectable:
+        raise ValueError(
+            f"retrieval.selection.arms must name known arms ({sorted(STRATEGIES)}), got {unknown}"
+        )
     learning = await LearningService.restore(
         await LearningLog.open(settings.store_uri),
-        tuple(STRATEGIES),
+        tuple(selectable),
         selection_config(settings.retrieval.selection),
+        settings.retrieval.selection.recalibration_window_days * 24 * 3600,
     )
     retrieval = RetrievalService(store, executor, models, learning, settings.retrieval.fusion_k)
     corpus = CorpusManager(store, models)

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from sounding import errors
-from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_grpc
+from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
 from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
 from sounding.gateway.rpc import rpc
@@ -45,8 +45,12 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
 
     @rpc("sounding.v1.SoundingService/Calibrate")
     async def Calibrate(self, request, context):
-        raise errors.Unimplemented("Calibrate is not implemented yet")
-        yield  # pragma: no cover - makes this a streaming handler
+        target = convert.calibration_target(request)
+        if target != sounding_pb2.CALIBRATION_TARGET_BANDIT:
+            name = sounding_pb2.CalibrationTarget.Name(target)
+            raise errors.Unimplemented(f"Calibrate for {name} is not implemented yet")
+        async for event in self._learning.recalibrate():
+            yield convert.calibrate_response(event)
 
 
 class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):

@@ -7,26 +7,32 @@ observed outcomes into rewards for the strategy selector (adaptive-strategy spec
 - `observe` validates a stream's outcomes, commits the accepted ones to the log in one append,
   and only then updates the selector and acknowledges. Unknown or already observed retrievals
   are reported back per observation; the others are still recorded.
-- `restore` rebuilds the selector by replaying the observation log in order.
+- `restore` rebuilds the selector by replaying the observation log in order, from the window
+  and without the arms the latest deployed recalibration chose.
+- `recalibrate` prunes and retrains the selector, deploying it only if it validates (§6.3–§6.4).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from sounding import errors
 from sounding.core.bandit import contribution, reward
+from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
 from sounding.retrieval import features
 from sounding.retrieval.selection import Plan, SelectionConfig, StrategySelector
-from sounding.store.learning import LearningLog, ObservationRecord, RetrievalRecord
+from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
 
 log = logging.getLogger(__name__)
 RECENT_RETRIEVALS = 10_000
+DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
 FEEDBACK_VALUES = ("", "helpful", "not_helpful")
 
 
@@ -48,41 +54,134 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class CalibrationProgress:
+    stage: str
+    fraction: float
+
+
+@dataclass(frozen=True)
+class BanditRecalibration:
+    # The selector version in use afterwards (0: never recalibrated).
+    version: int
+    result: Recalibration
+
+
+@dataclass(frozen=True)
 class ObserveResult:
     recorded: int
     rejected: list[Rejected]
 
 
 class LearningService:
-    def __init__(self, log_: LearningLog, selector: StrategySelector):
+    def __init__(
+        self,
+        log_: LearningLog,
+        arms: Sequence[str],
+        config: SelectionConfig,
+        recalibration_window_s: float = DEFAULT_RECALIBRATION_WINDOW_S,
+    ):
         self._log = log_
-        self.selector = selector
+        self._arms = tuple(arms)
+        self._config = config
+        self._recalibration_window_s = recalibration_window_s
+        self.selector = StrategySelector(self._arms, config)
+        self.deployment: Deployment | None = None
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._unwritten: list[RetrievalRecord] = []
-        self._written = asyncio.Event()
         self._flusher: asyncio.Task | None = None
         self._observed: set[str] = set()
         self._sequence = 0
-        self._observe_lock = asyncio.Lock()
+        self._lock = asyncio.Lock()
 
     @classmethod
     async def restore(
-        cls, learning_log: LearningLog, arms: Sequence[str], config: SelectionConfig
+        cls,
+        learning_log: LearningLog,
+        arms: Sequence[str],
+        config: SelectionConfig,
+        recalibration_window_s: float = DEFAULT_RECALIBRATION_WINDOW_S,
     ) -> LearningService:
-        """A service whose selector has replayed every logged observation, in order."""
-        service = cls(learning_log, StrategySelector(arms, config))
-        observations = await learning_log.observations()
-        retrievals = await learning_log.retrievals(o.retrieval_id for o in observations)
+        """A service whose selector has replayed the logged observations, in order."""
+        service = cls(learning_log, arms, config, recalibration_window_s)
+        await service._rebuild()
+        service.selector.queries_planned = await learning_log.next_query_index()
+        return service
+
+    async def _logged(self) -> list[tuple[ObservationRecord, RetrievalRecord]]:
+        observations = await self._log.observations()
+        retrievals = await self._log.retrievals(o.retrieval_id for o in observations)
+        self._observed = {o.retrieval_id for o in observations}
+        self._sequence = observations[-1].sequence + 1 if observations else 0
+        logged = []
         for observation in observations:
             record = retrievals.get(observation.retrieval_id)
             if record is None:
                 log.warning("observation %d refers to an unlogged retrieval", observation.sequence)
-                continue
-            service.selector.learn(record.context, record.embedding, observation.rewards)
-            service._observed.add(observation.retrieval_id)
-        service._sequence = observations[-1].sequence + 1 if observations else 0
-        service.selector.queries_planned = await learning_log.next_query_index()
-        return service
+            else:
+                logged.append((observation, record))
+        return logged
+
+    async def _rebuild(self) -> None:
+        """The selector of the latest deployment (its arms and window), replaying the log."""
+        self.deployment = await self._log.latest_deployment()
+        window_start = self.deployment.window_start_us if self.deployment else 0
+        pruned = set(self.deployment.pruned_arms) if self.deployment else set()
+        selector = StrategySelector([a for a in self._arms if a not in pruned], self._config)
+        selector.queries_planned = self.selector.queries_planned
+        for observation, record in await self._logged():
+            if observation.create_time_us >= window_start:
+                selector.learn(record.context, record.embedding, observation.rewards)
+        self.selector = selector
+
+    async def recalibrate(self) -> AsyncIterator[CalibrationProgress | BanditRecalibration]:
+        """§6.3–§6.4: retrain on the recent window without pruned arms, validate on the latest
+        observations, deploy if at least 95% as good as the incumbent. Streams progress, then the
+        outcome. FailedPrecondition with too few observations."""
+        async with self._lock:
+            yield CalibrationProgress("reading the observation log", 0.0)
+            await self.wait_written()
+            logged = await self._logged()
+            observed = [
+                Observed(
+                    o.create_time_us,
+                    r.context,
+                    o.rewards,
+                    {
+                        arm: contribution(ran["document_ids"], o.outcome["used_document_ids"])
+                        for arm, ran in r.arms.items()
+                    },
+                )
+                for o, r in logged
+            ]
+            if len(observed) < MIN_OBSERVATIONS:
+                raise errors.FailedPrecondition(
+                    f"recalibration needs at least {MIN_OBSERVATIONS} observed retrievals; "
+                    f"{len(observed)} are recorded",
+                    reason="TOO_FEW_OUTCOMES",
+                )
+            yield CalibrationProgress("training and validating", 0.3)
+            window_start = int((time.time() - self._recalibration_window_s) * 1e6)
+            incumbent = self.deployment
+            result = recalibrate(
+                observed,
+                self._arms,
+                self._config.alpha,
+                features.DIMENSION,
+                window_start,
+                incumbent.window_start_us if incumbent else 0,
+                incumbent.pruned_arms if incumbent else [],
+            )
+            version = incumbent.version if incumbent else 0
+            if result.deploy:
+                yield CalibrationProgress("deploying", 0.8)
+                version += 1
+                report = {"summary": result.summary(), "candidate_score": result.candidate_score}
+                # One commit, then the selector it describes; no await can interleave an Observe.
+                await self._log.append_deployment(
+                    Deployment(version, window_start, result.pruned_arms, report)
+                )
+                await self._rebuild()
+            yield BanditRecalibration(version, result)
 
     def features(self, query: str, embedding: Sequence[float]) -> np.ndarray:
         return features.query_features(
@@ -134,7 +233,7 @@ class LearningService:
                 rejected.append(Rejected(index, "INVALID_ARGUMENT", problem))
             else:
                 valid.append((index, outcome))
-        async with self._observe_lock:
+        async with self._lock:
             records = await self._records({o.retrieval_id for _, o in valid})
             accepted: list[tuple[RetrievalOutcome, RetrievalRecord, dict[str, float]]] = []
             seen = set(self._observed)

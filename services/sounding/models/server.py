@@ -51,7 +51,11 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
                 else:
                     device = select_device(self._settings.models.device)
                     self._generator = await asyncio.to_thread(
-                        LocalGenerator, self._settings.models.cache_dir, device
+                        LocalGenerator,
+                        self._settings.models.cache_dir,
+                        device,
+                        config.max_batch_size,
+                        config.max_wait_ms,
                     )
             return self._generator
 

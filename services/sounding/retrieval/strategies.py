@@ -1,9 +1,24 @@
-"""The retrieval strategies ("arms"). Each turns a query into a ranked list of documents."""
+"""The retrieval strategies ("arms"). Each turns a query into a ranked list of documents
+(adaptive-strategy spec §4).
+
+- `dense`: the query's embedding, nearest chunks by cosine similarity (§4.1).
+- `lexical`: LanceDB full-text search, BM25.
+- `hyde`: the generator writes a passage that answers the query; its embedding searches (§4.2).
+- `query2doc`: the generator elaborates the query in a few sentences; the query followed by
+  that expansion is embedded and searched (§4.3).
+- `multi_query`: the generator rephrases the query N ways; the query and each phrasing are
+  searched densely and the rankings fused by reciprocal rank fusion (§4.5).
+
+The generating arms decode greedily, so the same query yields the same text (and the sidecar
+batches the arms' concurrent generations).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
+from sounding.core.fusion import weighted_rrf
 from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import ArmRequest
 from sounding.store.reader import ChunkHit, ChunkReader
@@ -41,4 +56,88 @@ class Lexical:
         return await reader.text_search(request.collection, request.query, request.limit), ""
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Dense(), Lexical())}
+async def generate_text(models: ModelsClient, system: str, user: str, max_new_tokens: int, timeout) -> str:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    pieces = [p.text async for p in models.generate(messages, max_new_tokens=max_new_tokens, timeout=timeout)]
+    return "".join(pieces).strip()
+
+
+class HyDE:
+    name = "hyde"
+    system = (
+        "You are an expert. Write one short, factual paragraph that directly answers the question "
+        "or discusses the claim, in the style of a scientific abstract."
+    )
+    max_new_tokens = 64
+
+    async def search(self, request, models, reader):
+        passage = await generate_text(
+            models, self.system, request.query, self.max_new_tokens, request.timeout_s
+        )
+        vector = (await models.embed([passage or request.query], timeout=request.timeout_s))[0]
+        return await reader.vector_search(request.collection, vector, request.limit), passage
+
+
+class Query2Doc:
+    name = "query2doc"
+    system = (
+        "Expand the user's query with relevant context and terminology. Write two or three "
+        "sentences that elaborate on what is asked."
+    )
+    max_new_tokens = 48
+
+    async def search(self, request, models, reader):
+        expansion = await generate_text(
+            models, self.system, request.query, self.max_new_tokens, request.timeout_s
+        )
+        vector = (await models.embed([f"{request.query} {expansion}".strip()], timeout=request.timeout_s))[0]
+        return await reader.vector_search(request.collection, vector, request.limit), expansion
+
+
+_LIST_MARKER = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")
+
+
+def parse_variations(text: str, query: str, limit: int) -> list[str]:
+    """One variation per non-empty line, list markers and quotes stripped, the query itself and
+    repeats dropped, at most `limit`."""
+    variations: list[str] = []
+    for line in text.splitlines():
+        variation = _LIST_MARKER.sub("", line).strip().strip('"').strip()
+        if variation and variation.lower() != query.lower() and variation not in variations:
+            variations.append(variation)
+    return variations[:limit]
+
+
+class MultiQuery:
+    name = "multi_query"
+    variations = 3
+    system = (
+        "Rewrite the user's query in 3 different ways, each capturing a different aspect or "
+        "phrasing. Answer with one rewrite per line and nothing else."
+    )
+    max_new_tokens = 72
+
+    async def search(self, request, models, reader):
+        text = await generate_text(models, self.system, request.query, self.max_new_tokens, request.timeout_s)
+        queries = [request.query, *parse_variations(text, request.query, self.variations)]
+        if request.query_vector is None:
+            vectors = await models.embed(queries, timeout=request.timeout_s)
+        else:
+            vectors = [
+                request.query_vector,
+                *(await models.embed(queries[1:], timeout=request.timeout_s) if queries[1:] else []),
+            ]
+        rankings = {}
+        best: dict[str, ChunkHit] = {}
+        for index, vector in enumerate(vectors):
+            hits = await reader.vector_search(request.collection, vector, request.limit)
+            rankings[str(index)] = [(h.document_id, h.score) for h in hits]
+            for hit in hits:
+                if hit.document_id not in best or hit.score > best[hit.document_id].score:
+                    best[hit.document_id] = hit
+        fused = weighted_rrf(rankings, limit=request.limit)
+        hits = [ChunkHit(item.key, best[item.key].chunk_id, item.score) for item in fused]
+        return hits, "\n".join(queries[1:])
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Dense(), Lexical(), HyDE(), Query2Doc(), MultiQuery())}

@@ -21,6 +21,7 @@ from sounding.store.schema import sql_string
 
 RETRIEVALS_TABLE = "retrievals"
 OBSERVATIONS_TABLE = "retrieval_observations"
+DEPLOYMENTS_TABLE = "selector_deployments"
 WRITES_PER_COMPACTION = 200
 VERSION_RETENTION = timedelta(minutes=1)
 
@@ -50,6 +51,27 @@ OBSERVATIONS_SCHEMA = pa.schema(
         ("create_time_us", pa.int64()),
     ]
 )
+
+
+# One row per recalibration that was deployed (adaptive-strategy spec §6.3–§6.4); the latest wins.
+DEPLOYMENTS_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        # The selector learns from observations made at or after this time.
+        ("window_start_us", pa.int64()),
+        ("pruned_arms_json", pa.string()),
+        ("report_json", pa.string()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    version: int
+    window_start_us: int
+    pruned_arms: list[str]
+    report: dict
 
 
 @dataclass(frozen=True)
@@ -93,6 +115,7 @@ class ObservationRecord:
     retrieval_id: str
     outcome: dict
     rewards: dict[str, float]
+    create_time_us: int = 0
 
 
 class LearningLog:
@@ -111,8 +134,11 @@ class LearningLog:
             if name not in names:
                 table = await log._db.create_table(name, schema=table_schema, exist_ok=True)
                 await table.create_index("retrieval_id", config=BTree(), replace=True)
+        if DEPLOYMENTS_TABLE not in names:
+            await log._db.create_table(DEPLOYMENTS_TABLE, schema=DEPLOYMENTS_SCHEMA, exist_ok=True)
         log._retrievals = await log._db.open_table(RETRIEVALS_TABLE)
         log._observations = await log._db.open_table(OBSERVATIONS_TABLE)
+        log._deployments = await log._db.open_table(DEPLOYMENTS_TABLE)
         return log
 
     async def _compact_now_and_then(self) -> None:
@@ -166,7 +192,33 @@ class LearningLog:
         rows = (await self._observations.query().to_arrow()).sort_by("sequence").to_pylist()
         return [
             ObservationRecord(
-                r["sequence"], r["retrieval_id"], json.loads(r["outcome_json"]), json.loads(r["rewards_json"])
+                r["sequence"],
+                r["retrieval_id"],
+                json.loads(r["outcome_json"]),
+                json.loads(r["rewards_json"]),
+                r["create_time_us"],
             )
             for r in rows
         ]
+
+    async def append_deployment(self, deployment: Deployment) -> None:
+        row = {
+            "version": deployment.version,
+            "window_start_us": deployment.window_start_us,
+            "pruned_arms_json": json.dumps(deployment.pruned_arms),
+            "report_json": json.dumps(deployment.report),
+            "create_time_us": int(time.time() * 1e6),
+        }
+        await self._deployments.add(pa.Table.from_pylist([row], DEPLOYMENTS_SCHEMA))
+
+    async def latest_deployment(self) -> Deployment | None:
+        rows = (await self._deployments.query().to_arrow()).to_pylist()
+        if not rows:
+            return None
+        row = max(rows, key=lambda r: r["version"])
+        return Deployment(
+            row["version"],
+            row["window_start_us"],
+            json.loads(row["pruned_arms_json"]),
+            json.loads(row["report_json"]),
+        )

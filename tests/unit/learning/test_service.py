@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sounding.learning.service import LearningService, Rejected, RetrievalOutcome, rewards
 from sounding.retrieval import features
-from sounding.retrieval.selection import SelectionConfig, StrategySelector
+from sounding.retrieval.selection import SelectionConfig
 from sounding.store.learning import RetrievalRecord
 
 pytestmark = pytest.mark.unit
@@ -36,6 +36,9 @@ class MemoryLog:
     async def observations(self):
         return list(self.observation_rows)
 
+    async def latest_deployment(self):
+        return None
+
 
 def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), index=0) -> RetrievalRecord:
     context = np.zeros(features.DIMENSION)
@@ -55,7 +58,7 @@ def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), i
 
 
 def service(log: MemoryLog) -> LearningService:
-    return LearningService(log, StrategySelector(ARMS, SelectionConfig()))
+    return LearningService(log, ARMS, SelectionConfig())
 
 
 def test_rewards_credit_each_arm_for_what_it_contributed():

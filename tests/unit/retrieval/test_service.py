@@ -11,7 +11,7 @@ from sounding.retrieval.protocol import (
     RetrieveQuery,
     StrategyResultEvent,
 )
-from sounding.retrieval.selection import SelectionConfig, StrategySelector
+from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService, validate
 from sounding.store.collections import CollectionStats
 from sounding.store.reader import ChunkHit
@@ -67,7 +67,7 @@ class FakeLog:
 
 
 def service_over(executor, log=None) -> RetrievalService:
-    learning = LearningService(log or FakeLog(), StrategySelector(("dense", "lexical"), SelectionConfig()))
+    learning = LearningService(log or FakeLog(), ("dense", "lexical"), SelectionConfig())
     return RetrievalService(FakeStore(), executor, FakeModels(), learning)
 
 

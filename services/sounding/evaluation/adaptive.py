@@ -1,0 +1,267 @@
+"""`sounding eval retrieval --train-split …`: adaptive strategy selection on a BEIR dataset.
+
+The harness runs its own stack on a data directory of its own (the collection is ingested once
+and kept; the learning log is emptied at every start, so the selector begins cold), with every
+registered arm selectable. Then:
+
+1. All arms: one Retrieve per query (train and test) naming every arm. Each arm's own ranking
+   (its StrategyResult) scores that arm as a fixed strategy; the fused ranking scores "all arms
+   fused". Arms are independent and generation is greedy, so an arm's ranking is the same as
+   when it runs alone; a fixed arm's latency is its own `latency_ms`.
+2. Adaptive: the train queries in order, each a Retrieve that lets the selector choose, followed
+   by an Observe whose outcome comes from the qrels (the relevant documents among the top 10
+   are the ones "used"; relevant ones outside the top k are "missed"); then the test queries the
+   same way (still learning online).
+
+Per system: nDCG@10, recall@100, mean arm executions per query and mean latency. The regret
+curve over the train stream compares, query by query, the nDCG@10 of the best fixed arm in
+hindsight (best mean over the train queries) with the adaptive result's; its growth is summarised
+by the slope of log cumulative regret against log t over the second half of the stream.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from sounding.config import Settings
+from sounding.evaluation import beir
+from sounding.evaluation.metrics import ndcg_at_k, recall_at_k
+from sounding.progress import progress_bar
+
+TOP_K = 100
+USED_TOP = 10
+
+
+def _without_self(query_id: str, ids: list[str]) -> list[str]:
+    return [d for d in ids if d != query_id]
+
+
+def _relevant(qrels: dict[str, int]) -> set[str]:
+    return {d for d, grade in qrels.items() if grade > 0}
+
+
+def empty_learning_log(settings: Settings) -> None:
+    """Drop the learning tables, so the stack about to start has a cold selector."""
+    import lancedb
+
+    from sounding.store.learning import OBSERVATIONS_TABLE, RETRIEVALS_TABLE
+
+    if not Path(settings.store_uri).exists():
+        return
+    db = lancedb.connect(settings.store_uri)
+    existing = set(db.table_names(limit=100_000))
+    for name in (RETRIEVALS_TABLE, OBSERVATIONS_TABLE):
+        if name in existing:
+            db.drop_table(name)
+
+
+def run(
+    data: Path,
+    train_split: str,
+    split: str,
+    settings: Settings,
+    console: Console,
+    train_limit: int | None = None,
+    test_limit: int | None = None,
+) -> tuple[dict, bytes]:
+    """The result JSON and the regret curve as a PNG."""
+    from sounding_client import Client, Final, Plan, SoundingError, StrategyResult
+
+    from sounding.evaluation.retrieval import ingest
+    from sounding.stack import serving
+
+    train, test = beir.load(data, train_split), beir.load(data, split)
+    train_queries = list(train.queries.items())[:train_limit]
+    test_queries = list(test.queries.items())[:test_limit]
+    # The orchestrator reads the same settings (environment), so these are the arms it selects among.
+    arms = sorted(settings.retrieval.selection.arms)
+    data_dir = settings.cache_dir / "eval" / "adaptive"
+    run_settings = settings.model_copy(update={"data_dir": data_dir})
+    empty_learning_log(run_settings)
+    collection = f"beir-{train.name.lower()}-{train.corpus_sha256[:12]}"
+
+    with serving(run_settings, None) as address, Client(address, timeout=900) as client:
+        ingest(
+            client, collection, train, data_dir / f"{collection}-ingest.json", False, console, SoundingError
+        )
+
+        def all_arms(queries, label):
+            per_arm = {arm: {} for arm in arms}
+            arm_latency = {arm: [] for arm in arms}
+            fused, latency = {}, []
+            with progress_bar(console) as progress:
+                task = progress.add_task(f"all arms, {label}", total=len(queries))
+                for query_id, text in queries:
+                    started = time.perf_counter()
+                    for event in client.retrieve(
+                        collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True
+                    ):
+                        if isinstance(event, StrategyResult):
+                            per_arm[event.arm][query_id] = _without_self(
+                                query_id, [h.document_id for h in event.hits]
+                            )
+                            arm_latency[event.arm].append(event.latency_ms)
+                        elif isinstance(event, Final):
+                            fused[query_id] = _without_self(query_id, [h.document_id for h in event.hits])
+                    latency.append((time.perf_counter() - started) * 1000)
+                    progress.advance(task)
+            return per_arm, arm_latency, fused, latency
+
+        def adaptive(queries, dataset, label):
+            rankings, executions, latency, modes = {}, [], [], []
+            with progress_bar(console) as progress:
+                task = progress.add_task(f"adaptive, {label}", total=len(queries))
+                for query_id, text in queries:
+                    started = time.perf_counter()
+                    plan, final = None, None
+                    for event in client.retrieve(collection, text, top_k=TOP_K + 1, omit_text=True):
+                        if isinstance(event, Plan):
+                            plan = event
+                        elif isinstance(event, Final):
+                            final = event
+                    latency.append((time.perf_counter() - started) * 1000)
+                    ranked = _without_self(query_id, [h.document_id for h in final.hits])
+                    rankings[query_id] = ranked
+                    chosen = [a for a in plan.arms if a.chosen]
+                    executions.append(len(chosen))
+                    modes.append(chosen[0].reason if chosen else "")
+                    relevant = _relevant(dataset.qrels[query_id])
+                    outcome = _outcome(final.retrieval_id, ranked, relevant)
+                    ack = client.observe([outcome])
+                    if ack.recorded != 1:
+                        raise RuntimeError(f"Observe did not record {query_id}: {ack.rejected}")
+                    progress.advance(task)
+            return rankings, executions, latency, modes
+
+        train_arms, _, _, _ = all_arms(train_queries, train_split)
+        test_arms, test_arm_latency, test_fused, test_fused_latency = all_arms(test_queries, split)
+        train_adaptive, train_executions, _, train_modes = adaptive(train_queries, train, train_split)
+        test_adaptive, test_executions, test_latency, test_modes = adaptive(test_queries, test, split)
+
+    test_ids = [q for q, _ in test_queries]
+    systems = {
+        arm: {
+            **_scores(test_arms[arm], test, test_ids),
+            "arm_executions_per_query": 1.0,
+            "mean_latency_ms": round(float(np.mean(test_arm_latency[arm])), 1),
+            "latency_note": "the arm's own latency inside its worker",
+        }
+        for arm in arms
+    }
+    systems["all_arms_fused"] = {
+        **_scores(test_fused, test, test_ids),
+        "arm_executions_per_query": float(len(arms)),
+        "mean_latency_ms": round(float(np.mean(test_fused_latency)), 1),
+    }
+    systems["adaptive"] = {
+        **_scores(test_adaptive, test, test_ids),
+        "arm_executions_per_query": round(float(np.mean(test_executions)), 3),
+        "mean_latency_ms": round(float(np.mean(test_latency)), 1),
+        "modes": {m: test_modes.count(m) for m in sorted(set(test_modes))},
+    }
+    regret = _regret(train_arms, train_adaptive, train, [q for q, _ in train_queries])
+    best_single = max(arms, key=lambda a: systems[a]["ndcg@10"])
+    adaptive_ndcg = systems["adaptive"]["ndcg@10"]
+    result = {
+        "dataset": train.name,
+        "train_split": train_split,
+        "split": split,
+        "train_queries": len(train_queries),
+        "test_queries": len(test_queries),
+        "arms": arms,
+        "systems": systems,
+        "train_stream": {
+            "arm_executions_per_query": round(float(np.mean(train_executions)), 3),
+            "modes": {m: train_modes.count(m) for m in sorted(set(train_modes))},
+        },
+        "regret": regret,
+        "comparisons": {
+            "best_single_arm": best_single,
+            "adaptive_minus_all_arms_fused_ndcg": round(
+                adaptive_ndcg - systems["all_arms_fused"]["ndcg@10"], 4
+            ),
+            "adaptive_minus_best_single_ndcg": round(adaptive_ndcg - systems[best_single]["ndcg@10"], 4),
+            "adaptive_share_of_all_arm_executions": round(
+                systems["adaptive"]["arm_executions_per_query"] / len(arms), 3
+            ),
+        },
+    }
+    return result, _regret_plot(regret)
+
+
+def _outcome(retrieval_id: str, ranked: list[str], relevant: set[str]):
+    from sounding_client import RetrievalOutcome
+
+    used = tuple(d for d in ranked[:USED_TOP] if d in relevant)
+    missed = tuple(sorted(relevant - set(ranked[:TOP_K])))
+    return RetrievalOutcome(
+        retrieval_id, used, found_missing_content=bool(missed), missed_document_ids=missed
+    )
+
+
+def _scores(rankings: dict[str, list[str]], dataset: beir.BeirDataset, ids: list[str]) -> dict[str, float]:
+    return {
+        "ndcg@10": round(float(np.mean([ndcg_at_k(rankings[q], dataset.qrels[q], 10) for q in ids])), 4),
+        "recall@100": round(
+            float(np.mean([recall_at_k(rankings[q], dataset.qrels[q], 100) for q in ids])), 4
+        ),
+    }
+
+
+def _regret(per_arm: dict[str, dict[str, list[str]]], adaptive: dict[str, list[str]], dataset, ids) -> dict:
+    values = {
+        arm: np.array([ndcg_at_k(r[q], dataset.qrels[q], 10) for q in ids]) for arm, r in per_arm.items()
+    }
+    best = max(values, key=lambda arm: values[arm].mean())
+    chosen = np.array([ndcg_at_k(adaptive[q], dataset.qrels[q], 10) for q in ids])
+    cumulative = np.cumsum(values[best] - chosen)
+    half = len(ids) // 2
+    t = np.arange(1, len(ids) + 1)
+    positive = cumulative[half:] > 0
+    slope = (
+        float(np.polyfit(np.log(t[half:][positive]), np.log(cumulative[half:][positive]), 1)[0])
+        if positive.sum() >= 2
+        else None
+    )
+    return {
+        "best_fixed_arm": best,
+        "cumulative": [round(float(v), 4) for v in cumulative],
+        "mean_regret_first_half": round(float((values[best] - chosen)[:half].mean()), 4) if half else None,
+        "mean_regret_second_half": round(float((values[best] - chosen)[half:].mean()), 4) if half else None,
+        "log_log_slope_second_half": None if slope is None else round(slope, 3),
+        "note": "regret_t = nDCG@10(best fixed arm) - nDCG@10(adaptive) on train query t; a "
+        "log-log slope below 1 (or a non-positive cumulative regret) means sublinear growth",
+    }
+
+
+def _regret_plot(regret: dict) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cumulative = regret["cumulative"]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    axis.plot(range(1, len(cumulative) + 1), cumulative, label="adaptive vs best fixed arm")
+    axis.axhline(0, color="grey", linewidth=0.5)
+    axis.set_xlabel("train query")
+    axis.set_ylabel("cumulative regret (nDCG@10)")
+    axis.set_title(f"Regret against {regret['best_fixed_arm']} (best in hindsight)")
+    axis.legend()
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def write(result: dict, plot: bytes, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".png").write_bytes(plot)
