@@ -1,8 +1,9 @@
-"""OpenTelemetry tracing: on when OTEL_EXPORTER_OTLP_ENDPOINT is set, free when off.
+"""OpenTelemetry traces and metrics: on when OTEL_EXPORTER_OTLP_ENDPOINT is set, free when off.
 
-With no endpoint, no SDK provider is installed and the API's no-op tracer is used, so spans cost
-next to nothing. Trace context crosses process boundaries explicitly: `inject()` gives a carrier
-dict for Ray task arguments or gRPC metadata, `extract()` turns it back into a context.
+With no endpoint, no SDK provider is installed and the API's no-op tracer and meter are used, so
+spans and measurements cost next to nothing. Trace context crosses process boundaries
+explicitly: `inject()` gives a carrier dict for Ray task arguments or gRPC metadata, `extract()`
+turns it back into a context.
 """
 
 from __future__ import annotations
@@ -10,32 +11,45 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from opentelemetry import context, propagate, trace
+from opentelemetry import context, metrics, propagate, trace
 
 _configured = False
 
 
 def setup(service_name: str) -> None:
-    """Install an OTLP-exporting tracer provider once per process, if an endpoint is configured."""
+    """Install OTLP-exporting tracer and meter providers once per process, if an endpoint is
+    configured."""
     global _configured
     if _configured or not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    resource = Resource.create({"service.name": service_name})
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(
+        MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+    )
     _configured = True
 
 
 def shutdown() -> None:
-    """Flush and stop the exporter, if one was installed."""
-    provider = trace.get_tracer_provider()
-    if hasattr(provider, "shutdown"):
-        provider.shutdown()
+    """Flush and stop the exporters, if they were installed."""
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        if hasattr(provider, "shutdown"):
+            provider.shutdown()
+
+
+def meter() -> metrics.Meter:
+    """The project's meter (instruments created from it before `setup` start exporting after)."""
+    return metrics.get_meter("sounding")
 
 
 def tracer() -> trace.Tracer:

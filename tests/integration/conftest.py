@@ -1,5 +1,5 @@
 """One real stack per test session: the models sidecar, Ray and the orchestrator on a LanceDB
-directory under pytest's tmp path, with spans exported to an in-test OTLP collector."""
+directory under pytest's tmp path, with spans and metrics exported to an in-test OTLP collector."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from sounding.config import ModelsSettings, Settings
 from sounding.stack import Stack
@@ -50,11 +51,40 @@ class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
+class MetricCollector(metrics_service_pb2_grpc.MetricsServiceServicer):
+    """A minimal OTLP metrics receiver keeping (service, metric name, data point attributes)."""
+
+    def __init__(self):
+        self.points: list[tuple[str, str, dict]] = []
+
+    def Export(self, request, context):
+        for resource_metrics in request.resource_metrics:
+            service = next(
+                (
+                    a.value.string_value
+                    for a in resource_metrics.resource.attributes
+                    if a.key == "service.name"
+                ),
+                "",
+            )
+            for scope in resource_metrics.scope_metrics:
+                for metric in scope.metrics:
+                    data = getattr(metric, metric.WhichOneof("data"))
+                    for point in data.data_points:
+                        attributes = {
+                            a.key: a.value.string_value or a.value.bool_value for a in point.attributes
+                        }
+                        self.points.append((service, metric.name, attributes))
+        return metrics_service_pb2.ExportMetricsServiceResponse()
+
+
 @pytest.fixture(scope="session")
 def span_collector():
     collector = SpanCollector()
+    collector.metrics = MetricCollector()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(collector.metrics, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     collector.endpoint = f"http://127.0.0.1:{port}"
@@ -74,6 +104,7 @@ def stack(tmp_path_factory, span_collector):
         "OTEL_EXPORTER_OTLP_ENDPOINT": span_collector.endpoint,
         "OTEL_EXPORTER_OTLP_INSECURE": "true",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "OTEL_METRIC_EXPORT_INTERVAL": "500",
         # Plans choose between the fast arms; tests that need the generating arms name them.
         "SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]',
     }

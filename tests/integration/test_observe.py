@@ -71,3 +71,18 @@ def test_calibrate_targets_of_later_issues_are_unimplemented(client):
     with pytest.raises(SoundingError) as refused:
         list(client.calibrate("miss_rate"))
     assert refused.value.code == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_strategy_metrics_describe_what_ran_and_what_was_observed(client, demo_collection):
+    before = client.strategy_metrics()
+    final = client.retrieve_final("demo", "echo sounder speed of sound", top_k=3)
+    client.observe([RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,))])
+    after = client.strategy_metrics()
+    assert after.planned_retrievals == before.planned_retrievals + 1
+    assert after.observations == before.observations + 1
+    arms = {a.arm: a for a in after.arms}
+    assert set(arms) == {"dense", "lexical"}
+    assert all(0 <= a.selection_rate <= 1 and 0 <= a.exploration_share <= 1 for a in arms.values())
+    assert sum(a.runs for a in arms.values()) > sum(a.runs for a in before.arms)
+    assert arms["dense"].mean_latency_ms > 0
+    assert 0 <= after.selection_entropy_bits <= 1.0  # two arms: at most one bit

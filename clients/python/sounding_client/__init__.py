@@ -2,6 +2,7 @@
 
 from sounding_client.client import AsyncClient, Client, Inquiry
 from sounding_client.types import (
+    ArmMetrics,
     ArmRank,
     Ask,
     Belief,
@@ -29,6 +30,7 @@ from sounding_client.types import (
     ScoredHypothesis,
     ScoredQuestion,
     SoundingError,
+    StrategyMetrics,
     StrategyResult,
     Uncertainty,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "Question",
     "ScoredHypothesis",
     "ScoredQuestion",
+    "ArmMetrics",
     "ArmRank",
     "CalibrateEvent",
     "CalibrationProgress",
@@ -64,6 +67,7 @@ __all__ = [
     "RetrievalOutcome",
     "RetrieveEvent",
     "SoundingError",
+    "StrategyMetrics",
     "StrategyResult",
     "Uncertainty",
 ]

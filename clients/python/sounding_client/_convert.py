@@ -320,3 +320,27 @@ def calibrate_event(message: sounding_pb2.CalibrateResponse) -> t.CalibrateEvent
         dict(r.diagnostics),
         r.plot_png,
     )
+
+
+def strategy_metrics(message: sounding_pb2.GetStrategyMetricsResponse) -> t.StrategyMetrics:
+    return t.StrategyMetrics(
+        [
+            t.ArmMetrics(
+                a.arm,
+                a.selection_rate,
+                a.contribution_rate,
+                a.mean_latency_ms,
+                a.mean_reward,
+                a.exploration_share,
+                a.runs,
+                a.observed_runs,
+            )
+            for a in message.arms
+        ],
+        message.selection_entropy_bits,
+        message.cumulative_regret,
+        message.planned_retrievals,
+        message.observations,
+        list(message.pruned_arms),
+        message.selector_version,
+    )

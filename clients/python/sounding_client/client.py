@@ -10,7 +10,7 @@ import queue
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import grpc
-from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_grpc
+from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
 
 from sounding_client import _convert
 from sounding_client import types as t
@@ -104,6 +104,11 @@ class Client:
             _convert.calibrate_request(target, **options), timeout=timeout or self.timeout
         )
         yield from self._stream(call, _convert.calibrate_event)
+
+    def strategy_metrics(self) -> t.StrategyMetrics:
+        """How the strategy selector has behaved, per arm and overall."""
+        response = self._unary(self._sounding.GetStrategyMetrics, sounding_pb2.GetStrategyMetricsRequest())
+        return _convert.strategy_metrics(response)
 
     def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
         """Runs a Retrieve and returns only its final result."""
@@ -262,6 +267,13 @@ class AsyncClient:
         )
         async for event in self._stream(call, _convert.calibrate_event):
             yield event
+
+    async def strategy_metrics(self) -> t.StrategyMetrics:
+        """See `Client.strategy_metrics`."""
+        response = await self._unary(
+            self._sounding.GetStrategyMetrics, sounding_pb2.GetStrategyMetricsRequest()
+        )
+        return _convert.strategy_metrics(response)
 
     async def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
         async for event in self.retrieve(collection, query, **options):

@@ -273,3 +273,26 @@ class CalibrationReport:
 
 
 CalibrateEvent = CalibrationProgress | CalibrationReport
+
+
+@dataclass(frozen=True)
+class ArmMetrics:
+    arm: str
+    selection_rate: float
+    contribution_rate: float
+    mean_latency_ms: float
+    mean_reward: float
+    exploration_share: float
+    runs: int
+    observed_runs: int
+
+
+@dataclass(frozen=True)
+class StrategyMetrics:
+    arms: list[ArmMetrics]
+    selection_entropy_bits: float
+    cumulative_regret: float
+    planned_retrievals: int
+    observations: int
+    pruned_arms: list[str]
+    selector_version: int

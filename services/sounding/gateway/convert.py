@@ -315,3 +315,27 @@ def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
             diagnostics=diagnostics,
         )
     )
+
+
+def strategy_metrics(metrics) -> sounding_pb2.GetStrategyMetricsResponse:
+    return sounding_pb2.GetStrategyMetricsResponse(
+        arms=[
+            sounding_pb2.ArmMetrics(
+                arm=m.arm,
+                selection_rate=m.selection_rate,
+                contribution_rate=m.contribution_rate,
+                mean_latency_ms=m.mean_latency_ms,
+                mean_reward=m.mean_reward,
+                exploration_share=m.exploration_share,
+                runs=m.runs,
+                observed_runs=m.observed_runs,
+            )
+            for m in metrics.arms
+        ],
+        selection_entropy_bits=metrics.selection_entropy_bits,
+        cumulative_regret=metrics.cumulative_regret,
+        planned_retrievals=metrics.planned_retrievals,
+        observations=metrics.observations,
+        pruned_arms=metrics.pruned_arms,
+        selector_version=metrics.selector_version,
+    )

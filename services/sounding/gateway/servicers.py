@@ -52,6 +52,10 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
         async for event in self._learning.recalibrate():
             yield convert.calibrate_response(event)
 
+    @rpc("sounding.v1.SoundingService/GetStrategyMetrics")
+    async def GetStrategyMetrics(self, request, context):
+        return convert.strategy_metrics(await self._learning.metrics())
+
 
 class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
     def __init__(self, corpus: CorpusManager, on_delete):

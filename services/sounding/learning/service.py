@@ -23,14 +23,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sounding import errors
+from sounding import errors, telemetry
 from sounding.core.bandit import contribution, reward
+from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
 from sounding.retrieval import features
 from sounding.retrieval.selection import Plan, SelectionConfig, StrategySelector
 from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
 
 log = logging.getLogger(__name__)
+_METER = telemetry.meter()
+_ARM_RUNS = _METER.create_counter("sounding.retrieval.arm.runs", description="arms run by Retrieve")
+_ARM_LATENCY = _METER.create_histogram("sounding.retrieval.arm.latency", unit="ms")
+_ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", description="observed reward per arm")
 RECENT_RETRIEVALS = 10_000
 DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
 FEEDBACK_VALUES = ("", "helpful", "not_helpful")
@@ -146,10 +151,7 @@ class LearningService:
                     o.create_time_us,
                     r.context,
                     o.rewards,
-                    {
-                        arm: contribution(ran["document_ids"], o.outcome["used_document_ids"])
-                        for arm, ran in r.arms.items()
-                    },
+                    _contributions(r, o.outcome["used_document_ids"]),
                 )
                 for o, r in logged
             ]
@@ -183,6 +185,22 @@ class LearningService:
                 await self._rebuild()
             yield BanditRecalibration(version, result)
 
+    async def metrics(self) -> StrategyMetrics:
+        """§8 metrics over everything logged so far."""
+        await self.wait_written()
+        summaries = await self._log.retrieval_summaries()
+        observed = [
+            ObservedRun(o.rewards, _contributions(r, o.outcome["used_document_ids"]))
+            for o, r in await self._logged()
+        ]
+        return strategy_metrics(
+            [RunSummary(mode, arms) for mode, arms in summaries],
+            observed,
+            self._arms,
+            self.deployment.pruned_arms if self.deployment else [],
+            self.deployment.version if self.deployment else 0,
+        )
+
     def features(self, query: str, embedding: Sequence[float]) -> np.ndarray:
         return features.query_features(
             query, embedding, similar_outcomes=self.selector.similar_outcomes(embedding)
@@ -192,6 +210,10 @@ class LearningService:
         return self.selector.plan(context, requested)
 
     def remember(self, record: RetrievalRecord) -> None:
+        for arm, ran in record.arms.items():
+            attributes = {"arm": arm, "mode": record.mode, "exploration": bool(ran["exploration"])}
+            _ARM_RUNS.add(1, attributes)
+            _ARM_LATENCY.record(ran["latency_ms"], {"arm": arm})
         self._recent[record.retrieval_id] = record
         while len(self._recent) > RECENT_RETRIEVALS:
             self._recent.popitem(last=False)
@@ -263,12 +285,18 @@ class LearningService:
             await self._log.append_observations(entries)
             self._sequence += len(entries)
             for outcome, record, arm_rewards in accepted:
+                for arm, value in arm_rewards.items():
+                    _ARM_REWARD.record(value, {"arm": arm})
                 self._observed.add(outcome.retrieval_id)
                 self.selector.learn(record.context, record.embedding, arm_rewards)
         return ObserveResult(len(entries), sorted(rejected, key=lambda r: r.index))
 
     async def close(self) -> None:
         await self.wait_written()
+
+
+def _contributions(record: RetrievalRecord, used: Sequence[str]) -> dict[str, float]:
+    return {arm: contribution(ran["document_ids"], used) for arm, ran in record.arms.items()}
 
 
 def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, float]:

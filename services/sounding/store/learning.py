@@ -164,6 +164,16 @@ class LearningLog:
         ).to_pylist()
         return {row["retrieval_id"]: RetrievalRecord.from_row(row) for row in rows}
 
+    async def retrieval_summaries(self) -> list[tuple[str, dict[str, dict]]]:
+        """(mode, arms that ran) of every logged retrieval, without contexts or embeddings."""
+        table = await self._retrievals.query().select(["mode", "arms_json"]).to_arrow()
+        return [
+            (mode, json.loads(arms))
+            for mode, arms in zip(
+                table.column("mode").to_pylist(), table.column("arms_json").to_pylist(), strict=True
+            )
+        ]
+
     async def next_query_index(self) -> int:
         table = await self._retrievals.query().select(["query_index"]).to_arrow()
         values = table.column("query_index").to_pylist()

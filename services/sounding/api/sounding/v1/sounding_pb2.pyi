@@ -532,3 +532,45 @@ class CalibrationReport(_message.Message):
     diagnostics: _containers.ScalarMap[str, float]
     plot_png: bytes
     def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., version: _Optional[str] = ..., sample_size: _Optional[int] = ..., deployed: _Optional[bool] = ..., summary: _Optional[str] = ..., diagnostics: _Optional[_Mapping[str, float]] = ..., plot_png: _Optional[bytes] = ...) -> None: ...
+
+class GetStrategyMetricsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetStrategyMetricsResponse(_message.Message):
+    __slots__ = ("arms", "selection_entropy_bits", "cumulative_regret", "planned_retrievals", "observations", "pruned_arms", "selector_version")
+    ARMS_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_ENTROPY_BITS_FIELD_NUMBER: _ClassVar[int]
+    CUMULATIVE_REGRET_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_RETRIEVALS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_ARMS_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_VERSION_FIELD_NUMBER: _ClassVar[int]
+    arms: _containers.RepeatedCompositeFieldContainer[ArmMetrics]
+    selection_entropy_bits: float
+    cumulative_regret: float
+    planned_retrievals: int
+    observations: int
+    pruned_arms: _containers.RepeatedScalarFieldContainer[str]
+    selector_version: int
+    def __init__(self, arms: _Optional[_Iterable[_Union[ArmMetrics, _Mapping]]] = ..., selection_entropy_bits: _Optional[float] = ..., cumulative_regret: _Optional[float] = ..., planned_retrievals: _Optional[int] = ..., observations: _Optional[int] = ..., pruned_arms: _Optional[_Iterable[str]] = ..., selector_version: _Optional[int] = ...) -> None: ...
+
+class ArmMetrics(_message.Message):
+    __slots__ = ("arm", "selection_rate", "contribution_rate", "mean_latency_ms", "mean_reward", "exploration_share", "runs", "observed_runs")
+    ARM_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_RATE_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTION_RATE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_REWARD_FIELD_NUMBER: _ClassVar[int]
+    EXPLORATION_SHARE_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    arm: str
+    selection_rate: float
+    contribution_rate: float
+    mean_latency_ms: float
+    mean_reward: float
+    exploration_share: float
+    runs: int
+    observed_runs: int
+    def __init__(self, arm: _Optional[str] = ..., selection_rate: _Optional[float] = ..., contribution_rate: _Optional[float] = ..., mean_latency_ms: _Optional[float] = ..., mean_reward: _Optional[float] = ..., exploration_share: _Optional[float] = ..., runs: _Optional[int] = ..., observed_runs: _Optional[int] = ...) -> None: ...

@@ -56,6 +56,11 @@ class SoundingServiceStub:
                 request_serializer=sounding_dot_v1_dot_sounding__pb2.CalibrateRequest.SerializeToString,
                 response_deserializer=sounding_dot_v1_dot_sounding__pb2.CalibrateResponse.FromString,
                 _registered_method=True)
+        self.GetStrategyMetrics = channel.unary_unary(
+                '/sounding.v1.SoundingService/GetStrategyMetrics',
+                request_serializer=sounding_dot_v1_dot_sounding__pb2.GetStrategyMetricsRequest.SerializeToString,
+                response_deserializer=sounding_dot_v1_dot_sounding__pb2.GetStrategyMetricsResponse.FromString,
+                _registered_method=True)
 
 
 class SoundingServiceServicer:
@@ -92,6 +97,13 @@ class SoundingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStrategyMetrics(self, request, context):
+        """How the strategy selector has behaved: per arm and for the whole system.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SoundingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +126,11 @@ def add_SoundingServiceServicer_to_server(servicer, server):
                     servicer.Calibrate,
                     request_deserializer=sounding_dot_v1_dot_sounding__pb2.CalibrateRequest.FromString,
                     response_serializer=sounding_dot_v1_dot_sounding__pb2.CalibrateResponse.SerializeToString,
+            ),
+            'GetStrategyMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStrategyMetrics,
+                    request_deserializer=sounding_dot_v1_dot_sounding__pb2.GetStrategyMetricsRequest.FromString,
+                    response_serializer=sounding_dot_v1_dot_sounding__pb2.GetStrategyMetricsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -226,6 +243,33 @@ class SoundingService:
             '/sounding.v1.SoundingService/Calibrate',
             sounding_dot_v1_dot_sounding__pb2.CalibrateRequest.SerializeToString,
             sounding_dot_v1_dot_sounding__pb2.CalibrateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStrategyMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sounding.v1.SoundingService/GetStrategyMetrics',
+            sounding_dot_v1_dot_sounding__pb2.GetStrategyMetricsRequest.SerializeToString,
+            sounding_dot_v1_dot_sounding__pb2.GetStrategyMetricsResponse.FromString,
             options,
             channel_credentials,
             insecure,
