@@ -47,7 +47,7 @@ class SelectionSettings(BaseModel):
     """How Retrieve chooses its arms when the request names none (adaptive-strategy spec §5–§6)."""
 
     # The arms the selector chooses among (a request may still name any registered arm).
-    arms: list[str] = ["dense", "lexical", "hyde", "query2doc", "multi_query"]
+    arms: list[str] = ["dense", "lexical", "hyde", "query2doc", "multi_query", "grounded"]
     # LinUCB's exploration parameter α.
     alpha: float = Field(1.0, ge=0.0)
     # Arms whose upper score is at least this share of the best arm's run.

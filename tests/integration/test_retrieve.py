@@ -1,4 +1,7 @@
+import ast
 import asyncio
+import re
+import time
 
 import grpc
 import pytest
@@ -90,3 +93,20 @@ def test_the_generating_arms_search_with_the_text_they_generated(client, demo_co
         assert result.generated_text.strip(), f"{result.arm} shows what it generated"
         assert len(result.hits) == 3
     assert isinstance(events[-1], Final) and len(events[-1].hits) == 3
+
+
+@pytest.mark.slow
+def test_the_grounded_arm_expands_only_with_entities_of_the_corpus_graph(client, demo_collection):
+    # The graph is built from the chunks shortly after an ingest goes quiet.
+    deadline = time.monotonic() + 180
+    while True:
+        events = client.retrieve("demo", "echo sounder and the speed of sound", top_k=3, arms=["grounded"])
+        result = next(e for e in events if isinstance(e, StrategyResult))
+        if "[graph:" in result.generated_text:
+            break
+        assert time.monotonic() < deadline, f"no graph after 180 s: {result.generated_text!r}"
+        time.sleep(1.0)
+    searched = ast.literal_eval(re.search(r"searched with (\[.*\])\]$", result.generated_text).group(1))
+    corpus = " ".join(f"{d['title']} {d['text']}" for d in demo_collection).lower()
+    assert searched and all(entity in corpus for entity in searched)
+    assert len(result.hits) == 3

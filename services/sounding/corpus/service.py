@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from sounding import errors
 from sounding.core.chunking import chunk_words
+from sounding.corpus.graph import GraphBuilder
 from sounding.models.client import ModelsClient
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo, CollectionStats, Store
@@ -84,9 +85,13 @@ def validate_collection_name(name: str, field_name: str = "name") -> None:
 
 
 class CorpusManager:
-    def __init__(self, store: Store, models: ModelsClient):
+    """Collections and ingestion. After chunks change, the collection's graph is rebuilt by
+    `graphs` (when given)."""
+
+    def __init__(self, store: Store, models: ModelsClient, graphs: GraphBuilder | None = None):
         self._store = store
         self._models = models
+        self._graphs = graphs
 
     async def create(self, name: str, description: str = "") -> CollectionInfo:
         validate_collection_name(name)
@@ -119,6 +124,8 @@ class CorpusManager:
     async def delete(self, name: str) -> None:
         validate_collection_name(name)
         await self._store.delete_collection(name)
+        if self._graphs is not None:
+            await self._graphs.drop(name)
 
     async def prepare_batch(
         self, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
@@ -157,6 +164,8 @@ class CorpusManager:
         async with self._store.lock(name):
             await self._store.get_collection(name)  # not deleted meanwhile
             await self._store.write_documents(name, batch.table, batch.document_ids)
+        if self._graphs is not None:
+            self._graphs.schedule(name)
         return BatchWritten(documents=len(batch.document_ids), chunks=batch.table.num_rows)
 
     async def _embed(self, texts: list[str], timeout_s: float | None) -> np.ndarray:

@@ -15,6 +15,7 @@ from sounding import telemetry
 from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
 from sounding.config import SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
+from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer
 from sounding.inquiry.service import InquiryService
@@ -25,6 +26,7 @@ from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
+from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
 
 log = logging.getLogger(__name__)
@@ -84,8 +86,10 @@ async def serve(settings: Settings) -> None:
         selection_config(settings.retrieval.selection),
         settings.retrieval.selection.recalibration_window_days * 24 * 3600,
     )
-    retrieval = RetrievalService(store, executor, models, learning, settings.retrieval.fusion_k)
-    corpus = CorpusManager(store, models)
+    graphs = await GraphStore.open(settings.store_uri)
+    graph_builder = GraphBuilder(store, graphs, models)
+    retrieval = RetrievalService(store, executor, models, learning, graphs, settings.retrieval.fusion_k)
+    corpus = CorpusManager(store, models, graph_builder)
 
     server = grpc.aio.server(
         options=[
@@ -109,6 +113,7 @@ async def serve(settings: Settings) -> None:
     for name in (*SERVICES, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_uri)
+    await graph_builder.catch_up()
     try:
         await server.wait_for_termination()
     finally:

@@ -201,9 +201,9 @@ class LearningService:
             self.deployment.version if self.deployment else 0,
         )
 
-    def features(self, query: str, embedding: Sequence[float]) -> np.ndarray:
+    def features(self, query: str, embedding: Sequence[float], graph_entities: int = 0) -> np.ndarray:
         return features.query_features(
-            query, embedding, similar_outcomes=self.selector.similar_outcomes(embedding)
+            query, embedding, graph_entities, self.selector.similar_outcomes(embedding)
         )
 
     def plan(self, context: np.ndarray, requested: Sequence[str]) -> Plan:

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from sounding import errors, telemetry
+from sounding.core.entities import extract_entities
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
 from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
@@ -39,6 +40,7 @@ from sounding.retrieval.protocol import (
 )
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
+from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord
 
 MAX_QUERY_CHARS = 4096
@@ -73,12 +75,14 @@ class RetrievalService:
         executor: Executor,
         models: ModelsClient,
         learning: LearningService,
+        graphs: GraphStore,
         default_fusion_k: float = DEFAULT_RRF_K,
     ):
         self._store = store
         self._executor = executor
         self._models = models
         self._learning = learning
+        self._graphs = graphs
         self._default_fusion_k = default_fusion_k
 
     async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
@@ -89,7 +93,9 @@ class RetrievalService:
         embedding = np.asarray(
             (await self._models.embed([query.query], timeout=query.timeout_s))[0], dtype=np.float32
         )
-        context = self._learning.features(query.query, embedding)
+        graph_entities = await self._graphs.entity_names(query.collection)
+        mentioned = sum(entity in graph_entities for entity in extract_entities(query.query))
+        context = self._learning.features(query.query, embedding, mentioned)
         plan = self._learning.plan(context, query.arms)
         yield PlanEvent(retrieval_id, plan.arms)
 

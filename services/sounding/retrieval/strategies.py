@@ -8,6 +8,10 @@
   that expansion is embedded and searched (§4.3).
 - `multi_query`: the generator rephrases the query N ways; the query and each phrasing are
   searched densely and the rankings fused by reciprocal rank fusion (§4.5).
+- `grounded`: the query's entities are looked up in the collection's knowledge graph, with
+  their strongest co-occurring neighbours; the generator expands the query from those alone,
+  and the expansion keeps only graph entities, so nothing is invented (§4.4). The query plus
+  those entities is embedded and searched. Without a graph (or a match in it) this is `dense`.
 
 The generating arms decode greedily, so the same query yields the same text (and the sidecar
 batches the arms' concurrent generations).
@@ -18,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from sounding.core.entities import extract_entities
 from sounding.core.fusion import weighted_rrf
 from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import ArmRequest
@@ -140,4 +145,39 @@ class MultiQuery:
         return hits, "\n".join(queries[1:])
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Dense(), Lexical(), HyDE(), Query2Doc(), MultiQuery())}
+class Grounded:
+    name = "grounded"
+    system = (
+        "Expand the user's query using ONLY the known and related entities listed. Do not invent "
+        "entities. Answer with one or two sentences."
+    )
+    max_new_tokens = 48
+    known_limit = 5
+    related_limit = 10
+
+    async def search(self, request, models, reader):
+        vector = request.query_vector
+        if vector is None:
+            vector = (await models.embed([request.query], timeout=request.timeout_s))[0]
+        graph = await reader.graph(request.collection)
+        known = graph.match(extract_entities(request.query), vector, self.known_limit) if graph else []
+        related = graph.related(known, self.related_limit) if known else []
+        if not related:
+            reason = "no knowledge graph yet" if graph is None else "no graph entity matches the query"
+            return await reader.vector_search(request.collection, vector, request.limit), f"[{reason}]"
+        prompt = (
+            f"Query: {request.query}\nKnown entities: {', '.join(known)}\n"
+            f"Related entities: {', '.join(related)}"
+        )
+        text = await generate_text(models, self.system, prompt, self.max_new_tokens, request.timeout_s)
+        mentioned = [e for e in related if e in text.lower()] or related[: self.known_limit]
+        expanded = f"{request.query} {'; '.join(mentioned)}"
+        expanded_vector = (await models.embed([expanded], timeout=request.timeout_s))[0]
+        hits = await reader.vector_search(request.collection, expanded_vector, request.limit)
+        trace = f"{text}\n[graph: known {known}; related {related}; searched with {mentioned}]"
+        return hits, trace
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s for s in (Dense(), Lexical(), HyDE(), Query2Doc(), MultiQuery(), Grounded())
+}

@@ -19,6 +19,7 @@ import numpy as np
 
 from sounding import errors
 from sounding.store import schema
+from sounding.store.graph import EDGES_PREFIX, ENTITIES_PREFIX, GraphSnapshot
 
 # Chunks fetched per wanted document: the table's chunks-per-document ratio times this margin.
 # Whenever the fetched chunks hold too few distinct documents, twice as many are fetched.
@@ -62,6 +63,7 @@ class ChunkReader:
         self._tables: dict[str, lancedb.AsyncTable] = {}
         self._snapshots: dict[str, _VectorSnapshot] = {}
         self._snapshot_locks: dict[str, asyncio.Lock] = {}
+        self._graphs: dict[str, GraphSnapshot] = {}
 
     @classmethod
     async def open(cls, uri: str, exact_scan_max_chunks: int) -> ChunkReader:
@@ -86,6 +88,25 @@ class ChunkReader:
         """Drop cached handles (after the collection was deleted or recreated)."""
         self._tables.pop(collection, None)
         self._snapshots.pop(collection, None)
+        self._graphs.pop(collection, None)
+
+    async def graph(self, collection: str) -> GraphSnapshot | None:
+        """The collection's knowledge graph as last built, or None before its first build."""
+        try:
+            entities = await self._db.open_table(ENTITIES_PREFIX + collection)
+            edges = await self._db.open_table(EDGES_PREFIX + collection)
+        except ValueError:
+            return None
+        version = (await entities.version(), await edges.version())
+        cached = self._graphs.get(collection)
+        if cached is None or cached.version != version:
+            async with self._snapshot_locks.setdefault("graph:" + collection, asyncio.Lock()):
+                cached = self._graphs.get(collection)
+                if cached is None or cached.version != version:
+                    cached = await GraphSnapshot.load(self._db, collection)
+                    if cached is not None:
+                        self._graphs[collection] = cached
+        return cached
 
     async def vector_search(self, collection: str, vector: np.ndarray, limit: int) -> list[ChunkHit]:
         table = await self._table(collection)

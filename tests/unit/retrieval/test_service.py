@@ -58,6 +58,11 @@ class FakeModels:
         return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
 
 
+class FakeGraphs:
+    async def entity_names(self, collection):
+        return frozenset({"q"})
+
+
 class FakeLog:
     def __init__(self):
         self.retrievals: list = []
@@ -68,7 +73,7 @@ class FakeLog:
 
 def service_over(executor, log=None) -> RetrievalService:
     learning = LearningService(log or FakeLog(), ("dense", "lexical"), SelectionConfig())
-    return RetrievalService(FakeStore(), executor, FakeModels(), learning)
+    return RetrievalService(FakeStore(), executor, FakeModels(), learning, FakeGraphs())
 
 
 async def _collect(service, query):

@@ -1,0 +1,102 @@
+"""GraphBuilder: keeps each collection's knowledge graph current with its chunks.
+
+After a collection's chunks change, `schedule` (re)builds its graph once the writes have been
+quiet for a moment, so a long ingest is followed by one build rather than one per batch. A build
+reads every chunk's text at one table version, extracts entities (sounding.core.entities),
+counts co-occurrences within chunks, embeds the entities it has no vector for, and swaps the
+graph in, recording the version it reflects. `catch_up` rebuilds the graphs that lag their chunks
+(after a restart, or a crash mid-build).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+
+import numpy as np
+
+from sounding.core.entities import co_occurrences, extract_entities
+from sounding.models.client import ModelsClient
+from sounding.store.collections import Store
+from sounding.store.graph import GraphStore
+
+log = logging.getLogger(__name__)
+EMBED_BATCH = 256
+
+
+class GraphBuilder:
+    def __init__(self, store: Store, graphs: GraphStore, models: ModelsClient, quiet_s: float = 2.0):
+        self._store = store
+        self._graphs = graphs
+        self._models = models
+        self._quiet_s = quiet_s
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._dirty: set[str] = set()
+
+    def schedule(self, collection: str) -> None:
+        self._dirty.add(collection)
+        task = self._tasks.get(collection)
+        if task is None or task.done():
+            self._tasks[collection] = asyncio.ensure_future(self._run(collection))
+
+    async def _run(self, collection: str) -> None:
+        while collection in self._dirty:
+            self._dirty.discard(collection)
+            await asyncio.sleep(self._quiet_s)
+            if collection in self._dirty:
+                continue  # more writes arrived: wait for quiet again
+            try:
+                await self.rebuild(collection)
+            except Exception:
+                log.exception(
+                    "building the graph of %r failed; the next write or restart retries", collection
+                )
+
+    async def wait(self, collection: str) -> None:
+        """Until no build of `collection` is pending."""
+        while (task := self._tasks.get(collection)) is not None and not task.done():
+            await asyncio.shield(task)
+
+    async def catch_up(self) -> None:
+        for info in await self._store.list_collections():
+            table = await self._store.chunks(info.name)
+            if await self._graphs.built_version(info.name) != await table.version():
+                self.schedule(info.name)
+
+    async def drop(self, collection: str) -> None:
+        task = self._tasks.pop(collection, None)
+        self._dirty.discard(collection)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._graphs.drop(collection)
+
+    async def rebuild(self, collection: str) -> None:
+        info = await self._store.get_collection(collection)
+        table = await self._store.chunks(collection)
+        version = await table.version()
+        if await self._graphs.built_version(collection) == version:
+            return
+        # A write landing between reading the version and the rows only makes this graph newer
+        # than recorded; the build that write schedules brings the record up to date.
+        data = await table.query().select(["search_text"]).to_arrow()
+        texts = data.column("search_text").to_pylist()
+        entity_lists = await asyncio.to_thread(lambda: [extract_entities(t) for t in texts])
+        chunk_counts = Counter(e for entities in entity_lists for e in set(entities))
+        edges = await asyncio.to_thread(co_occurrences, entity_lists)
+        vectors = await self._graphs.vectors(collection)
+        missing = [e for e in chunk_counts if e not in vectors]
+        for start in range(0, len(missing), EMBED_BATCH):
+            part = missing[start : start + EMBED_BATCH]
+            vectors.update(zip(part, np.asarray(await self._models.embed(part)), strict=True))
+        await self._graphs.replace(
+            collection, version, dict(chunk_counts), vectors, edges, info.embedding_dimension
+        )
+        log.info(
+            "graph of %r: %d entities, %d edges (chunk table version %d)",
+            collection,
+            len(chunk_counts),
+            len(edges),
+            version,
+        )

@@ -1,0 +1,238 @@
+"""The corpus knowledge graph of a collection, in LanceDB: entities (with their embeddings and
+how many chunks mention them) and weighted co-occurrence edges (how many chunks mention both).
+
+The graph is derived data: `GraphStore.replace` swaps in a graph built from the chunk table at a
+known table version, and records that version, so a graph that lags its chunks (an ingest since,
+or a crash mid-build) is recognisable and rebuilt. Readers (`GraphSnapshot`) hold an in-memory
+copy per table version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from sounding.store import schema
+
+ENTITIES_PREFIX = "entities__"
+EDGES_PREFIX = "edges__"
+GRAPH_STATE_TABLE = "graph_state"
+GRAPH_STATE_SCHEMA = pa.schema(
+    [
+        ("collection", pa.string()),
+        # The chunk table version the graph was built from.
+        ("chunks_version", pa.int64()),
+        ("entity_count", pa.int64()),
+        ("edge_count", pa.int64()),
+        ("build_time_us", pa.int64()),
+    ]
+)
+EDGES_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string()), ("weight", pa.int64())])
+
+
+def entities_schema(dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("entity", pa.string()),
+            ("chunk_count", pa.int64()),
+            ("vector", pa.list_(pa.float32(), dimension)),
+        ]
+    )
+
+
+class GraphStore:
+    """Writes and reads graph tables (the orchestrator's side)."""
+
+    def __init__(self, db: lancedb.AsyncConnection):
+        self._db = db
+        self._names: dict[str, tuple[int, frozenset[str]]] = {}
+
+    @classmethod
+    async def open(cls, uri: str) -> GraphStore:
+        return cls(await lancedb.connect_async(uri, read_consistency_interval=timedelta(0)))
+
+    async def _state_table(self) -> lancedb.AsyncTable:
+        return await self._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
+
+    async def built_version(self, collection: str) -> int | None:
+        """The chunk table version the stored graph reflects, or None if there is none."""
+        table = await self._state_table()
+        rows = (
+            await table.query().where(f"collection = {schema.sql_string(collection)}").to_arrow()
+        ).to_pylist()
+        return rows[0]["chunks_version"] if rows else None
+
+    async def vectors(self, collection: str) -> dict[str, np.ndarray]:
+        """The stored entity embeddings (to reuse for entities that persist across rebuilds)."""
+        if ENTITIES_PREFIX + collection not in await self._db.table_names(limit=100_000):
+            return {}
+        table = await self._db.open_table(ENTITIES_PREFIX + collection)
+        data = await table.query().select(["entity", "vector"]).to_arrow()
+        names = data.column("entity").to_pylist()
+        matrix = _matrix(data.column("vector"))
+        return dict(zip(names, matrix, strict=True))
+
+    async def replace(
+        self,
+        collection: str,
+        chunks_version: int,
+        entities: dict[str, int],
+        vectors: dict[str, np.ndarray],
+        edges: dict[tuple[str, str], int],
+        dimension: int,
+    ) -> None:
+        """Swap in a new graph (entities with chunk counts and vectors, edges with weights)."""
+        names = sorted(entities)
+        entity_rows = pa.table(
+            {
+                "entity": names,
+                "chunk_count": [entities[n] for n in names],
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(
+                        np.concatenate([vectors[n] for n in names]).astype(np.float32)
+                        if names
+                        else np.zeros(0, np.float32)
+                    ),
+                    dimension,
+                ),
+            },
+            schema=entities_schema(dimension),
+        )
+        edge_rows = pa.table(
+            {
+                "source": [a for a, _ in edges],
+                "target": [b for _, b in edges],
+                "weight": list(edges.values()),
+            },
+            schema=EDGES_SCHEMA,
+        )
+        await self._db.create_table(ENTITIES_PREFIX + collection, entity_rows, mode="overwrite")
+        await self._db.create_table(EDGES_PREFIX + collection, edge_rows, mode="overwrite")
+        state = pa.Table.from_pylist(
+            [
+                {
+                    "collection": collection,
+                    "chunks_version": chunks_version,
+                    "entity_count": len(names),
+                    "edge_count": len(edges),
+                    "build_time_us": int(time.time() * 1e6),
+                }
+            ],
+            GRAPH_STATE_SCHEMA,
+        )
+        table = await self._state_table()
+        await (
+            table.merge_insert("collection")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(state)
+        )
+
+    async def drop(self, collection: str) -> None:
+        existing = set(await self._db.table_names(limit=100_000))
+        for name in (ENTITIES_PREFIX + collection, EDGES_PREFIX + collection):
+            if name in existing:
+                await self._db.drop_table(name)
+        table = await self._state_table()
+        await table.delete(f"collection = {schema.sql_string(collection)}")
+        self._names.pop(collection, None)
+
+    async def entity_names(self, collection: str) -> frozenset[str]:
+        """Every entity of the collection's graph (empty before the first build)."""
+        try:
+            table = await self._db.open_table(ENTITIES_PREFIX + collection)
+        except ValueError:
+            return frozenset()
+        version = await table.version()
+        cached = self._names.get(collection)
+        if cached is None or cached[0] != version:
+            data = await table.query().select(["entity"]).to_arrow()
+            cached = self._names[collection] = (version, frozenset(data.column("entity").to_pylist()))
+        return cached[1]
+
+
+def _matrix(column: pa.ChunkedArray) -> np.ndarray:
+    vectors = column.combine_chunks()
+    if len(vectors) == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    return vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), vectors.type.list_size)
+
+
+@dataclass
+class GraphSnapshot:
+    """A reader's in-memory graph: entity names and unit vectors, and each entity's neighbours
+    by descending co-occurrence weight."""
+
+    version: tuple[int, int]
+    names: list[str]
+    index: dict[str, int]
+    matrix: np.ndarray
+    neighbours: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    @classmethod
+    async def load(cls, db: lancedb.AsyncConnection, collection: str) -> GraphSnapshot | None:
+        try:
+            entities = await db.open_table(ENTITIES_PREFIX + collection)
+            edges = await db.open_table(EDGES_PREFIX + collection)
+        except ValueError:
+            return None
+        version = (await entities.version(), await edges.version())
+        entity_data = await entities.query().select(["entity", "vector"]).to_arrow()
+        edge_data = await edges.query().to_arrow()
+        return await asyncio.to_thread(cls._build, version, entity_data, edge_data)
+
+    @classmethod
+    def _build(cls, version, entity_data: pa.Table, edge_data: pa.Table) -> GraphSnapshot:
+        names = entity_data.column("entity").to_pylist()
+        index = {name: i for i, name in enumerate(names)}
+        matrix = _matrix(entity_data.column("vector")).astype(np.float32)
+        if matrix.size:
+            matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        neighbours: dict[int, list[tuple[int, int]]] = {}
+        for source, target, weight in zip(
+            edge_data.column("source").to_pylist(),
+            edge_data.column("target").to_pylist(),
+            edge_data.column("weight").to_pylist(),
+            strict=True,
+        ):
+            a, b = index.get(source), index.get(target)
+            if a is not None and b is not None:
+                neighbours.setdefault(a, []).append((b, weight))
+                neighbours.setdefault(b, []).append((a, weight))
+        for links in neighbours.values():
+            links.sort(key=lambda link: (-link[1], names[link[0]]))
+        return cls(version, names, index, matrix, neighbours)
+
+    def match(
+        self, phrases: list[str], vector: np.ndarray | None, limit: int = 5, min_similarity: float = 0.6
+    ) -> list[str]:
+        """Graph entities the query names: its phrases found verbatim, then the entities
+        nearest to the query embedding (cosine at least `min_similarity`)."""
+        found = [p for p in phrases if p in self.index]
+        if vector is not None and self.matrix.size and len(found) < limit:
+            query = np.asarray(vector, dtype=np.float32)
+            query = query / max(float(np.linalg.norm(query)), 1e-12)
+            similarity = self.matrix @ query
+            for i in np.argsort(-similarity)[: limit * 2]:
+                if similarity[i] < min_similarity or len(found) >= limit:
+                    break
+                if self.names[i] not in found:
+                    found.append(self.names[i])
+        return found[:limit]
+
+    def related(self, entities: list[str], limit: int = 10) -> list[str]:
+        """The strongest co-occurring neighbours of `entities`, summed over them."""
+        weights: dict[int, int] = {}
+        chosen = {self.index[e] for e in entities if e in self.index}
+        for i in chosen:
+            for j, weight in self.neighbours.get(i, [])[:50]:
+                if j not in chosen:
+                    weights[j] = weights.get(j, 0) + weight
+        ranked = sorted(weights, key=lambda j: (-weights[j], self.names[j]))
+        return [self.names[j] for j in ranked[:limit]]

@@ -1,0 +1,62 @@
+import asyncio
+
+import numpy as np
+import pytest
+from sounding.store.graph import GraphSnapshot, GraphStore
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_stored_graph_round_trips_and_answers_match_and_related(tmp_path):
+    import lancedb
+
+    async def run():
+        db = await lancedb.connect_async(str(tmp_path))
+        graphs = GraphStore(db)
+        assert await graphs.built_version("c") is None
+        vectors = {
+            "echo sounder": np.array([1.0, 0.0]),
+            "sonar": np.array([0.9, 0.1]),
+            "tide": np.array([0.0, 1.0]),
+        }
+        edges = {("echo sounder", "sonar"): 3, ("echo sounder", "tide"): 1}
+        await graphs.replace("c", 7, {"echo sounder": 4, "sonar": 3, "tide": 1}, vectors, edges, 2)
+        snapshot = await GraphSnapshot.load(db, "c")
+        return (
+            graphs,
+            await graphs.built_version("c"),
+            await graphs.vectors("c"),
+            await graphs.entity_names("c"),
+            snapshot,
+        )
+
+    graphs, version, stored, names, snapshot = asyncio.run(run())
+    assert version == 7
+    assert names == {"echo sounder", "sonar", "tide"}
+    assert np.allclose(stored["sonar"], [0.9, 0.1])
+    assert snapshot.related(["echo sounder"]) == ["sonar", "tide"]  # by weight
+    assert snapshot.related(["tide"]) == ["echo sounder"]
+    # Verbatim phrases first, then entities near the query vector.
+    assert snapshot.match(["tide", "whales"], np.array([1.0, 0.05]), limit=3) == [
+        "tide",
+        "echo sounder",
+        "sonar",
+    ]
+    assert snapshot.match([], np.array([0.0, -1.0])) == []  # nothing similar enough
+
+
+def test_dropping_a_graph_forgets_it(tmp_path):
+    import lancedb
+
+    async def run():
+        db = await lancedb.connect_async(str(tmp_path))
+        graphs = GraphStore(db)
+        await graphs.replace("c", 1, {"a": 1}, {"a": np.array([1.0, 0.0])}, {}, 2)
+        await graphs.drop("c")
+        return (
+            await graphs.built_version("c"),
+            await graphs.entity_names("c"),
+            await GraphSnapshot.load(db, "c"),
+        )
+
+    assert asyncio.run(run()) == (None, frozenset(), None)
