@@ -234,7 +234,7 @@ def demo(
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
     with Observe, play an Inquire game, stop the stack."""
-    from sounding_client import Client, RetrievalOutcome
+    from sounding_client import Client, RetrievalOutcome, SoundingError
 
     from sounding.stack import Stack
 
@@ -261,10 +261,21 @@ def demo(
                 RetrievalOutcome(f.retrieval_id, (f.hits[0].document_id,), feedback="helpful") for f in finals
             )
             console.print(f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}")
+            metrics = client.strategy_metrics()
+            for arm in metrics.arms:
+                console.print(
+                    f"  {arm.arm:12} runs {arm.runs:3}  mean reward {arm.mean_reward:.2f}  "
+                    f"contribution rate {arm.contribution_rate:.2f}  latency {arm.mean_latency_ms:7.1f} ms"
+                )
+            console.rule("Calibrate(BANDIT): recalibrate the strategy selector from recorded outcomes")
+            try:
+                for event in client.calibrate("bandit"):
+                    console.print(f"[bold]calibrate[/bold] {event}")
+            except SoundingError as error:
+                console.print(f"[bold]calibrate[/bold] refused: {error.code.name}: {error.message}")
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
             console.rule()
-            console.print("Calibrate answers UNIMPLEMENTED until its issue lands.")
     finally:
         with console.status("stopping the stack"):
             stack.stop()

@@ -3,8 +3,9 @@
 An "entity" is a key phrase of a text, found RAKE-style (Rose et al., 2010): the text is split
 into candidate phrases at stop words and punctuation (a longer run is cut into pieces of at most
 three words); each word scores degree / frequency over the text's candidates; a phrase scores
-the sum of its words' scores. The best phrases are kept, plus every acronym or alphanumeric identifier (e.g. "BRCA1", "IL-6"). Entities are
-lower-cased and whitespace-normalised, so the same phrase in two chunks is the same node.
+the sum of its words' scores. The best phrases are kept, plus every acronym or alphanumeric
+identifier (e.g. "BRCA1", "IL-6"). Entities are lower-cased and whitespace-normalised, so the
+same phrase in two chunks is the same node.
 """
 
 from __future__ import annotations
