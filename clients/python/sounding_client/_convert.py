@@ -135,6 +135,9 @@ def collection(message: corpus_pb2.Collection) -> t.Collection:
         document_count=message.document_count,
         chunk_count=message.chunk_count,
         fts_indexed_chunk_count=message.fts_indexed_chunk_count,
+        graph_entity_count=message.graph_entity_count,
+        graph_edge_count=message.graph_edge_count,
+        graph_current=message.graph_current,
     )
 
 

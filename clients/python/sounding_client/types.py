@@ -99,6 +99,10 @@ class Collection:
     document_count: int
     chunk_count: int
     fts_indexed_chunk_count: int
+    graph_entity_count: int = 0
+    graph_edge_count: int = 0
+    # Whether the knowledge graph reflects the current chunks (it is rebuilt after ingestion).
+    graph_current: bool = False
 
 
 @dataclass(frozen=True)

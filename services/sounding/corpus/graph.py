@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
 from sounding.core.entities import co_occurrences, extract_entities
 from sounding.models.client import ModelsClient
-from sounding.store.collections import Store
+from sounding.store.collections import CollectionStats, Store
 from sounding.store.graph import GraphStore
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,19 @@ class GraphBuilder:
             table = await self._store.chunks(info.name)
             if await self._graphs.built_version(info.name) != await table.version():
                 self.schedule(info.name)
+
+    async def stats(self, collection: str, stats: CollectionStats) -> CollectionStats:
+        """`stats` with the collection's graph counts and whether the graph is current."""
+        state = await self._graphs.state(collection)
+        if state is None:
+            return stats
+        version = await (await self._store.chunks(collection)).version()
+        return replace(
+            stats,
+            graph_entity_count=state["entity_count"],
+            graph_edge_count=state["edge_count"],
+            graph_current=state["chunks_version"] == version,
+        )
 
     async def drop(self, collection: str) -> None:
         task = self._tasks.pop(collection, None)

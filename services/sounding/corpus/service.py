@@ -108,7 +108,11 @@ class CorpusManager:
     async def get(self, name: str) -> tuple[CollectionInfo, CollectionStats]:
         validate_collection_name(name)
         info = await self._store.get_collection(name)
-        return info, await self._store.stats(name)
+        return info, await self._stats(name)
+
+    async def _stats(self, name: str) -> CollectionStats:
+        stats = await self._store.stats(name)
+        return await self._graphs.stats(name, stats) if self._graphs is not None else stats
 
     async def list(
         self, page_size: int, page_token: str
@@ -118,7 +122,7 @@ class CorpusManager:
         size = page_size or DEFAULT_PAGE_SIZE
         infos = await self._store.list_collections(start_after=page_token, limit=size + 1)
         page, more = infos[:size], len(infos) > size
-        stats = await asyncio.gather(*(self._store.stats(i.name) for i in page))
+        stats = await asyncio.gather(*(self._stats(i.name) for i in page))
         return list(zip(page, stats, strict=True)), (page[-1].name if more else "")
 
     async def delete(self, name: str) -> None:

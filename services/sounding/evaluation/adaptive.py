@@ -77,7 +77,7 @@ def run(
     """The result JSON and the regret curve as a PNG."""
     from sounding_client import Client, Final, Plan, SoundingError, StrategyResult
 
-    from sounding.evaluation.retrieval import ingest
+    from sounding.evaluation.retrieval import ingest, wait_for_graph
     from sounding.stack import serving
 
     train, test = beir.load(data, train_split), beir.load(data, split)
@@ -94,6 +94,7 @@ def run(
         ingest(
             client, collection, train, data_dir / f"{collection}-ingest.json", False, console, SoundingError
         )
+        wait_for_graph(client, collection)
 
         def all_arms(queries, label):
             """Several queries in flight (order does not matter here; the sidecar batches their

@@ -127,6 +127,9 @@ def collection(info: CollectionInfo, stats: CollectionStats) -> corpus_pb2.Colle
         document_count=stats.document_count,
         chunk_count=stats.chunk_count,
         fts_indexed_chunk_count=stats.fts_indexed_chunk_count,
+        graph_entity_count=stats.graph_entity_count,
+        graph_edge_count=stats.graph_edge_count,
+        graph_current=stats.graph_current,
     )
 
 

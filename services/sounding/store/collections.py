@@ -46,6 +46,9 @@ class CollectionStats:
     document_count: int
     chunk_count: int
     fts_indexed_chunk_count: int
+    graph_entity_count: int = 0
+    graph_edge_count: int = 0
+    graph_current: bool = False
 
 
 class Store:

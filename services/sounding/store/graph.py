@@ -60,13 +60,18 @@ class GraphStore:
     async def _state_table(self) -> lancedb.AsyncTable:
         return await self._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
 
-    async def built_version(self, collection: str) -> int | None:
-        """The chunk table version the stored graph reflects, or None if there is none."""
+    async def state(self, collection: str) -> dict | None:
+        """The stored graph's chunk table version, entity and edge counts, or None."""
         table = await self._state_table()
         rows = (
             await table.query().where(f"collection = {schema.sql_string(collection)}").to_arrow()
         ).to_pylist()
-        return rows[0]["chunks_version"] if rows else None
+        return rows[0] if rows else None
+
+    async def built_version(self, collection: str) -> int | None:
+        """The chunk table version the stored graph reflects, or None if there is none."""
+        state = await self.state(collection)
+        return state["chunks_version"] if state else None
 
     async def vectors(self, collection: str) -> dict[str, np.ndarray]:
         """The stored entity embeddings (to reuse for entities that persist across rebuilds)."""

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from sounding.api.sounding.v1 import common_pb2 as sounding_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sounding/v1/corpus.proto\x12\x0bsounding.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sounding/v1/common.proto\"\xd8\x02\n\nCollection\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\'\n\x0f\x65mbedding_model\x18\x04 \x01(\tR\x0e\x65mbeddingModel\x12/\n\x13\x65mbedding_dimension\x18\x05 \x01(\x05R\x12\x65mbeddingDimension\x12%\n\x0e\x64ocument_count\x18\x06 \x01(\x03R\rdocumentCount\x12\x1f\n\x0b\x63hunk_count\x18\x07 \x01(\x03R\nchunkCount\x12\x35\n\x17\x66ts_indexed_chunk_count\x18\x08 \x01(\x03R\x14\x66tsIndexedChunkCount\"O\n\x17\x43reateCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\"S\n\x18\x43reateCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"*\n\x14GetCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"P\n\x15GetCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"T\n\x16ListCollectionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"|\n\x17ListCollectionsResponse\x12\x39\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x17.sounding.v1.CollectionR\x0b\x63ollections\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n\x17\x44\x65leteCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n\x18\x44\x65leteCollectionResponse\"m\n\x16IngestDocumentsRequest\x12\x1e\n\ncollection\x18\x01 \x01(\tR\ncollection\x12\x33\n\tdocuments\x18\x02 \x03(\x0b\x32\x15.sounding.v1.DocumentR\tdocuments\"\xfb\x01\n\x17IngestDocumentsResponse\x12\x1f\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05R\nbatchIndex\x12\'\n\x0f\x62\x61tch_documents\x18\x02 \x01(\x05R\x0e\x62\x61tchDocuments\x12!\n\x0c\x62\x61tch_chunks\x18\x03 \x01(\x05R\x0b\x62\x61tchChunks\x12\'\n\x0ftotal_documents\x18\x04 \x01(\x03R\x0etotalDocuments\x12!\n\x0ctotal_chunks\x18\x05 \x01(\x03R\x0btotalChunks\x12\'\n\x0f\x65lapsed_seconds\x18\x06 \x01(\x01R\x0e\x65lapsedSeconds2\xe9\x03\n\rCorpusService\x12_\n\x10\x43reateCollection\x12$.sounding.v1.CreateCollectionRequest\x1a%.sounding.v1.CreateCollectionResponse\x12V\n\rGetCollection\x12!.sounding.v1.GetCollectionRequest\x1a\".sounding.v1.GetCollectionResponse\x12\\\n\x0fListCollections\x12#.sounding.v1.ListCollectionsRequest\x1a$.sounding.v1.ListCollectionsResponse\x12_\n\x10\x44\x65leteCollection\x12$.sounding.v1.DeleteCollectionRequest\x1a%.sounding.v1.DeleteCollectionResponse\x12`\n\x0fIngestDocuments\x12#.sounding.v1.IngestDocumentsRequest\x1a$.sounding.v1.IngestDocumentsResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sounding/v1/corpus.proto\x12\x0bsounding.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sounding/v1/common.proto\"\xd5\x03\n\nCollection\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\'\n\x0f\x65mbedding_model\x18\x04 \x01(\tR\x0e\x65mbeddingModel\x12/\n\x13\x65mbedding_dimension\x18\x05 \x01(\x05R\x12\x65mbeddingDimension\x12%\n\x0e\x64ocument_count\x18\x06 \x01(\x03R\rdocumentCount\x12\x1f\n\x0b\x63hunk_count\x18\x07 \x01(\x03R\nchunkCount\x12\x35\n\x17\x66ts_indexed_chunk_count\x18\x08 \x01(\x03R\x14\x66tsIndexedChunkCount\x12,\n\x12graph_entity_count\x18\t \x01(\x03R\x10graphEntityCount\x12(\n\x10graph_edge_count\x18\n \x01(\x03R\x0egraphEdgeCount\x12#\n\rgraph_current\x18\x0b \x01(\x08R\x0cgraphCurrent\"O\n\x17\x43reateCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\"S\n\x18\x43reateCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"*\n\x14GetCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"P\n\x15GetCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"T\n\x16ListCollectionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"|\n\x17ListCollectionsResponse\x12\x39\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x17.sounding.v1.CollectionR\x0b\x63ollections\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n\x17\x44\x65leteCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n\x18\x44\x65leteCollectionResponse\"m\n\x16IngestDocumentsRequest\x12\x1e\n\ncollection\x18\x01 \x01(\tR\ncollection\x12\x33\n\tdocuments\x18\x02 \x03(\x0b\x32\x15.sounding.v1.DocumentR\tdocuments\"\xfb\x01\n\x17IngestDocumentsResponse\x12\x1f\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05R\nbatchIndex\x12\'\n\x0f\x62\x61tch_documents\x18\x02 \x01(\x05R\x0e\x62\x61tchDocuments\x12!\n\x0c\x62\x61tch_chunks\x18\x03 \x01(\x05R\x0b\x62\x61tchChunks\x12\'\n\x0ftotal_documents\x18\x04 \x01(\x03R\x0etotalDocuments\x12!\n\x0ctotal_chunks\x18\x05 \x01(\x03R\x0btotalChunks\x12\'\n\x0f\x65lapsed_seconds\x18\x06 \x01(\x01R\x0e\x65lapsedSeconds2\xe9\x03\n\rCorpusService\x12_\n\x10\x43reateCollection\x12$.sounding.v1.CreateCollectionRequest\x1a%.sounding.v1.CreateCollectionResponse\x12V\n\rGetCollection\x12!.sounding.v1.GetCollectionRequest\x1a\".sounding.v1.GetCollectionResponse\x12\\\n\x0fListCollections\x12#.sounding.v1.ListCollectionsRequest\x1a$.sounding.v1.ListCollectionsResponse\x12_\n\x10\x44\x65leteCollection\x12$.sounding.v1.DeleteCollectionRequest\x1a%.sounding.v1.DeleteCollectionResponse\x12`\n\x0fIngestDocuments\x12#.sounding.v1.IngestDocumentsRequest\x1a$.sounding.v1.IngestDocumentsResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,27 +34,27 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sounding.v1.corpus_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_COLLECTION']._serialized_start=101
-  _globals['_COLLECTION']._serialized_end=445
-  _globals['_CREATECOLLECTIONREQUEST']._serialized_start=447
-  _globals['_CREATECOLLECTIONREQUEST']._serialized_end=526
-  _globals['_CREATECOLLECTIONRESPONSE']._serialized_start=528
-  _globals['_CREATECOLLECTIONRESPONSE']._serialized_end=611
-  _globals['_GETCOLLECTIONREQUEST']._serialized_start=613
-  _globals['_GETCOLLECTIONREQUEST']._serialized_end=655
-  _globals['_GETCOLLECTIONRESPONSE']._serialized_start=657
-  _globals['_GETCOLLECTIONRESPONSE']._serialized_end=737
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=739
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=823
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=825
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=949
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=951
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=996
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=998
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=1024
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=1026
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=1135
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=1138
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1389
-  _globals['_CORPUSSERVICE']._serialized_start=1392
-  _globals['_CORPUSSERVICE']._serialized_end=1881
+  _globals['_COLLECTION']._serialized_end=570
+  _globals['_CREATECOLLECTIONREQUEST']._serialized_start=572
+  _globals['_CREATECOLLECTIONREQUEST']._serialized_end=651
+  _globals['_CREATECOLLECTIONRESPONSE']._serialized_start=653
+  _globals['_CREATECOLLECTIONRESPONSE']._serialized_end=736
+  _globals['_GETCOLLECTIONREQUEST']._serialized_start=738
+  _globals['_GETCOLLECTIONREQUEST']._serialized_end=780
+  _globals['_GETCOLLECTIONRESPONSE']._serialized_start=782
+  _globals['_GETCOLLECTIONRESPONSE']._serialized_end=862
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=864
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=948
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=950
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1074
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=1076
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=1121
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=1123
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=1149
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=1151
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=1260
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=1263
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1514
+  _globals['_CORPUSSERVICE']._serialized_start=1517
+  _globals['_CORPUSSERVICE']._serialized_end=2006
 # @@protoc_insertion_point(module_scope)

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Collection(_message.Message):
-    __slots__ = ("name", "description", "create_time", "embedding_model", "embedding_dimension", "document_count", "chunk_count", "fts_indexed_chunk_count")
+    __slots__ = ("name", "description", "create_time", "embedding_model", "embedding_dimension", "document_count", "chunk_count", "fts_indexed_chunk_count", "graph_entity_count", "graph_edge_count", "graph_current")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,9 @@ class Collection(_message.Message):
     DOCUMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     FTS_INDEXED_CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ENTITY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_EDGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_CURRENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     create_time: _timestamp_pb2.Timestamp
@@ -28,7 +31,10 @@ class Collection(_message.Message):
     document_count: int
     chunk_count: int
     fts_indexed_chunk_count: int
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., fts_indexed_chunk_count: _Optional[int] = ...) -> None: ...
+    graph_entity_count: int
+    graph_edge_count: int
+    graph_current: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., fts_indexed_chunk_count: _Optional[int] = ..., graph_entity_count: _Optional[int] = ..., graph_edge_count: _Optional[int] = ..., graph_current: _Optional[bool] = ...) -> None: ...
 
 class CreateCollectionRequest(_message.Message):
     __slots__ = ("name", "description")
