@@ -90,24 +90,38 @@ class RetrievalService:
         validate(query)
         await self._store.get_collection(query.collection)
         retrieval_id = uuid.uuid4().hex
-        embedding = np.asarray(
-            (await self._models.embed([query.query], timeout=query.timeout_s))[0], dtype=np.float32
-        )
-        graph_entities = await self._graphs.entity_names(query.collection)
-        mentioned = sum(entity in graph_entities for entity in extract_entities(query.query))
-        context = self._learning.features(query.query, embedding, mentioned)
-        plan = self._learning.plan(context, query.arms)
-        yield PlanEvent(retrieval_id, plan.arms)
-
-        arms, weights = plan.chosen, plan.weights
-        request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
         carrier = telemetry.inject()
         stats = asyncio.ensure_future(self._store.stats(query.collection))
-        pending = {asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm for arm in arms}
+        # Requested arms that do not use the query's embedding start while it is computed.
+        early = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s)
+        pending = {
+            asyncio.ensure_future(self._executor.run(arm, early, carrier)): arm
+            for arm in query.arms
+            if not STRATEGIES[arm].uses_query_vector
+        }
         landed: dict[str, ArmResult] = {}
         fusion_k = query.fusion_k or self._default_fusion_k
         fused: list[FusedHit] = []
         try:
+            embedding = np.asarray(
+                (await self._models.embed([query.query], timeout=query.timeout_s))[0], dtype=np.float32
+            )
+            graph_entities = await self._graphs.entity_names(query.collection)
+            mentioned = sum(entity in graph_entities for entity in extract_entities(query.query))
+            context = self._learning.features(query.query, embedding, mentioned)
+            plan = self._learning.plan(context, query.arms)
+            yield PlanEvent(retrieval_id, plan.arms)
+
+            weights = plan.weights
+            request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
+            running = set(pending.values())
+            pending.update(
+                {
+                    asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm
+                    for arm in plan.chosen
+                    if arm not in running
+                }
+            )
             while pending:
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:

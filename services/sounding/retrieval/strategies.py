@@ -31,6 +31,9 @@ from sounding.store.reader import ChunkHit, ChunkReader
 
 class Strategy(Protocol):
     name: str
+    # Whether the arm searches with the query's embedding (which the orchestrator computes and
+    # passes along); arms that do not can start before it is ready.
+    uses_query_vector: bool
 
     async def search(
         self, request: ArmRequest, models: ModelsClient, reader: ChunkReader
@@ -44,6 +47,7 @@ class Dense:
     chunks by cosine similarity."""
 
     name = "dense"
+    uses_query_vector = True
 
     async def search(self, request, models, reader):
         vector = request.query_vector
@@ -56,6 +60,7 @@ class Lexical:
     """LanceDB full-text search (BM25 over stemmed, stop-word-filtered tokens)."""
 
     name = "lexical"
+    uses_query_vector = False
 
     async def search(self, request, models, reader):
         return await reader.text_search(request.collection, request.query, request.limit), ""
@@ -69,6 +74,7 @@ async def generate_text(models: ModelsClient, system: str, user: str, max_new_to
 
 class HyDE:
     name = "hyde"
+    uses_query_vector = False
     system = (
         "You are an expert. Write one short, factual paragraph that directly answers the question "
         "or discusses the claim, in the style of a scientific abstract."
@@ -85,6 +91,7 @@ class HyDE:
 
 class Query2Doc:
     name = "query2doc"
+    uses_query_vector = False
     system = (
         "Expand the user's query with relevant context and terminology. Write two or three "
         "sentences that elaborate on what is asked."
@@ -115,6 +122,7 @@ def parse_variations(text: str, query: str, limit: int) -> list[str]:
 
 class MultiQuery:
     name = "multi_query"
+    uses_query_vector = True
     variations = 3
     system = (
         "Rewrite the user's query in 3 different ways, each capturing a different aspect or "
@@ -147,6 +155,7 @@ class MultiQuery:
 
 class Grounded:
     name = "grounded"
+    uses_query_vector = True
     system = (
         "Expand the user's query using ONLY the known and related entities listed. Do not invent "
         "entities. Answer with one or two sentences."

@@ -169,3 +169,24 @@ def test_unknown_collection_is_not_found():
     service = service_over(FakeExecutor({}, {}))
     with pytest.raises(errors.NotFound):
         asyncio.run(_collect(service, RetrieveQuery("missing", "q", 3)))
+
+
+def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
+    order: list[str] = []
+
+    class SlowModels(FakeModels):
+        async def embed(self, texts, timeout=None):
+            await asyncio.sleep(0.05)
+            order.append("embedded")
+            return await super().embed(texts, timeout)
+
+    class RecordingExecutor(FakeExecutor):
+        async def run(self, arm, request, trace_carrier):
+            order.append(f"{arm} ({'with' if request.query_vector is not None else 'without'} vector)")
+            return await super().run(arm, request, trace_carrier)
+
+    executor = RecordingExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
+    learning = LearningService(FakeLog(), ("dense", "lexical"), SelectionConfig())
+    service = RetrievalService(FakeStore(), executor, SlowModels(), learning, FakeGraphs())
+    asyncio.run(_collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
+    assert order == ["lexical (without vector)", "embedded", "dense (with vector)"]
