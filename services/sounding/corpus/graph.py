@@ -1,7 +1,7 @@
 """GraphBuilder: keeps each collection's knowledge graph current with its chunks.
 
-After a collection's chunks change, `schedule` (re)builds its graph once the writes have been
-quiet for a moment, so a long ingest is followed by one build rather than one per batch. A build
+When an ingest stream ends, `schedule` (re)builds the collection's graph once it has been quiet
+for a moment (streams ending close together share one build), so ingestion never waits for it. A build
 reads every chunk's text at one table version, extracts entities (sounding.core.entities),
 counts co-occurrences within chunks, embeds the entities it has no vector for, and swaps the
 graph in, recording the version it reflects. `catch_up` rebuilds the graphs that lag their chunks

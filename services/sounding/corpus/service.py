@@ -163,13 +163,17 @@ class CorpusManager:
         )
         return PreparedBatch(table=table, document_ids=[d.id for d in documents])
 
+    def ingestion_ended(self, name: str) -> None:
+        """An ingest stream into `name` ended (however it ended): rebuild its graph, once the
+        collection has been quiet for a moment, off the ingestion's critical path."""
+        if self._graphs is not None:
+            self._graphs.schedule(name)
+
     async def write_batch(self, name: str, batch: PreparedBatch) -> BatchWritten:
         """Write a prepared batch in one commit: it is visible entirely or not at all."""
         async with self._store.lock(name):
             await self._store.get_collection(name)  # not deleted meanwhile
             await self._store.write_documents(name, batch.table, batch.document_ids)
-        if self._graphs is not None:
-            self._graphs.schedule(name)
         return BatchWritten(documents=len(batch.document_ids), chunks=batch.table.num_rows)
 
     async def _embed(self, texts: list[str], timeout_s: float | None) -> np.ndarray:

@@ -143,3 +143,5 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
         finally:
             if writing is not None:  # the stream failed or was cancelled: let the commit settle
                 await asyncio.gather(writing, return_exceptions=True)
+            if batch_index:
+                self._corpus.ingestion_ended(collection)
