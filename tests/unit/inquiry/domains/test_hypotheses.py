@@ -66,3 +66,33 @@ def test_an_answer_outside_the_alphabet_names_the_field():
     with pytest.raises(errors.InvalidArgument) as caught:
         eight_animals().observe("bit0", "", "maybe")
     assert caught.value.field == "observation.answer"
+
+
+def test_cost_sensitivity_changes_the_choice():
+    """Spec §7.2 cost_sensitivity_effect: an even split that costs 10 against a 1:7 split that
+    costs 1."""
+    hypotheses = [HypothesisIn(f"h{i}") for i in range(8)]
+    questions = [
+        QuestionIn("even", "even split", 10.0, {f"h{i}": "yes" if i < 4 else "no" for i in range(8)}),
+        QuestionIn("cheap", "cheap split", 1.0, {f"h{i}": "yes" if i == 0 else "no" for i in range(8)}),
+    ]
+    domain = HypothesisSet.from_request(hypotheses, questions)
+    assert domain.choose(Policy(cost_sensitivity=0.0), 1).chosen.question_id == "even"
+    assert domain.choose(Policy(cost_sensitivity=10.0), 1).chosen.question_id == "cheap"
+
+
+def test_exploration_weight_changes_the_choice():
+    """Spec §7.2 exploration_exploitation_balance: after asking about colour, a slightly more
+    informative colour question loses to a novel one once exploration counts."""
+    hypotheses = [HypothesisIn(f"h{i}") for i in range(16)]
+
+    def bit(j: int, text: str, flip: int = 0) -> QuestionIn:
+        return QuestionIn(
+            text, text, 1.0, {f"h{i}": "yes" if (i >> j) & 1 ^ (i == flip) else "no" for i in range(16)}
+        )
+
+    questions = [bit(0, "is it red"), bit(1, "is it dark red"), bit(2, "does it swim", flip=5)]
+    domain = HypothesisSet.from_request(hypotheses, questions)
+    domain.observe("is it red", "", "yes")
+    assert domain.choose(Policy(exploration_weight=0.0), 2).chosen.question_id == "is it dark red"
+    assert domain.choose(Policy(exploration_weight=1.0), 2).chosen.question_id == "does it swim"
