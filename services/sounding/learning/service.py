@@ -3,7 +3,9 @@ observed outcomes into rewards for the strategy selector (adaptive-strategy spec
 
 - `plan` asks the selector (a planned query advances its counter).
 - `remember` registers a finished retrieval in memory at once (so an Observe sent right after
-  the Final event finds it) and appends it to the log in the background, batched.
+  the Final event finds it) and appends it to the log in the background, batched (at most one
+  commit a second; an Observe waits for the pending ones). A crash can lose the last second of
+  retrievals that nobody observed yet, never an acknowledged observation.
 - `observe` validates a stream's outcomes, commits the accepted ones to the log in one append,
   and only then updates the selector and acknowledges. Unknown or already observed retrievals
   are reported back per observation; the others are still recorded.
@@ -37,6 +39,7 @@ _ARM_RUNS = _METER.create_counter("sounding.retrieval.arm.runs", description="ar
 _ARM_LATENCY = _METER.create_histogram("sounding.retrieval.arm.latency", unit="ms")
 _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", description="observed reward per arm")
 RECENT_RETRIEVALS = 10_000
+RETRIEVAL_FLUSH_INTERVAL_S = 1.0
 DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
 FEEDBACK_VALUES = ("", "helpful", "not_helpful")
 
@@ -94,6 +97,8 @@ class LearningService:
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._unwritten: list[RetrievalRecord] = []
         self._flusher: asyncio.Task | None = None
+        self._flush_now = asyncio.Event()
+        self._flush_interval_s = RETRIEVAL_FLUSH_INTERVAL_S
         self._observed: set[str] = set()
         self._sequence = 0
         self._lock = asyncio.Lock()
@@ -222,6 +227,13 @@ class LearningService:
             self._flusher = asyncio.ensure_future(self._flush())
 
     async def _flush(self) -> None:
+        """Writes remembered retrievals in batches, at most one commit per flush interval (a
+        commit per query would compete with the queries), or at once when someone waits."""
+        try:
+            await asyncio.wait_for(self._flush_now.wait(), self._flush_interval_s)
+        except TimeoutError:
+            pass
+        self._flush_now.clear()
         while self._unwritten:
             batch, self._unwritten = self._unwritten, []
             try:
@@ -241,6 +253,7 @@ class LearningService:
     async def wait_written(self) -> None:
         """Until every remembered retrieval is in the log."""
         while self._flusher is not None and not self._flusher.done():
+            self._flush_now.set()
             await asyncio.shield(self._flusher)
 
     async def observe(self, outcomes: Sequence[RetrievalOutcome | Rejected]) -> ObserveResult:

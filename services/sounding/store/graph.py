@@ -51,7 +51,8 @@ class GraphStore:
 
     def __init__(self, db: lancedb.AsyncConnection):
         self._db = db
-        self._names: dict[str, tuple[int, frozenset[str]]] = {}
+        # Entity names per collection, kept while this store is the graphs' only writer.
+        self._names: dict[str, frozenset[str]] = {}
 
     @classmethod
     async def open(cls, uri: str) -> GraphStore:
@@ -119,6 +120,7 @@ class GraphStore:
         )
         await self._db.create_table(ENTITIES_PREFIX + collection, entity_rows, mode="overwrite")
         await self._db.create_table(EDGES_PREFIX + collection, edge_rows, mode="overwrite")
+        self._names[collection] = frozenset(names)
         state = pa.Table.from_pylist(
             [
                 {
@@ -149,17 +151,18 @@ class GraphStore:
         self._names.pop(collection, None)
 
     async def entity_names(self, collection: str) -> frozenset[str]:
-        """Every entity of the collection's graph (empty before the first build)."""
-        try:
-            table = await self._db.open_table(ENTITIES_PREFIX + collection)
-        except ValueError:
-            return frozenset()
-        version = await table.version()
-        cached = self._names.get(collection)
-        if cached is None or cached[0] != version:
-            data = await table.query().select(["entity"]).to_arrow()
-            cached = self._names[collection] = (version, frozenset(data.column("entity").to_pylist()))
-        return cached[1]
+        """Every entity of the collection's graph (empty before the first build). Served from
+        memory: `replace` and `drop` renew it, so the graph's writer must be this store."""
+        names = self._names.get(collection)
+        if names is None:
+            try:
+                table = await self._db.open_table(ENTITIES_PREFIX + collection)
+                data = await table.query().select(["entity"]).to_arrow()
+                names = frozenset(data.column("entity").to_pylist())
+            except ValueError:
+                names = frozenset()
+            self._names[collection] = names
+        return names
 
 
 def _matrix(column: pa.ChunkedArray) -> np.ndarray:
