@@ -197,7 +197,9 @@ def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[
             u = event.uncertainty
             console.print(
                 f"  corpus coverage: {u.corpus_coverage.value} ({u.corpus_coverage.kind}: "
-                f"{u.corpus_coverage.reason})\n  miss rate: {u.miss_rate.kind} ({u.miss_rate.reason})"
+                f"{u.corpus_coverage.reason})\n"
+                f"  miss rate: {u.miss_rate.value:.2f} ({u.miss_rate.kind}: {u.miss_rate.formula})\n"
+                f"  estimated recall: {u.estimated_recall.kind} ({u.estimated_recall.reason})"
             )
             final = event
     return final

@@ -31,7 +31,9 @@ def test_streams_plan_each_arm_fused_and_final(client, demo_collection):
             assert arm_result.hits[c.rank - 1].document_id == hit.document_id
     assert final.uncertainty.corpus_coverage.kind == "deterministic"
     assert final.uncertainty.corpus_coverage.value == 1.0
-    assert final.uncertainty.miss_rate.kind == "absent"
+    assert final.uncertainty.miss_rate.kind == "derived" and 0 <= final.uncertainty.miss_rate.value <= 0.9
+    assert final.uncertainty.estimated_recall.kind == "absent"
+    assert final.uncertainty.estimated_recall.reason == "uncalibrated"
 
 
 def test_each_arm_alone(client, demo_collection):

@@ -22,6 +22,8 @@ import numpy as np
 from sounding import errors, telemetry
 from sounding.core.entities import extract_entities
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
+from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
+from sounding.core.uncertainty import MissRateSignals
 from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import (
@@ -46,6 +48,7 @@ from sounding.store.learning import RetrievalRecord
 MAX_QUERY_CHARS = 4096
 MAX_TOP_K = 1000
 NOT_YET_ESTIMATED = "not_estimated: this deployment does not estimate it yet"
+UNCALIBRATED = "uncalibrated"
 
 
 def validate(query: RetrieveQuery) -> None:
@@ -136,7 +139,7 @@ class RetrievalService:
                 yield FusedEvent(fused, list(landed))
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
-            uncertainty = _uncertainty(await stats)
+            uncertainty = _uncertainty(await stats, query.query, landed)
             self._learning.remember(
                 RetrievalRecord(
                     retrieval_id,
@@ -206,7 +209,10 @@ def _fuse(
     ]
 
 
-def _uncertainty(stats) -> Uncertainty:
+def _uncertainty(stats, query: str, landed: dict[str, ArmResult]) -> Uncertainty:
+    """Corpus coverage is deterministic (index statistics). The miss rate is the spec's heuristic
+    over the dense arm's similarity scores and the arms' rankings, stated as derived with its
+    inputs; recall and difficulty stay absent until a calibration measures them."""
     if stats.chunk_count == 0:
         coverage = Provenance.deterministic(0.0, "the collection holds no chunks")
     else:
@@ -214,17 +220,32 @@ def _uncertainty(stats) -> Uncertainty:
             stats.fts_indexed_chunk_count / stats.chunk_count,
             "share of chunks embedded and full-text indexed (every ingested chunk is embedded)",
         )
-    absent = Provenance.absent(NOT_YET_ESTIMATED)
+    dense = landed.get("dense")
+    signals = MissRateSignals.measure(
+        query,
+        [h.score for h in dense.hits] if dense else [],
+        {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
+    )
+    uncalibrated = Provenance.absent(UNCALIBRATED)
     return Uncertainty(
-        miss_rate=absent,
-        coverage_estimate=absent,
-        estimated_recall=absent,
-        query_difficulty=absent,
+        miss_rate=Provenance(
+            "derived", value=signals.miss_rate(), formula=MISS_RATE_FORMULA, inputs=signals.inputs()
+        ),
+        coverage_estimate=Provenance.absent(NOT_YET_ESTIMATED),
+        estimated_recall=uncalibrated,
+        query_difficulty=uncalibrated,
         corpus_coverage=coverage,
     )
 
 
 def _conservative_confidence(query: RetrieveQuery, uncertainty: Uncertainty) -> Provenance:
+    """synthesis × (1 − miss_rate), derived, with both inputs (retrieval-uncertainty spec)."""
     if query.synthesis_confidence is None:
         return Provenance.absent("no synthesis_confidence in the request")
-    return Provenance.absent("miss_rate is not available, so synthesis * (1 - miss_rate) is not either")
+    miss_rate = uncertainty.miss_rate.value
+    return Provenance(
+        "derived",
+        value=query.synthesis_confidence * (1 - miss_rate),
+        formula="synthesis_confidence * (1 - miss_rate)",
+        inputs={"synthesis_confidence": query.synthesis_confidence, "miss_rate": miss_rate},
+    )

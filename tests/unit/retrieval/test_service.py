@@ -2,6 +2,7 @@ import asyncio
 
 import pytest
 from sounding import errors
+from sounding.core.provenance import Provenance
 from sounding.learning.service import LearningService
 from sounding.retrieval.protocol import (
     ArmResult,
@@ -94,7 +95,30 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
     assert final.hits[0].text == "text of b#0" and final.hits[0].metadata == {"k": "v"}
     assert final.uncertainty.corpus_coverage.kind == "deterministic"
     assert final.uncertainty.corpus_coverage.value == pytest.approx(0.75)
-    assert final.uncertainty.miss_rate.kind == "absent"
+    miss_rate = final.uncertainty.miss_rate
+    assert miss_rate.kind == "derived" and 0.0 <= miss_rate.value <= 0.9
+    assert miss_rate.inputs["arm_disagreement"] == pytest.approx(1 - 1 / 3)  # {a, b} vs {b, c}
+    assert miss_rate.value == pytest.approx(
+        0.3 * miss_rate.inputs["tail_density"]
+        + miss_rate.inputs["near_threshold"]
+        + 0.3 * miss_rate.inputs["historical_miss_rate"]
+        + 0.1 * miss_rate.inputs["query_complexity"]
+        + 0.1 * miss_rate.inputs["arm_disagreement"]
+    )
+    assert final.uncertainty.estimated_recall == Provenance.absent("uncalibrated")
+    assert final.confidence.kind == "absent"  # the request carried no synthesis confidence
+
+
+def test_the_conservative_confidence_discounts_synthesis_by_the_miss_rate():
+    executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["a"]})
+    events = asyncio.run(
+        _collect(service_over(executor), RetrieveQuery("c", "q", 3, synthesis_confidence=0.8))
+    )
+    final = events[-1]
+    miss_rate = final.uncertainty.miss_rate.value
+    assert final.confidence.kind == "derived"
+    assert final.confidence.value == pytest.approx(0.8 * (1 - miss_rate))
+    assert final.confidence.inputs == {"synthesis_confidence": 0.8, "miss_rate": miss_rate}
     assert events[0].retrieval_id == final.retrieval_id
     assert [(a.arm, a.chosen, a.reason) for a in events[0].arms] == [
         ("dense", True, "cold_start"),

@@ -1,0 +1,173 @@
+"""What a retrieval may have missed (retrieval-uncertainty spec, "Miss Rate Computation") and
+the monotone calibration of stated rates against observed ones. Pure numpy/scipy.
+
+Signals, each in a fixed range:
+- `tail_density`: share of similarity scores in the borderline band [0.3, 0.5), at most 0.5
+  (0.5 when there are no scores): a fat tail means relevant content may sit just below the cut.
+- `near_threshold`: min(borderline count / 10, 0.3).
+- `historical`: the observed miss rate of similar past queries (0.3 when none are known).
+- `complexity`: distinct concepts (key phrases) in the query, min(count / 5, 1).
+- `disagreement`: 1 − the mean pairwise Jaccard overlap of the arms' top-10 documents (0 with
+  one arm): arms that disagree suggest neither found everything.
+
+miss_rate = min(0.9, 0.3·tail + near_threshold + 0.3·historical + 0.1·complexity
+                     + 0.1·disagreement)
+The first four terms and the cap are the spec's; the disagreement term is Sounding's addition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+from sounding.core.entities import extract_entities
+
+BORDERLINE = (0.3, 0.5)
+DEFAULT_HISTORICAL_MISS_RATE = 0.3
+MAX_MISS_RATE = 0.9
+DISAGREEMENT_TOP = 10
+
+
+def tail_density(scores: Sequence[float]) -> float:
+    if len(scores) == 0:
+        return 0.5
+    values = np.asarray(scores, dtype=float)
+    tail = np.count_nonzero((values >= BORDERLINE[0]) & (values < BORDERLINE[1]))
+    return min(tail / len(values), 0.5)
+
+
+def near_threshold(scores: Sequence[float]) -> float:
+    values = np.asarray(scores, dtype=float)
+    count = np.count_nonzero((values > BORDERLINE[0]) & (values < BORDERLINE[1]))
+    return min(count / 10, 0.3)
+
+
+def query_complexity(query: str) -> float:
+    return min(len(extract_entities(query, limit=10)) / 5, 1.0)
+
+
+def arm_disagreement(rankings: Mapping[str, Sequence[str]], top: int = DISAGREEMENT_TOP) -> float:
+    tops = [set(list(ranking)[:top]) for ranking in rankings.values()]
+    pairs = [(a, b) for a, b in combinations(tops, 2) if a | b]
+    if not pairs:
+        return 0.0
+    return 1.0 - float(np.mean([len(a & b) / len(a | b) for a, b in pairs]))
+
+
+@dataclass(frozen=True)
+class MissRateSignals:
+    tail_density: float
+    near_threshold: float
+    historical: float
+    complexity: float
+    disagreement: float
+
+    @classmethod
+    def measure(
+        cls,
+        query: str,
+        similarity_scores: Sequence[float],
+        rankings: Mapping[str, Sequence[str]],
+        historical: float | None = None,
+    ) -> MissRateSignals:
+        return cls(
+            tail_density(similarity_scores),
+            near_threshold(similarity_scores),
+            DEFAULT_HISTORICAL_MISS_RATE if historical is None else historical,
+            query_complexity(query),
+            arm_disagreement(rankings),
+        )
+
+    def miss_rate(self) -> float:
+        combined = (
+            0.3 * self.tail_density
+            + self.near_threshold
+            + 0.3 * self.historical
+            + 0.1 * self.complexity
+            + 0.1 * self.disagreement
+        )
+        return min(MAX_MISS_RATE, combined)
+
+    def inputs(self) -> dict[str, float]:
+        return {
+            "tail_density": self.tail_density,
+            "near_threshold": self.near_threshold,
+            "historical_miss_rate": self.historical,
+            "query_complexity": self.complexity,
+            "arm_disagreement": self.disagreement,
+        }
+
+
+FORMULA = (
+    "min(0.9, 0.3*tail_density + near_threshold + 0.3*historical_miss_rate + 0.1*query_complexity"
+    " + 0.1*arm_disagreement)"
+)
+
+
+@dataclass(frozen=True)
+class IsotonicMap:
+    """A monotone non-decreasing map from stated to observed rates: piecewise linear between
+    the fitted points, flat beyond them."""
+
+    stated: tuple[float, ...]
+    observed: tuple[float, ...]
+
+    @classmethod
+    def fit(cls, stated: Sequence[float], observed: Sequence[float]) -> IsotonicMap:
+        x = np.asarray(stated, dtype=float)
+        y = np.asarray(observed, dtype=float)
+        if len(x) == 0 or len(x) != len(y):
+            raise ValueError("fit needs equally many stated and observed values, at least one")
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+        # Equal stated values share one point (their mean outcome), weighted by their count.
+        unique, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+        means = np.bincount(inverse, weights=y) / counts
+        fitted = isotonic_regression(means, weights=counts).x
+        return cls(tuple(float(v) for v in unique), tuple(float(v) for v in fitted))
+
+    def __call__(self, value: float) -> float:
+        return float(np.interp(value, self.stated, self.observed))
+
+
+@dataclass(frozen=True)
+class ReliabilityBin:
+    low: float
+    high: float
+    count: int
+    mean_stated: float
+    mean_observed: float
+
+
+def reliability(stated: Sequence[float], observed: Sequence[float], bins: int = 10) -> list[ReliabilityBin]:
+    """Equal-width bins over [0, 1] (the last one closed), empty bins left out."""
+    x = np.clip(np.asarray(stated, dtype=float), 0.0, 1.0)
+    y = np.asarray(observed, dtype=float)
+    index = np.minimum((x * bins).astype(int), bins - 1)
+    out = []
+    for b in range(bins):
+        mask = index == b
+        if mask.any():
+            out.append(
+                ReliabilityBin(
+                    b / bins, (b + 1) / bins, int(mask.sum()), float(x[mask].mean()), float(y[mask].mean())
+                )
+            )
+    return out
+
+
+def expected_calibration_error(stated: Sequence[float], observed: Sequence[float], bins: int = 10) -> float:
+    """Σ over bins of (bin share) · |mean stated − mean observed|."""
+    total = len(stated)
+    if total == 0:
+        return 0.0
+    return float(
+        sum(
+            b.count / total * abs(b.mean_stated - b.mean_observed)
+            for b in reliability(stated, observed, bins)
+        )
+    )

@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+from sounding.core.uncertainty import (
+    DEFAULT_HISTORICAL_MISS_RATE,
+    IsotonicMap,
+    MissRateSignals,
+    arm_disagreement,
+    expected_calibration_error,
+    near_threshold,
+    query_complexity,
+    reliability,
+    tail_density,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_tail_density():
+    assert tail_density([]) == 0.5
+    assert tail_density([0.9, 0.8, 0.35, 0.1]) == 0.25  # one of four in [0.3, 0.5)
+    assert tail_density([0.4] * 10) == 0.5  # capped
+    assert tail_density([0.3, 0.5]) == 0.5  # 0.3 is in the band, 0.5 is not: 1 of 2
+
+
+def test_near_threshold():
+    assert near_threshold([0.9, 0.1]) == 0.0
+    assert near_threshold([0.31, 0.49, 0.4]) == pytest.approx(0.3 * 1)  # 3/10 reaches the cap
+    assert near_threshold([0.4, 0.45]) == pytest.approx(0.2)
+    assert near_threshold([0.3, 0.5]) == 0.0  # strict band
+
+
+def test_query_complexity_counts_concepts():
+    assert query_complexity("echo sounding") == pytest.approx(0.2)
+    many = "BRCA1, IL-6, p53, insulin resistance, microRNA levels and tumour growth in mice"
+    assert query_complexity(many) == 1.0
+
+
+def test_arm_disagreement():
+    assert arm_disagreement({"dense": ["a", "b"]}) == 0.0
+    assert arm_disagreement({"dense": ["a", "b"], "lexical": ["b", "a"]}) == 0.0
+    assert arm_disagreement({"dense": ["a", "b"], "lexical": ["c", "d"]}) == 1.0
+    assert arm_disagreement({"dense": ["a", "b", "c"], "lexical": ["b", "c", "d"]}) == pytest.approx(0.5)
+
+
+def test_the_combination_and_its_cap():
+    signals = MissRateSignals(0.2, 0.1, 0.3, 0.4, 0.5)
+    assert signals.miss_rate() == pytest.approx(0.06 + 0.1 + 0.09 + 0.04 + 0.05)
+    assert MissRateSignals(0.5, 0.3, 1.0, 1.0, 1.0).miss_rate() == 0.9
+    measured = MissRateSignals.measure("echo sounding", [0.9, 0.4], {"dense": ["a"], "lexical": ["a"]})
+    assert measured.historical == DEFAULT_HISTORICAL_MISS_RATE
+    assert set(measured.inputs()) == {
+        "tail_density",
+        "near_threshold",
+        "historical_miss_rate",
+        "query_complexity",
+        "arm_disagreement",
+    }
+
+
+def test_isotonic_map_is_monotone_and_pools_violators():
+    mapping = IsotonicMap.fit([0.1, 0.2, 0.3, 0.4], [0.0, 1.0, 0.0, 1.0])
+    assert mapping.observed == (0.0, 0.5, 0.5, 1.0)
+    assert mapping(0.25) == pytest.approx(0.5)
+    assert mapping(-1.0) == 0.0 and mapping(2.0) == 1.0
+    values = [mapping(v) for v in np.linspace(0, 1, 50)]
+    assert all(a <= b for a, b in zip(values, values[1:], strict=False))
+
+
+def test_isotonic_map_pools_equal_stated_values():
+    mapping = IsotonicMap.fit([0.5, 0.5, 0.5, 0.9], [0.0, 0.0, 1.0, 1.0])
+    assert mapping.stated == (0.5, 0.9)
+    assert mapping(0.5) == pytest.approx(1 / 3)
+
+
+def test_calibration_lowers_the_expected_calibration_error():
+    rng = np.random.default_rng(0)
+    stated = rng.uniform(0, 1, 2000)
+    truth = stated**2  # stated rates run high
+    outcomes = (rng.uniform(0, 1, 2000) < truth).astype(float)
+    before = expected_calibration_error(stated, outcomes)
+    mapping = IsotonicMap.fit(stated[:1000], outcomes[:1000])
+    after = expected_calibration_error([mapping(v) for v in stated[1000:]], outcomes[1000:])
+    assert before > 0.1 and after < 0.05
+
+
+def test_reliability_bins():
+    bins = reliability([0.05, 0.15, 0.15, 1.0], [0, 1, 0, 1], bins=10)
+    assert [(b.low, b.count) for b in bins] == [(0.0, 1), (0.1, 2), (0.9, 1)]
+    assert bins[1].mean_observed == 0.5
+    assert expected_calibration_error([], []) == 0.0
