@@ -69,7 +69,7 @@ def test_calibrate_bandit_needs_outcomes_then_reports_and_versions_the_selector(
 
 def test_calibrate_targets_of_later_issues_are_unimplemented(client):
     with pytest.raises(SoundingError) as refused:
-        list(client.calibrate("miss_rate"))
+        list(client.calibrate("stop_threshold"))
     assert refused.value.code == grpc.StatusCode.UNIMPLEMENTED
 
 
@@ -86,3 +86,28 @@ def test_strategy_metrics_describe_what_ran_and_what_was_observed(client, demo_c
     assert sum(a.runs for a in arms.values()) > sum(a.runs for a in before.arms)
     assert arms["dense"].mean_latency_ms > 0
     assert 0 <= after.selection_entropy_bits <= 1.0  # two arms: at most one bit
+
+
+def test_calibrate_miss_rate_turns_stated_rates_into_measured_ones(client, demo_collection):
+    before = client.retrieve_final("demo", "lead line", top_k=3)
+    assert before.uncertainty.miss_rate.kind == "derived"
+    assert before.uncertainty.estimated_recall.kind == "absent"
+    ids = [d["id"] for d in demo_collection]
+    outcomes = []
+    for i, query in enumerate([d["text"][:80] for d in demo_collection] * 5):
+        final = client.retrieve_final("demo", query, top_k=3)
+        missed = tuple(d for d in ids[i % 3 : i % 3 + 1] if d not in {h.document_id for h in final.hits})
+        outcomes.append(
+            RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,), missed_document_ids=missed)
+        )
+    assert client.observe(outcomes).recorded == len(outcomes)
+    report = list(client.calibrate("miss_rate"))[-1]
+    assert isinstance(report, CalibrationReport) and report.target == "miss_rate" and report.deployed
+    assert report.sample_size >= len(outcomes)
+    assert {"miss_rate_ece_before", "miss_rate_ece_after", "recall_ece_after"} <= set(report.diagnostics)
+    assert report.plot_png.startswith(b"\x89PNG")
+    after = client.retrieve_final("demo", "lead line", top_k=3)
+    assert after.uncertainty.miss_rate.kind == "measured"
+    assert after.uncertainty.miss_rate.calibration_version == report.version
+    assert after.uncertainty.estimated_recall.kind == "measured"
+    assert after.uncertainty.estimated_recall.sample_size == report.sample_size

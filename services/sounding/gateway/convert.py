@@ -289,6 +289,12 @@ def calibration_target(request: sounding_pb2.CalibrateRequest) -> int:
     return request.target
 
 
+_TARGETS = {
+    "bandit": sounding_pb2.CALIBRATION_TARGET_BANDIT,
+    "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
+}
+
+
 def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
     from sounding.learning.service import CalibrationProgress
 
@@ -296,26 +302,15 @@ def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
         return sounding_pb2.CalibrateResponse(
             progress=sounding_pb2.CalibrationProgress(stage=event.stage, fraction=event.fraction)
         )
-    result = event.result
-    diagnostics = {
-        "candidate_score": result.candidate_score,
-        "incumbent_score": result.incumbent_score,
-        "holdout_size": float(result.holdout_size),
-        "training_size": float(result.training_size),
-        "pruned_arms": float(len(result.pruned_arms)),
-    }
-    for arm, stats in result.arm_stats.items():
-        diagnostics[f"{arm}.uses"] = float(stats.uses)
-        diagnostics[f"{arm}.mean_reward"] = stats.mean_reward
-        diagnostics[f"{arm}.contribution_rate"] = stats.contribution_rate
     return sounding_pb2.CalibrateResponse(
         report=sounding_pb2.CalibrationReport(
-            target=sounding_pb2.CALIBRATION_TARGET_BANDIT,
+            target=_TARGETS[event.target],
             version=str(event.version),
-            sample_size=result.training_size + result.holdout_size,
-            deployed=result.deploy,
-            summary=result.summary(),
-            diagnostics=diagnostics,
+            sample_size=event.sample_size,
+            deployed=event.deployed,
+            summary=event.summary,
+            diagnostics=event.diagnostics,
+            plot_png=event.plot_png,
         )
     )
 

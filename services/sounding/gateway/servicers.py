@@ -46,10 +46,14 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
     @rpc("sounding.v1.SoundingService/Calibrate")
     async def Calibrate(self, request, context):
         target = convert.calibration_target(request)
-        if target != sounding_pb2.CALIBRATION_TARGET_BANDIT:
+        if target == sounding_pb2.CALIBRATION_TARGET_BANDIT:
+            events = self._learning.recalibrate()
+        elif target == sounding_pb2.CALIBRATION_TARGET_MISS_RATE:
+            events = self._learning.calibrate_miss_rate()
+        else:
             name = sounding_pb2.CalibrationTarget.Name(target)
             raise errors.Unimplemented(f"Calibrate for {name} is not implemented yet")
-        async for event in self._learning.recalibrate():
+        async for event in events:
             yield convert.calibrate_response(event)
 
     @rpc("sounding.v1.SoundingService/GetStrategyMetrics")

@@ -27,6 +27,7 @@ import numpy as np
 
 from sounding import errors, telemetry
 from sounding.core.bandit import contribution, reward
+from sounding.learning import calibration
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
 from sounding.retrieval import features
@@ -68,10 +69,16 @@ class CalibrationProgress:
 
 
 @dataclass(frozen=True)
-class BanditRecalibration:
-    # The selector version in use afterwards (0: never recalibrated).
+class CalibrationReport:
+    # "bandit" or "miss_rate".
+    target: str
+    # The version in use afterwards (0: never calibrated).
     version: int
-    result: Recalibration
+    sample_size: int
+    deployed: bool
+    summary: str
+    diagnostics: dict[str, float]
+    plot_png: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,7 @@ class LearningService:
         self._recalibration_window_s = recalibration_window_s
         self.selector = StrategySelector(self._arms, config)
         self.deployment: Deployment | None = None
+        self.miss_rate_calibration: calibration.MissRateCalibration | None = None
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._unwritten: list[RetrievalRecord] = []
         self._flusher: asyncio.Task | None = None
@@ -114,6 +122,9 @@ class LearningService:
         """A service whose selector has replayed the logged observations, in order."""
         service = cls(learning_log, arms, config, recalibration_window_s)
         await service._rebuild()
+        latest = await learning_log.latest_calibration("miss_rate")
+        if latest is not None:
+            service.miss_rate_calibration = calibration.MissRateCalibration.from_params(*latest)
         service.selector.queries_planned = await learning_log.next_query_index()
         return service
 
@@ -143,7 +154,7 @@ class LearningService:
                 selector.learn(record.context, record.embedding, observation.rewards)
         self.selector = selector
 
-    async def recalibrate(self) -> AsyncIterator[CalibrationProgress | BanditRecalibration]:
+    async def recalibrate(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
         """§6.3–§6.4: retrain on the recent window without pruned arms, validate on the latest
         observations, deploy if at least 95% as good as the incumbent. Streams progress, then the
         outcome. FailedPrecondition with too few observations."""
@@ -188,7 +199,44 @@ class LearningService:
                     Deployment(version, window_start, result.pruned_arms, report)
                 )
                 await self._rebuild()
-            yield BanditRecalibration(version, result)
+            yield CalibrationReport(
+                "bandit",
+                version,
+                result.training_size + result.holdout_size,
+                result.deploy,
+                result.summary(),
+                _bandit_diagnostics(result),
+            )
+
+    async def calibrate_miss_rate(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+        """Fit the stated miss rate (and recall) to the observed outcomes, version it, persist it,
+        and report miss rate and recall as measured from then on. FailedPrecondition with fewer
+        than MIN_OUTCOMES usable outcomes."""
+        async with self._lock:
+            yield CalibrationProgress("reading the observation log", 0.0)
+            await self.wait_written()
+            outcomes = [
+                calibration.outcome(r.stated_miss_rate, o.outcome)
+                for o, r in await self._logged()
+                if r.stated_miss_rate is not None
+            ]
+            if len(outcomes) < calibration.MIN_OUTCOMES:
+                raise errors.FailedPrecondition(
+                    f"Calibrate(MISS_RATE) needs at least {calibration.MIN_OUTCOMES} observed retrievals "
+                    f"that stated a miss rate; {len(outcomes)} are recorded",
+                    reason="TOO_FEW_OUTCOMES",
+                )
+            yield CalibrationProgress("fitting", 0.4)
+            version = (self.miss_rate_calibration.version if self.miss_rate_calibration else 0) + 1
+            fitted, diagnostics, plot = calibration.fit(outcomes, version)
+            await self._log.append_calibration("miss_rate", version, fitted.params(), diagnostics)
+            self.miss_rate_calibration = fitted
+            summary = (
+                f"miss-rate map v{version} from {len(outcomes)} outcomes: ECE "
+                f"{diagnostics['miss_rate_ece_before']:.3f} -> {diagnostics['miss_rate_ece_after']:.3f} "
+                "(on the outcomes fitted)"
+            )
+            yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, plot)
 
     async def metrics(self) -> StrategyMetrics:
         """§8 metrics over everything logged so far."""
@@ -306,6 +354,21 @@ class LearningService:
 
     async def close(self) -> None:
         await self.wait_written()
+
+
+def _bandit_diagnostics(result: Recalibration) -> dict[str, float]:
+    diagnostics = {
+        "candidate_score": result.candidate_score,
+        "incumbent_score": result.incumbent_score,
+        "holdout_size": float(result.holdout_size),
+        "training_size": float(result.training_size),
+        "pruned_arms": float(len(result.pruned_arms)),
+    }
+    for arm, stats in result.arm_stats.items():
+        diagnostics[f"{arm}.uses"] = float(stats.uses)
+        diagnostics[f"{arm}.mean_reward"] = stats.mean_reward
+        diagnostics[f"{arm}.contribution_rate"] = stats.contribution_rate
+    return diagnostics
 
 
 def _contributions(record: RetrievalRecord, used: Sequence[str]) -> dict[str, float]:

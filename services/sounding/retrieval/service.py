@@ -24,6 +24,7 @@ from sounding.core.entities import extract_entities
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
 from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
+from sounding.learning.calibration import MissRateCalibration
 from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import (
@@ -139,7 +140,9 @@ class RetrievalService:
                 yield FusedEvent(fused, list(landed))
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
-            uncertainty = _uncertainty(await stats, query.query, landed)
+            uncertainty, stated_miss_rate = _uncertainty(
+                await stats, query.query, landed, self._learning.miss_rate_calibration
+            )
             self._learning.remember(
                 RetrievalRecord(
                     retrieval_id,
@@ -156,6 +159,7 @@ class RetrievalService:
                         }
                         for arm, result in landed.items()
                     },
+                    stated_miss_rate,
                 )
             )
             yield FinalEvent(
@@ -209,10 +213,14 @@ def _fuse(
     ]
 
 
-def _uncertainty(stats, query: str, landed: dict[str, ArmResult]) -> Uncertainty:
-    """Corpus coverage is deterministic (index statistics). The miss rate is the spec's heuristic
-    over the dense arm's similarity scores and the arms' rankings, stated as derived with its
-    inputs; recall and difficulty stay absent until a calibration measures them."""
+def _uncertainty(
+    stats, query: str, landed: dict[str, ArmResult], calibration: MissRateCalibration | None
+) -> tuple[Uncertainty, float]:
+    """The uncertainty and the uncalibrated miss rate. Corpus coverage is deterministic (index
+    statistics). The miss rate is the spec's heuristic over the dense arm's similarity scores and
+    the arms' rankings: derived, with its inputs, until Calibrate(MISS_RATE) has fitted it to
+    outcomes; then it and the estimated recall are measured (calibration version, sample size).
+    Without a calibration, recall is absent(uncalibrated); difficulty always is, so far."""
     if stats.chunk_count == 0:
         coverage = Provenance.deterministic(0.0, "the collection holds no chunks")
     else:
@@ -226,16 +234,30 @@ def _uncertainty(stats, query: str, landed: dict[str, ArmResult]) -> Uncertainty
         [h.score for h in dense.hits] if dense else [],
         {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
     )
+    stated = signals.miss_rate()
     uncalibrated = Provenance.absent(UNCALIBRATED)
-    return Uncertainty(
-        miss_rate=Provenance(
-            "derived", value=signals.miss_rate(), formula=MISS_RATE_FORMULA, inputs=signals.inputs()
-        ),
+    miss_rate = Provenance("derived", value=stated, formula=MISS_RATE_FORMULA, inputs=signals.inputs())
+    recall = uncalibrated
+    if calibration is not None:
+        version, size = str(calibration.version), calibration.sample_size
+        miss_rate = Provenance(
+            "measured", value=calibration.miss_rate(stated), calibration_version=version, sample_size=size
+        )
+        if calibration.recall is not None:
+            recall = Provenance(
+                "measured",
+                value=calibration.recall(1.0 - stated),
+                calibration_version=version,
+                sample_size=size,
+            )
+    uncertainty = Uncertainty(
+        miss_rate=miss_rate,
         coverage_estimate=Provenance.absent(NOT_YET_ESTIMATED),
-        estimated_recall=uncalibrated,
+        estimated_recall=recall,
         query_difficulty=uncalibrated,
         corpus_coverage=coverage,
     )
+    return uncertainty, stated
 
 
 def _conservative_confidence(query: RetrieveQuery, uncertainty: Uncertainty) -> Provenance:

@@ -37,6 +37,22 @@ RETRIEVALS_SCHEMA = pa.schema(
         # {arm: {"document_ids": [...], "latency_ms": float, "exploration": bool}} for arms that ran.
         ("arms_json", pa.string()),
         ("create_time_us", pa.int64()),
+        # The miss rate the retrieval stated, before any calibration (what Calibrate fits).
+        ("stated_miss_rate", pa.float64()),
+    ]
+)
+# Columns added since a table was first created, with the value old rows get.
+RETRIEVALS_ADDED_COLUMNS = {"stated_miss_rate": "cast(NULL as double)"}
+
+# One row per fitted calibration (miss rate, stop thresholds, …); the latest per target is in use.
+CALIBRATIONS_TABLE = "calibrations"
+CALIBRATIONS_SCHEMA = pa.schema(
+    [
+        ("target", pa.string()),
+        ("version", pa.int64()),
+        ("params_json", pa.string()),
+        ("report_json", pa.string()),
+        ("create_time_us", pa.int64()),
     ]
 )
 
@@ -83,6 +99,7 @@ class RetrievalRecord:
     context: Sequence[float]
     embedding: Sequence[float]
     arms: dict[str, dict]
+    stated_miss_rate: float | None = None
 
     def row(self) -> dict:
         return {
@@ -94,6 +111,7 @@ class RetrievalRecord:
             "embedding": [float(v) for v in self.embedding],
             "arms_json": json.dumps(self.arms),
             "create_time_us": int(time.time() * 1e6),
+            "stated_miss_rate": self.stated_miss_rate,
         }
 
     @classmethod
@@ -106,6 +124,7 @@ class RetrievalRecord:
             row["context"],
             row["embedding"],
             json.loads(row["arms_json"]),
+            row.get("stated_miss_rate"),
         )
 
 
@@ -134,9 +153,18 @@ class LearningLog:
             if name not in names:
                 table = await log._db.create_table(name, schema=table_schema, exist_ok=True)
                 await table.create_index("retrieval_id", config=BTree(), replace=True)
-        if DEPLOYMENTS_TABLE not in names:
-            await log._db.create_table(DEPLOYMENTS_TABLE, schema=DEPLOYMENTS_SCHEMA, exist_ok=True)
+        for name, table_schema in (
+            (DEPLOYMENTS_TABLE, DEPLOYMENTS_SCHEMA),
+            (CALIBRATIONS_TABLE, CALIBRATIONS_SCHEMA),
+        ):
+            if name not in names:
+                await log._db.create_table(name, schema=table_schema, exist_ok=True)
         log._retrievals = await log._db.open_table(RETRIEVALS_TABLE)
+        existing = {f.name for f in await log._retrievals.schema()}
+        missing = {c: v for c, v in RETRIEVALS_ADDED_COLUMNS.items() if c not in existing}
+        if missing:
+            await log._retrievals.add_columns(missing)
+        log._calibrations = await log._db.open_table(CALIBRATIONS_TABLE)
         log._observations = await log._db.open_table(OBSERVATIONS_TABLE)
         log._deployments = await log._db.open_table(DEPLOYMENTS_TABLE)
         return log
@@ -232,3 +260,23 @@ class LearningLog:
             json.loads(row["pruned_arms_json"]),
             json.loads(row["report_json"]),
         )
+
+    async def append_calibration(self, target: str, version: int, params: dict, report: dict) -> None:
+        row = {
+            "target": target,
+            "version": version,
+            "params_json": json.dumps(params),
+            "report_json": json.dumps(report),
+            "create_time_us": int(time.time() * 1e6),
+        }
+        await self._calibrations.add(pa.Table.from_pylist([row], CALIBRATIONS_SCHEMA))
+
+    async def latest_calibration(self, target: str) -> tuple[int, dict] | None:
+        """(version, parameters) of the target's latest calibration, or None."""
+        rows = (
+            await self._calibrations.query().where(f"target = {sql_string(target)}").to_arrow()
+        ).to_pylist()
+        if not rows:
+            return None
+        row = max(rows, key=lambda r: r["version"])
+        return row["version"], json.loads(row["params_json"])

@@ -39,6 +39,9 @@ class MemoryLog:
     async def latest_deployment(self):
         return None
 
+    async def latest_calibration(self, target):
+        return None
+
 
 def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), index=0) -> RetrievalRecord:
     context = np.zeros(features.DIMENSION)

@@ -1,0 +1,35 @@
+import numpy as np
+import pytest
+from sounding.learning.calibration import MIN_OUTCOMES, MissRateCalibration, Outcome, fit, outcome
+
+pytestmark = pytest.mark.unit
+
+
+def test_an_outcome_reads_missed_content_and_recall():
+    reported = {
+        "used_document_ids": ["a", "b", "c"],
+        "missed_document_ids": ["d"],
+        "found_missing_content": False,
+    }
+    assert outcome(0.4, reported) == Outcome(0.4, True, 0.75)
+    nothing = {"used_document_ids": [], "missed_document_ids": [], "found_missing_content": True}
+    assert outcome(0.2, nothing) == Outcome(0.2, True, None)
+
+
+def test_too_few_outcomes():
+    with pytest.raises(ValueError, match=str(MIN_OUTCOMES)):
+        fit([Outcome(0.5, False, 1.0)] * (MIN_OUTCOMES - 1), 1)
+
+
+def test_fit_lowers_the_calibration_error_and_round_trips():
+    rng = np.random.default_rng(3)
+    stated = rng.uniform(0.2, 0.6, 400)
+    # Stated rates run low: the real miss probability is 1.5 x the stated one.
+    outcomes = [Outcome(float(s), bool(rng.random() < 1.5 * s), float(1 - 0.5 * s)) for s in stated]
+    calibration, diagnostics, plot = fit(outcomes, version=3)
+    assert diagnostics["miss_rate_ece_after"] < diagnostics["miss_rate_ece_before"]
+    assert diagnostics["recall_ece_after"] <= diagnostics["recall_ece_before"]
+    assert plot.startswith(b"\x89PNG")
+    assert calibration.miss_rate(0.5) > 0.5  # corrected upwards
+    again = MissRateCalibration.from_params(3, calibration.params())
+    assert again == calibration
