@@ -34,16 +34,12 @@ from rich.console import Console
 
 from sounding.config import Settings
 from sounding.evaluation import beir
-from sounding.evaluation.metrics import ndcg_at_k, recall_at_k
+from sounding.evaluation.metrics import beir_scores, ndcg_at_k, without_self
 from sounding.progress import progress_bar
 
 TOP_K = 100
 USED_TOP = 10
 ALL_ARMS_IN_FLIGHT = 4
-
-
-def _without_self(query_id: str, ids: list[str]) -> list[str]:
-    return [d for d in ids if d != query_id]
 
 
 def _relevant(qrels: dict[str, int]) -> set[str]:
@@ -106,12 +102,12 @@ def run(
             def one(query_id: str, text: str) -> None:
                 for event in client.retrieve(collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True):
                     if isinstance(event, StrategyResult):
-                        per_arm[event.arm][query_id] = _without_self(
+                        per_arm[event.arm][query_id] = without_self(
                             query_id, [h.document_id for h in event.hits]
                         )
                         arm_latency[event.arm].append(event.latency_ms)
                     elif isinstance(event, Final):
-                        fused[query_id] = _without_self(query_id, [h.document_id for h in event.hits])
+                        fused[query_id] = without_self(query_id, [h.document_id for h in event.hits])
 
             with progress_bar(console) as progress, ThreadPoolExecutor(ALL_ARMS_IN_FLIGHT) as pool:
                 task = progress.add_task(f"all arms, {label}", total=len(queries))
@@ -133,7 +129,7 @@ def run(
                         elif isinstance(event, Final):
                             final = event
                     latency.append((time.perf_counter() - started) * 1000)
-                    ranked = _without_self(query_id, [h.document_id for h in final.hits])
+                    ranked = without_self(query_id, [h.document_id for h in final.hits])
                     rankings[query_id] = ranked
                     chosen = [a for a in plan.arms if a.chosen]
                     executions.append(len(chosen))
@@ -154,18 +150,18 @@ def run(
     test_ids = [q for q, _ in test_queries]
     systems = {
         arm: {
-            **_scores(test_arms[arm], test, test_ids),
+            **beir_scores(test_arms[arm], test.qrels, test_ids),
             "arm_executions_per_query": 1.0,
             "mean_arm_latency_ms_under_load": round(float(np.mean(test_arm_latency[arm])), 1),
         }
         for arm in arms
     }
     systems["all_arms_fused"] = {
-        **_scores(test_fused, test, test_ids),
+        **beir_scores(test_fused, test.qrels, test_ids),
         "arm_executions_per_query": float(len(arms)),
     }
     systems["adaptive"] = {
-        **_scores(test_adaptive, test, test_ids),
+        **beir_scores(test_adaptive, test.qrels, test_ids),
         "arm_executions_per_query": round(float(np.mean(test_executions)), 3),
         "mean_latency_ms": round(float(np.mean(test_latency)), 1),
         "modes": {m: test_modes.count(m) for m in sorted(set(test_modes))},
@@ -208,15 +204,6 @@ def _outcome(retrieval_id: str, ranked: list[str], relevant: set[str]):
     return RetrievalOutcome(
         retrieval_id, used, found_missing_content=bool(missed), missed_document_ids=missed
     )
-
-
-def _scores(rankings: dict[str, list[str]], dataset: beir.BeirDataset, ids: list[str]) -> dict[str, float]:
-    return {
-        "ndcg@10": round(float(np.mean([ndcg_at_k(rankings[q], dataset.qrels[q], 10) for q in ids])), 4),
-        "recall@100": round(
-            float(np.mean([recall_at_k(rankings[q], dataset.qrels[q], 100) for q in ids])), 4
-        ),
-    }
 
 
 def _regret(per_arm: dict[str, dict[str, list[str]]], adaptive: dict[str, list[str]], dataset, ids) -> dict:

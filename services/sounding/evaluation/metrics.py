@@ -23,6 +23,21 @@ def recall_at_k(ranking: Sequence[str], relevance: Mapping[str, int], k: int) ->
     return len(relevant.intersection(ranking[:k])) / len(relevant)
 
 
+def beir_scores(
+    rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str]
+) -> dict[str, float]:
+    """Mean nDCG@10 and recall@100 over the given queries, rounded as the bench tables show them."""
+    return {
+        "ndcg@10": round(float(np.mean([ndcg_at_k(rankings[q], qrels[q], 10) for q in query_ids])), 4),
+        "recall@100": round(float(np.mean([recall_at_k(rankings[q], qrels[q], 100) for q in query_ids])), 4),
+    }
+
+
+def without_self(query_id: str, ids: Sequence[str]) -> list[str]:
+    """The ranking without the query's own id (BEIR drops a document that is the query)."""
+    return [d for d in ids if d != query_id]
+
+
 def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
     values = np.asarray(values_ms, dtype=float)
     return {

@@ -26,7 +26,7 @@ from rich.console import Console
 from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
 from sounding.evaluation import beir
-from sounding.evaluation.metrics import ndcg_at_k, percentiles, recall_at_k
+from sounding.evaluation.metrics import beir_scores, percentiles, without_self
 from sounding.progress import progress_bar
 
 TOP_K = 100
@@ -34,16 +34,7 @@ INGEST_BATCH = 64
 
 
 def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[str, float]:
-    ndcg = [ndcg_at_k(rankings[q], dataset.qrels[q], 10) for q in dataset.queries]
-    recall = [recall_at_k(rankings[q], dataset.qrels[q], 100) for q in dataset.queries]
-    return {
-        "ndcg@10": round(float(np.mean(ndcg)), 4),
-        "recall@100": round(float(np.mean(recall)), 4),
-    }
-
-
-def _without_self(query_id: str, ids: list[str]) -> list[str]:
-    return [d for d in ids if d != query_id]
+    return beir_scores(rankings, dataset.qrels, list(dataset.queries))
 
 
 def run(
@@ -89,7 +80,7 @@ def run(
                         if isinstance(e, Final)
                     )
                     latencies.append((time.perf_counter() - started) * 1000)
-                    rankings[query_id] = _without_self(query_id, [h.document_id for h in final.hits])
+                    rankings[query_id] = without_self(query_id, [h.document_id for h in final.hits])
                     progress.advance(task)
                 systems[name] = {**_score(rankings, dataset), **percentiles(latencies)}
         systems.update(_references(dataset, corpus_vectors, console))
@@ -219,8 +210,8 @@ def _references(dataset, corpus_vectors: np.ndarray, console) -> dict[str, dict]
             latencies["ref_bm25s"].append((lexical_done - started) * 1000)
             latencies["ref_minilm"].append((dense_done - lexical_done) * 1000)
             latencies["ref_rrf"].append((fused_done - started) * 1000)
-            rankings["ref_bm25s"][query_id] = _without_self(query_id, lexical)
-            rankings["ref_minilm"][query_id] = _without_self(query_id, dense)
-            rankings["ref_rrf"][query_id] = _without_self(query_id, fused)
+            rankings["ref_bm25s"][query_id] = without_self(query_id, lexical)
+            rankings["ref_minilm"][query_id] = without_self(query_id, dense)
+            rankings["ref_rrf"][query_id] = without_self(query_id, fused)
             progress.advance(task)
     return {name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in rankings}
