@@ -128,11 +128,14 @@ class LearningService:
         service.selector.queries_planned = await learning_log.next_query_index()
         return service
 
-    async def _logged(self) -> list[tuple[ObservationRecord, RetrievalRecord]]:
-        observations = await self._log.observations()
+    async def _logged(
+        self, observations: list[ObservationRecord] | None = None
+    ) -> list[tuple[ObservationRecord, RetrievalRecord]]:
+        """Each logged observation (all of them unless given) with the retrieval it is about.
+        Reads only: the in-memory bookkeeping is `_rebuild`'s and `observe`'s."""
+        if observations is None:
+            observations = await self._log.observations()
         retrievals = await self._log.retrievals(o.retrieval_id for o in observations)
-        self._observed = {o.retrieval_id for o in observations}
-        self._sequence = observations[-1].sequence + 1 if observations else 0
         logged = []
         for observation in observations:
             record = retrievals.get(observation.retrieval_id)
@@ -149,7 +152,10 @@ class LearningService:
         pruned = set(self.deployment.pruned_arms) if self.deployment else set()
         selector = StrategySelector([a for a in self._arms if a not in pruned], self._config)
         selector.queries_planned = self.selector.queries_planned
-        for observation, record in await self._logged():
+        observations = await self._log.observations()
+        self._observed = {o.retrieval_id for o in observations}
+        self._sequence = observations[-1].sequence + 1 if observations else 0
+        for observation, record in await self._logged(observations):
             if observation.create_time_us >= window_start:
                 selector.learn(record.context, record.embedding, observation.rewards)
         self.selector = selector
