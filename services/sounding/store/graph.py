@@ -183,13 +183,20 @@ class GraphSnapshot:
     matrix: np.ndarray
     neighbours: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
-    @classmethod
-    async def load(cls, db: lancedb.AsyncConnection, collection: str) -> GraphSnapshot | None:
+    @staticmethod
+    async def open_tables(
+        db: lancedb.AsyncConnection, collection: str
+    ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable] | None:
+        """The collection's entity and edge tables, or None before its first graph build."""
         try:
-            entities = await db.open_table(ENTITIES_PREFIX + collection)
-            edges = await db.open_table(EDGES_PREFIX + collection)
+            return await db.open_table(ENTITIES_PREFIX + collection), await db.open_table(
+                EDGES_PREFIX + collection
+            )
         except ValueError:
             return None
+
+    @classmethod
+    async def load(cls, entities: lancedb.AsyncTable, edges: lancedb.AsyncTable) -> GraphSnapshot:
         version = (await entities.version(), await edges.version())
         entity_data = await entities.query().select(["entity", "vector"]).to_arrow()
         edge_data = await edges.query().to_arrow()

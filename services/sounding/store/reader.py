@@ -19,7 +19,7 @@ import numpy as np
 
 from sounding import errors
 from sounding.store import schema
-from sounding.store.graph import EDGES_PREFIX, ENTITIES_PREFIX, GraphSnapshot
+from sounding.store.graph import GraphSnapshot
 
 # Chunks fetched per wanted document: the table's chunks-per-document ratio times this margin.
 # Whenever the fetched chunks hold too few distinct documents, twice as many are fetched.
@@ -92,20 +92,16 @@ class ChunkReader:
 
     async def graph(self, collection: str) -> GraphSnapshot | None:
         """The collection's knowledge graph as last built, or None before its first build."""
-        try:
-            entities = await self._db.open_table(ENTITIES_PREFIX + collection)
-            edges = await self._db.open_table(EDGES_PREFIX + collection)
-        except ValueError:
+        tables = await GraphSnapshot.open_tables(self._db, collection)
+        if tables is None:
             return None
-        version = (await entities.version(), await edges.version())
+        version = (await tables[0].version(), await tables[1].version())
         cached = self._graphs.get(collection)
         if cached is None or cached.version != version:
             async with self._snapshot_locks.setdefault("graph:" + collection, asyncio.Lock()):
                 cached = self._graphs.get(collection)
                 if cached is None or cached.version != version:
-                    cached = await GraphSnapshot.load(self._db, collection)
-                    if cached is not None:
-                        self._graphs[collection] = cached
+                    cached = self._graphs[collection] = await GraphSnapshot.load(*tables)
         return cached
 
     async def vector_search(self, collection: str, vector: np.ndarray, limit: int) -> list[ChunkHit]:

@@ -21,7 +21,7 @@ def test_a_stored_graph_round_trips_and_answers_match_and_related(tmp_path):
         }
         edges = {("echo sounder", "sonar"): 3, ("echo sounder", "tide"): 1}
         await graphs.replace("c", 7, {"echo sounder": 4, "sonar": 3, "tide": 1}, vectors, edges, 2)
-        snapshot = await GraphSnapshot.load(db, "c")
+        snapshot = await GraphSnapshot.load(*await GraphSnapshot.open_tables(db, "c"))
         return (
             graphs,
             await graphs.built_version("c"),
@@ -56,7 +56,7 @@ def test_dropping_a_graph_forgets_it(tmp_path):
         return (
             await graphs.built_version("c"),
             await graphs.entity_names("c"),
-            await GraphSnapshot.load(db, "c"),
+            await GraphSnapshot.open_tables(db, "c"),
         )
 
     assert asyncio.run(run()) == (None, frozenset(), None)
