@@ -27,6 +27,9 @@ class GeneratorSettings(BaseModel):
     max_wait_ms: float = Field(5.0, ge=0.0, le=1000.0)
     # Load the local model when the sidecar starts rather than on the first Generate.
     preload: bool = False
+    # Greedy generations kept in `<data dir>/cache/generations.sqlite` (0: no cache). A repeated
+    # deterministic request is then answered from the cache instead of decoded again.
+    cache_max_entries: int = Field(0, ge=0)
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_api_key: str = ""
     openai_model: str = "default"
@@ -64,6 +67,34 @@ class SelectionSettings(BaseModel):
     recalibration_window_days: float = Field(30.0, gt=0.0)
 
 
+ExpansionStrategy = Literal[
+    "synonym", "hypernym", "hyponym", "related_concept", "code_pattern", "negative_sampling", "reformulation"
+]
+
+
+class ExpansionSettings(BaseModel):
+    """The expansion loop's defaults (retrieval-uncertainty spec, "Iterative Retrieval Loop");
+    a request may override each."""
+
+    min_recall: float = Field(0.7, ge=0.0, le=1.0)
+    # 0 turns the loop off.
+    max_iterations: int = Field(3, ge=0, le=10)
+    # Expanded queries over all iterations.
+    budget: int = Field(5, ge=1, le=50)
+    strategies: list[ExpansionStrategy] = [
+        "synonym",
+        "hypernym",
+        "hyponym",
+        "related_concept",
+        "code_pattern",
+        "negative_sampling",
+    ]
+    # At most this many expanded queries per iteration.
+    queries_per_step: int = Field(2, ge=1, le=10)
+    # An expanded query's ranking weighs this share of the arms' mean fusion weight.
+    fusion_weight: float = Field(0.5, gt=0.0, le=1.0)
+
+
 class RetrievalSettings(BaseModel):
     strategy_workers: int = Field(2, ge=1, le=64)
     fusion_k: float = Field(60.0, gt=0)
@@ -71,6 +102,7 @@ class RetrievalSettings(BaseModel):
     # in-memory scan of the table's vectors.
     exact_scan_max_chunks: int = Field(500_000, ge=0)
     selection: SelectionSettings = SelectionSettings()
+    expansion: ExpansionSettings = ExpansionSettings()
 
 
 class Settings(BaseSettings):

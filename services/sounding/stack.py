@@ -111,13 +111,16 @@ def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30.0) -
 
 
 @contextmanager
-def serving(settings: Settings, address: str | None = None) -> Iterator[str]:
+def serving(
+    settings: Settings, address: str | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """The address of a running orchestrator: `address` if given, otherwise that of a stack
-    started here (logs under the data directory) and stopped on exit."""
+    started here (with `env` added to this environment; logs under the data directory) and
+    stopped on exit."""
     if address:
         yield address
         return
-    stack = Stack(settings, log_dir=settings.data_dir / "logs")
+    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
     stack.start()
     try:
         yield settings.address

@@ -5,7 +5,16 @@ import time
 
 import grpc
 import pytest
-from sounding_client import AsyncClient, Final, Fused, Plan, SoundingError, StrategyResult
+from sounding_client import (
+    AsyncClient,
+    Expansion,
+    ExpansionOptions,
+    Final,
+    Fused,
+    Plan,
+    SoundingError,
+    StrategyResult,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +40,11 @@ def test_streams_plan_each_arm_fused_and_final(client, demo_collection):
             assert arm_result.hits[c.rank - 1].document_id == hit.document_id
     assert final.uncertainty.corpus_coverage.kind == "deterministic"
     assert final.uncertainty.corpus_coverage.value == 1.0
+    coverage_estimate = final.uncertainty.coverage_estimate
+    assert coverage_estimate.kind == "derived"
+    assert coverage_estimate.value == pytest.approx(1.0 * (1 - final.uncertainty.miss_rate.value))
+    assert final.uncertainty.query_difficulty.kind == "derived"
+    assert 0 <= final.uncertainty.query_difficulty.value <= 1
     # Uncalibrated, the miss rate is derived and recall absent; once another test of this session
     # has run Calibrate(MISS_RATE), both are measured by the same calibration.
     miss_rate, recall = final.uncertainty.miss_rate, final.uncertainty.estimated_recall
@@ -60,6 +74,17 @@ def test_each_arm_alone(client, demo_collection):
         ({"top_k": 1001}, grpc.StatusCode.INVALID_ARGUMENT, "top_k"),
         ({"arms": ["telepathy"]}, grpc.StatusCode.INVALID_ARGUMENT, "arms"),
         ({"collection": "no-such-collection"}, grpc.StatusCode.NOT_FOUND, "collection"),
+        (
+            {"expansion": ExpansionOptions(min_recall=1.5)},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "expansion.min_recall",
+        ),
+        ({"expansion": ExpansionOptions(budget=0)}, grpc.StatusCode.INVALID_ARGUMENT, "expansion.budget"),
+        (
+            {"expansion": ExpansionOptions(strategies=("guessing",))},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "expansion.strategies",
+        ),
     ],
 )
 def test_bad_requests(client, demo_collection, options, code, field):
@@ -118,3 +143,35 @@ def test_the_grounded_arm_expands_only_with_entities_of_the_corpus_graph(client,
     corpus = " ".join(f"{d['title']} {d['text']}" for d in demo_collection).lower()
     assert searched and all(entity in corpus for entity in searched)
     assert len(result.hits) == 3
+
+
+def test_the_expansion_loop_streams_each_step_and_keeps_its_trace(client, demo_collection):
+    query = "where is measureDepth defined"
+    options = ExpansionOptions(min_recall=1.0, max_iterations=2, budget=3, strategies=("code_pattern",))
+    events = list(client.retrieve("demo", query, top_k=5, expansion=options))
+    steps = [e for e in events if isinstance(e, Expansion)]
+    # One strategy allowed, so one step; it ran up to the budget's worth of respellings.
+    assert [(s.iteration, s.strategy) for s in steps] == [(1, "code_pattern")]
+    assert "measure_depth" in steps[0].queries[0] and 1 <= len(steps[0].queries) <= 3
+    assert steps[0].estimated_recall.kind in {"derived", "measured"}
+    after_step = events[events.index(steps[0]) + 1]
+    assert isinstance(after_step, Fused)
+    final = events[-1]
+    assert isinstance(final, Final)
+    trace = final.uncertainty.query_expansions
+    assert [e.expanded for e in trace] == steps[0].queries
+    assert all(e.original == query and e.strategy == "code_pattern" for e in trace)
+    documents = [h.document_id for h in final.hits]
+    assert len(documents) == len(set(documents)), "merged without duplicates"
+    gaps = {g.kind: g for g in final.uncertainty.semantic_gaps}
+    assert gaps["identifiers"].mitigation == "code_pattern"
+    assert (gaps["identifiers"].miss_likelihood.kind, gaps["identifiers"].miss_likelihood.reason) == (
+        "absent",
+        "uncalibrated",
+    )
+    if final.uncertainty.miss_rate.kind == "derived":
+        assert "added_share_1_code_pattern" in final.uncertainty.miss_rate.inputs
+
+    off = list(client.retrieve("demo", query, top_k=5, expansion=ExpansionOptions(max_iterations=0)))
+    assert not any(isinstance(e, Expansion) for e in off)
+    assert off[-1].uncertainty.query_expansions == []

@@ -46,6 +46,7 @@ def retrieve_request(
     fusion_k: float,
     omit_text: bool,
     synthesis_confidence: float | None,
+    expansion: t.ExpansionOptions | None = None,
 ) -> sounding_pb2.RetrieveRequest:
     request = sounding_pb2.RetrieveRequest(
         collection=collection,
@@ -57,6 +58,14 @@ def retrieve_request(
     )
     if synthesis_confidence is not None:
         request.synthesis_confidence = synthesis_confidence
+    if expansion is not None:
+        if expansion.min_recall is not None:
+            request.expansion.min_recall = expansion.min_recall
+        if expansion.max_iterations is not None:
+            request.expansion.max_iterations = expansion.max_iterations
+        if expansion.budget is not None:
+            request.expansion.budget = expansion.budget
+        request.expansion.strategies.extend(expansion.strategies)
     return request
 
 
@@ -106,6 +115,17 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
         return t.StrategyResult(r.arm, [hit(h) for h in r.hits], r.latency_ms, r.generated_text)
     if kind == "fused":
         return t.Fused([hit(h) for h in message.fused.hits], list(message.fused.arms))
+    if kind == "expansion":
+        e = message.expansion
+        return t.Expansion(
+            e.iteration,
+            e.strategy,
+            e.gap,
+            list(e.queries),
+            e.new_hits,
+            e.result_count,
+            confidence(e.estimated_recall),
+        )
     if kind == "final":
         f = message.final
         u = f.uncertainty
@@ -118,7 +138,18 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
                 estimated_recall=confidence(u.estimated_recall),
                 query_difficulty=confidence(u.query_difficulty),
                 corpus_coverage=confidence(u.corpus_coverage),
-                query_expansions=list(u.query_expansions),
+                query_expansions=[
+                    t.QueryExpansion(
+                        e.original, e.expanded, e.strategy, e.result_count, e.found_unique_results
+                    )
+                    for e in u.query_expansions
+                ],
+                semantic_gaps=[
+                    t.SemanticGap(
+                        g.kind, g.description, g.severity, g.mitigation, confidence(g.miss_likelihood)
+                    )
+                    for g in u.semantic_gaps
+                ],
             ),
             confidence=confidence(f.confidence),
             latency_ms=f.latency_ms,

@@ -84,9 +84,10 @@ class Client:
         omit_text: bool = False,
         synthesis_confidence: float | None = None,
         timeout: float | None = None,
+        expansion: t.ExpansionOptions | None = None,
     ) -> Iterator[t.RetrieveEvent]:
         request = _convert.retrieve_request(
-            collection, query, top_k, arms, fusion_k, omit_text, synthesis_confidence
+            collection, query, top_k, arms, fusion_k, omit_text, synthesis_confidence, expansion
         )
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         yield from self._stream(call, _convert.retrieve_event)
@@ -245,9 +246,10 @@ class AsyncClient:
         omit_text: bool = False,
         synthesis_confidence: float | None = None,
         timeout: float | None = None,
+        expansion: t.ExpansionOptions | None = None,
     ) -> AsyncIterator[t.RetrieveEvent]:
         request = _convert.retrieve_request(
-            collection, query, top_k, arms, fusion_k, omit_text, synthesis_confidence
+            collection, query, top_k, arms, fusion_k, omit_text, synthesis_confidence, expansion
         )
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         async for event in self._stream(call, _convert.retrieve_event):

@@ -69,13 +69,56 @@ class Confidence:
 
 
 @dataclass(frozen=True)
+class QueryExpansion:
+    original: str
+    expanded: str
+    strategy: str
+    result_count: int
+    found_unique_results: bool
+
+
+@dataclass(frozen=True)
+class SemanticGap:
+    kind: str
+    description: str
+    severity: float
+    mitigation: str
+    miss_likelihood: Confidence
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """One iteration of the expansion loop."""
+
+    iteration: int
+    strategy: str
+    gap: str
+    queries: list[str]
+    new_hits: int
+    result_count: int
+    estimated_recall: Confidence
+
+
+@dataclass(frozen=True)
+class ExpansionOptions:
+    """Overrides of the expansion loop's defaults (None keeps the default; max_iterations=0
+    turns the loop off)."""
+
+    min_recall: float | None = None
+    max_iterations: int | None = None
+    budget: int | None = None
+    strategies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Uncertainty:
     miss_rate: Confidence
     coverage_estimate: Confidence
     estimated_recall: Confidence
     query_difficulty: Confidence
     corpus_coverage: Confidence
-    query_expansions: list[str] = field(default_factory=list)
+    query_expansions: list[QueryExpansion] = field(default_factory=list)
+    semantic_gaps: list[SemanticGap] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -87,7 +130,7 @@ class Final:
     latency_ms: float
 
 
-RetrieveEvent = Plan | StrategyResult | Fused | Final
+RetrieveEvent = Plan | StrategyResult | Fused | Expansion | Final
 
 
 @dataclass(frozen=True)

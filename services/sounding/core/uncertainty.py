@@ -5,7 +5,8 @@ Signals, each in a fixed range:
 - `tail_density`: share of similarity scores in the borderline band [0.3, 0.5), at most 0.5
   (0.5 when there are no scores): a fat tail means relevant content may sit just below the cut.
 - `near_threshold`: min(borderline count / 10, 0.3).
-- `historical`: the observed miss rate of similar past queries (0.3 when none are known).
+- `historical`: the observed miss rate of similar past queries (`MissHistory`; 0.3 when none
+  are known).
 - `complexity`: distinct concepts (key phrases) in the query, min(count / 5, 1).
 - `disagreement`: 1 − the mean pairwise Jaccard overlap of the arms' top-10 documents (0 with
   one arm): arms that disagree suggest neither found everything.
@@ -56,6 +57,39 @@ def arm_disagreement(rankings: Mapping[str, Sequence[str]], top: int = DISAGREEM
     if not pairs:
         return 0.0
     return 1.0 - float(np.mean([len(a & b) / len(a | b) for a, b in pairs]))
+
+
+class MissHistory:
+    """Observed retrievals' query embeddings and whether they missed something; the historical
+    signal for a new query is the smoothed miss share of its nearest observed queries:
+    (misses among the k most similar + PRIOR_WEIGHT · 0.3) / (k + PRIOR_WEIGHT)."""
+
+    NEIGHBOURS = 10
+    PRIOR_WEIGHT = 2.0
+
+    def __init__(self) -> None:
+        self._vectors: list[np.ndarray] = []
+        self._missed: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def add(self, embedding: Sequence[float], missed: bool) -> None:
+        vector = np.asarray(embedding, dtype=np.float32)
+        self._vectors.append(vector / max(float(np.linalg.norm(vector)), 1e-12))
+        self._missed.append(float(missed))
+
+    def miss_rate(self, embedding: Sequence[float]) -> float | None:
+        """None before any retrieval was observed."""
+        if not self._vectors:
+            return None
+        query = np.asarray(embedding, dtype=np.float32)
+        similarity = np.stack(self._vectors) @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        nearest = np.argsort(-similarity, kind="stable")[: self.NEIGHBOURS]
+        misses = float(np.sum(np.asarray(self._missed)[nearest]))
+        return (misses + self.PRIOR_WEIGHT * DEFAULT_HISTORICAL_MISS_RATE) / (
+            len(nearest) + self.PRIOR_WEIGHT
+        )
 
 
 @dataclass(frozen=True)

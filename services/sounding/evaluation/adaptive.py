@@ -13,9 +13,13 @@ registered arm selectable. Then:
    are the ones "used"; relevant ones outside the top k are "missed"); then the test queries the
    same way (still learning online).
 
+The stack caches greedy generations, so the adaptive passes reuse the all-arms pass's generated
+text (identical to decoding again) and an interrupted run resumes where it stopped decoding.
+
 Per system: nDCG@10, recall@100 and mean arm executions per query; adaptive's mean end-to-end
-latency (queries one at a time, as a client sees them); each fixed arm's mean latency inside its
-worker, measured in the all-arms pass with four queries in flight (so under load). The regret
+latency (queries one at a time, as a client sees them, generations served from the cache); each
+fixed arm's mean latency inside its worker, measured in the all-arms pass with four queries in
+flight (so under load, and decoding unless an earlier run cached the generation). The regret
 curve over the train stream compares, query by query, the nDCG@10 of the best fixed arm in
 hindsight (best mean over the train queries) with the adaptive result's; its growth is summarised
 by the slope of log cumulative regret against log t over the second half of the stream.
@@ -40,6 +44,7 @@ from sounding.progress import progress_bar
 TOP_K = 100
 USED_TOP = 10
 ALL_ARMS_IN_FLIGHT = 4
+GENERATION_CACHE_ENTRIES = 1_000_000
 
 
 def _relevant(qrels: dict[str, int]) -> set[str]:
@@ -86,7 +91,10 @@ def run(
     empty_learning_log(run_settings)
     collection = f"beir-{train.name.lower()}-{train.corpus_sha256[:12]}"
 
-    with serving(run_settings, None) as address, Client(address) as client:
+    # Greedy generations are cached, so the adaptive passes reuse the all-arms pass's generations
+    # (same text as decoding again) and an interrupted run resumes without decoding again.
+    cache = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": str(GENERATION_CACHE_ENTRIES)}
+    with serving(run_settings, None, cache) as address, Client(address) as client:
         ingest(
             client, collection, train, data_dir / f"{collection}-ingest.json", False, console, SoundingError
         )
@@ -163,7 +171,7 @@ def run(
     systems["adaptive"] = {
         **beir_scores(test_adaptive, test.qrels, test_ids),
         "arm_executions_per_query": round(float(np.mean(test_executions)), 3),
-        "mean_latency_ms": round(float(np.mean(test_latency)), 1),
+        "mean_latency_ms_generations_cached": round(float(np.mean(test_latency)), 1),
         "modes": {m: test_modes.count(m) for m in sorted(set(test_modes))},
     }
     regret = _regret(train_arms, train_adaptive, train, [q for q, _ in train_queries])

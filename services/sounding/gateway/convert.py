@@ -24,6 +24,14 @@ def retrieve_query(request: sounding_pb2.RetrieveRequest, timeout_s: float | Non
             request.synthesis_confidence if request.HasField("synthesis_confidence") else None
         ),
         timeout_s=timeout_s,
+        expansion=p.ExpansionOptions(
+            min_recall=(request.expansion.min_recall if request.expansion.HasField("min_recall") else None),
+            max_iterations=(
+                request.expansion.max_iterations if request.expansion.HasField("max_iterations") else None
+            ),
+            budget=request.expansion.budget if request.expansion.HasField("budget") else None,
+            strategies=tuple(request.expansion.strategies),
+        ),
     )
 
 
@@ -96,6 +104,19 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
         return sounding_pb2.RetrieveResponse(
             fused=sounding_pb2.Fused(hits=[_hit(h) for h in event.hits], arms=event.arms)
         )
+    if isinstance(event, p.ExpansionEvent):
+        return sounding_pb2.RetrieveResponse(
+            expansion=sounding_pb2.Expansion(
+                iteration=event.iteration,
+                strategy=event.strategy,
+                gap=event.gap,
+                query=event.queries[0] if event.queries else "",
+                new_hits=event.new_hits,
+                queries=event.queries,
+                result_count=event.result_count,
+                estimated_recall=confidence(event.estimated_recall),
+            )
+        )
     u = event.uncertainty
     return sounding_pb2.RetrieveResponse(
         final=sounding_pb2.Final(
@@ -104,10 +125,29 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
             uncertainty=sounding_pb2.RetrievalUncertainty(
                 miss_rate=confidence(u.miss_rate),
                 coverage_estimate=confidence(u.coverage_estimate),
-                query_expansions=u.query_expansions,
+                query_expansions=[
+                    sounding_pb2.QueryExpansion(
+                        original=e.original,
+                        expanded=e.expanded,
+                        strategy=e.strategy,
+                        result_count=e.result_count,
+                        found_unique_results=e.found_unique_results,
+                    )
+                    for e in u.query_expansions
+                ],
                 estimated_recall=confidence(u.estimated_recall),
                 query_difficulty=confidence(u.query_difficulty),
                 corpus_coverage=confidence(u.corpus_coverage),
+                semantic_gaps=[
+                    sounding_pb2.SemanticGap(
+                        kind=g.kind,
+                        description=g.description,
+                        severity=g.severity,
+                        mitigation=g.mitigation,
+                        miss_likelihood=confidence(g.miss_likelihood),
+                    )
+                    for g in u.semantic_gaps
+                ],
             ),
             confidence=confidence(event.confidence),
             latency_ms=event.latency_ms,

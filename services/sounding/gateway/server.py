@@ -88,7 +88,9 @@ async def serve(settings: Settings) -> None:
     )
     graphs = await GraphStore.open(settings.store_uri)
     graph_builder = GraphBuilder(store, graphs, models)
-    retrieval = RetrievalService(store, executor, models, learning, graphs, settings.retrieval.fusion_k)
+    retrieval = RetrievalService(
+        store, executor, models, learning, graphs, settings.retrieval.expansion, settings.retrieval.fusion_k
+    )
     corpus = CorpusManager(store, models, graph_builder)
 
     server = grpc.aio.server(

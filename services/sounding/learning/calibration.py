@@ -54,11 +54,16 @@ class Outcome:
     recall: float | None
 
 
+def reported_missing(reported: dict) -> bool:
+    """Whether an outcome (as logged) says the retrieval missed something."""
+    return bool(reported["missed_document_ids"]) or bool(reported["found_missing_content"])
+
+
 def outcome(stated_miss_rate: float, reported: dict) -> Outcome:
     used, missed = reported["used_document_ids"], reported["missed_document_ids"]
     return Outcome(
         stated_miss_rate,
-        bool(missed) or bool(reported["found_missing_content"]),
+        reported_missing(reported),
         len(used) / (len(used) + len(missed)) if used or missed else None,
     )
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from sounding import errors, telemetry
 from sounding.core.bandit import contribution, reward
+from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
@@ -102,6 +103,7 @@ class LearningService:
         self.selector = StrategySelector(self._arms, config)
         self.deployment: Deployment | None = None
         self.miss_rate_calibration: calibration.MissRateCalibration | None = None
+        self.miss_history = MissHistory()
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._unwritten: list[RetrievalRecord] = []
         self._flusher: asyncio.Task | None = None
@@ -155,10 +157,13 @@ class LearningService:
         observations = await self._log.observations()
         self._observed = {o.retrieval_id for o in observations}
         self._sequence = observations[-1].sequence + 1 if observations else 0
+        history = MissHistory()
         for observation, record in await self._logged(observations):
             if observation.create_time_us >= window_start:
                 selector.learn(record.context, record.embedding, observation.rewards)
+            history.add(record.embedding, calibration.reported_missing(observation.outcome))
         self.selector = selector
+        self.miss_history = history
 
     async def recalibrate(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
         """§6.3–§6.4: retrain on the recent window without pruned arms, validate on the latest
@@ -356,6 +361,7 @@ class LearningService:
                     _ARM_REWARD.record(value, {"arm": arm})
                 self._observed.add(outcome.retrieval_id)
                 self.selector.learn(record.context, record.embedding, arm_rewards)
+                self.miss_history.add(record.embedding, calibration.reported_missing(_outcome_json(outcome)))
         return ObserveResult(len(entries), sorted(rejected, key=lambda r: r.index))
 
     async def close(self) -> None:

@@ -17,6 +17,7 @@ from sounding.config import Settings
 from sounding.grpc_errors import abort
 from sounding.models.batching import MicroBatcher
 from sounding.models.embedder import Embedder
+from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,18 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
                         device,
                         config.max_batch_size,
                         config.max_wait_ms,
+                    )
+                if config.cache_max_entries:
+                    identity = (
+                        f"openai:{config.openai_base_url}:{config.openai_model}"
+                        if config.backend == "openai"
+                        else f"local:{self._generator.model_name}"
+                    )
+                    self._generator = CachedGenerator(
+                        self._generator,
+                        identity,
+                        self._settings.cache_dir / "generations.sqlite",
+                        config.cache_max_entries,
                     )
             return self._generator
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from sounding import errors, telemetry
 from sounding.config import Settings
-from sounding.retrieval.protocol import ArmRequest, ArmResult
+from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.runner import StrategyRunner
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,9 @@ class InProcessExecutor:
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
         return await self._runner.run(arm, request, trace_carrier)
+
+    async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
+        return await self._runner.expand(request, trace_carrier)
 
     async def forget(self, collection: str) -> None:
         self._runner.forget(collection)
@@ -65,6 +68,9 @@ class StrategyWorker:
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: dict[str, str]) -> ArmResult:
         return await (await self._ready()).run(arm, request, trace_carrier)
+
+    async def expand(self, request: ExpansionRequest, trace_carrier: dict[str, str]) -> ExpansionResult:
+        return await (await self._ready()).expand(request, trace_carrier)
 
     async def forget(self, collection: str) -> None:
         (await self._ready()).forget(collection)
@@ -96,10 +102,18 @@ class RayExecutor:
         return cls(workers)
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
+        worker = self._workers[next(self._next)]
+        return await self._await(worker.run.remote(arm, request, dict(trace_carrier)))
+
+    async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
+        worker = self._workers[next(self._next)]
+        return await self._await(worker.expand.remote(request, dict(trace_carrier)))
+
+    @staticmethod
+    async def _await(ref):
+        """The task's result; cancelling the caller cancels the task; errors as Sounding's."""
         import ray
 
-        worker = self._workers[next(self._next)]
-        ref = worker.run.remote(arm, request, dict(trace_carrier))
         try:
             return await ref
         except asyncio.CancelledError:

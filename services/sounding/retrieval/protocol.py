@@ -32,15 +32,51 @@ class ArmResult:
     generated_text: str = ""
 
 
+@dataclass(frozen=True)
+class ExpansionRequest:
+    collection: str
+    query: str
+    strategy: str
+    # At most this many expanded queries.
+    queries: int
+    # Hits per expanded query.
+    limit: int
+    timeout_s: float | None = None
+    query_vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class ExpansionResult:
+    strategy: str
+    # The expanded queries and, in the same order, each one's hits (best first).
+    queries: list[str]
+    hits: list[list[ChunkHit]]
+    latency_ms: float
+
+
 class Executor(Protocol):
-    """Runs one arm. Implementations: in-process and on Ray strategy workers.
+    """Runs one arm or one expansion step. Implementations: in-process and on Ray strategy workers.
 
     Cancelling the awaiting task cancels the arm's work, wherever it runs.
     """
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult: ...
 
+    async def expand(
+        self, request: ExpansionRequest, trace_carrier: Mapping[str, str]
+    ) -> ExpansionResult: ...
+
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExpansionOptions:
+    """A request's overrides of the expansion loop's defaults (None: the default)."""
+
+    min_recall: float | None = None
+    max_iterations: int | None = None
+    budget: int | None = None
+    strategies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,6 +89,7 @@ class RetrieveQuery:
     omit_text: bool = False
     synthesis_confidence: float | None = None
     timeout_s: float | None = None
+    expansion: ExpansionOptions = ExpansionOptions()
 
 
 @dataclass(frozen=True)
@@ -94,13 +131,43 @@ class FusedEvent:
 
 
 @dataclass(frozen=True)
+class QueryExpansion:
+    original: str
+    expanded: str
+    strategy: str
+    result_count: int
+    found_unique_results: bool
+
+
+@dataclass(frozen=True)
+class SemanticGap:
+    kind: str
+    description: str
+    severity: float
+    mitigation: str
+    miss_likelihood: Provenance
+
+
+@dataclass(frozen=True)
+class ExpansionEvent:
+    iteration: int
+    strategy: str
+    gap: str
+    queries: list[str]
+    new_hits: int
+    result_count: int
+    estimated_recall: Provenance
+
+
+@dataclass(frozen=True)
 class Uncertainty:
     miss_rate: Provenance
     coverage_estimate: Provenance
     estimated_recall: Provenance
     query_difficulty: Provenance
     corpus_coverage: Provenance
-    query_expansions: list[str] = field(default_factory=list)
+    query_expansions: list[QueryExpansion] = field(default_factory=list)
+    semantic_gaps: list[SemanticGap] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -112,4 +179,4 @@ class FinalEvent:
     latency_ms: float
 
 
-RetrieveEvent = PlanEvent | StrategyResultEvent | FusedEvent | FinalEvent
+RetrieveEvent = PlanEvent | StrategyResultEvent | FusedEvent | ExpansionEvent | FinalEvent

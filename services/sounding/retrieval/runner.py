@@ -1,5 +1,6 @@
-"""StrategyRunner: the warm handles an arm needs (sidecar channel, read-only store) and the call
-that runs one arm under the caller's trace. Both executors use it; on Ray each worker owns one."""
+"""StrategyRunner: the warm handles an arm needs (sidecar channel, read-only store) and the calls
+that run one arm or one expansion step under the caller's trace. Both executors use it; on Ray
+each worker owns one."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import threadpoolctl
 
 from sounding import telemetry
 from sounding.models.client import ModelsClient
-from sounding.retrieval.protocol import ArmRequest, ArmResult
+from sounding.retrieval.expansions import expand
+from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.reader import ChunkReader
 
@@ -46,3 +48,14 @@ class StrategyRunner:
             hits, generated = await strategy.search(request, self._models, self._reader)
             latency_ms = (time.perf_counter() - started) * 1000
             return ArmResult(arm=arm, hits=hits, latency_ms=latency_ms, generated_text=generated)
+
+    async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
+        with telemetry.tracer().start_as_current_span(
+            f"expansion.{request.strategy}",
+            context=telemetry.extract(trace_carrier),
+            attributes={"strategy": request.strategy, "collection": request.collection},
+        ):
+            started = time.perf_counter()
+            queries, hits = await expand(request, self._models, self._reader)
+            latency_ms = (time.perf_counter() - started) * 1000
+            return ExpansionResult(request.strategy, queries, hits, latency_ms)

@@ -3,10 +3,12 @@ and stream the result.
 
 Events, in order: a PlanEvent (the arms the caller asked for, or those the strategy selector
 chose, with their scores); a StrategyResultEvent per arm as it lands (with a FusedEvent once
-more than one arm has landed); then the FinalEvent. Fusion weighs each arm by the selector's
-predicted reward. If the consumer goes away (client cancel or deadline) the outstanding arms are
-cancelled. An arm's failure cancels the others and fails the retrieval with that arm's error.
-After the Final event, what each arm found is handed to the learning service, for Observe.
+more than one arm has landed); an ExpansionEvent and a FusedEvent per iteration of the
+expansion loop (`retrieval.iterative`); then the FinalEvent with the result's uncertainty.
+Fusion weighs each arm by the selector's predicted reward. If the consumer goes away (client
+cancel or deadline) the outstanding arms are cancelled. An arm's failure cancels the others and
+fails the retrieval with that arm's error. After the Final event, what each arm found is handed
+to the learning service, for Observe.
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from sounding import errors, telemetry
+from sounding.config import ExpansionSettings
 from sounding.core.entities import extract_entities
+from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
+from sounding.core.expansion import Gap, detect_gaps
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
 from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
 from sounding.learning.calibration import MissRateCalibration
 from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
+from sounding.retrieval.iterative import LoopSettings, LoopState, run_loop
 from sounding.retrieval.protocol import (
     ArmRequest,
     ArmResult,
     Executor,
+    ExpansionOptions,
     FinalEvent,
     FusedEvent,
     FusedHit,
@@ -38,6 +45,7 @@ from sounding.retrieval.protocol import (
     Provenance,
     RetrieveEvent,
     RetrieveQuery,
+    SemanticGap,
     StrategyResultEvent,
     Uncertainty,
 )
@@ -48,7 +56,8 @@ from sounding.store.learning import RetrievalRecord
 
 MAX_QUERY_CHARS = 4096
 MAX_TOP_K = 1000
-NOT_YET_ESTIMATED = "not_estimated: this deployment does not estimate it yet"
+MAX_ITERATIONS = 10
+MAX_BUDGET = 50
 UNCALIBRATED = "uncalibrated"
 
 
@@ -70,6 +79,23 @@ def validate(query: RetrieveQuery) -> None:
         raise errors.InvalidArgument("fusion_k must be positive (0 for the default)", field="fusion_k")
     if query.synthesis_confidence is not None and not 0.0 <= query.synthesis_confidence <= 1.0:
         raise errors.InvalidArgument("synthesis_confidence must be in [0, 1]", field="synthesis_confidence")
+    options = query.expansion
+    if options.min_recall is not None and not 0.0 <= options.min_recall <= 1.0:
+        raise errors.InvalidArgument("min_recall must be in [0, 1]", field="expansion.min_recall")
+    if options.max_iterations is not None and not 0 <= options.max_iterations <= MAX_ITERATIONS:
+        raise errors.InvalidArgument(
+            f"max_iterations must be in [0, {MAX_ITERATIONS}]", field="expansion.max_iterations"
+        )
+    if options.budget is not None and not 1 <= options.budget <= MAX_BUDGET:
+        raise errors.InvalidArgument(f"budget must be in [1, {MAX_BUDGET}]", field="expansion.budget")
+    unknown = sorted(set(options.strategies) - set(EXPANSION_STRATEGIES))
+    if unknown:
+        raise errors.InvalidArgument(
+            f"unknown expansion strategies {unknown}; known: {list(EXPANSION_STRATEGIES)}",
+            field="expansion.strategies",
+        )
+    if len(set(options.strategies)) != len(options.strategies):
+        raise errors.InvalidArgument("expansion strategies must not repeat", field="expansion.strategies")
 
 
 class RetrievalService:
@@ -80,6 +106,7 @@ class RetrievalService:
         models: ModelsClient,
         learning: LearningService,
         graphs: GraphStore,
+        expansion: ExpansionSettings = ExpansionSettings(),
         default_fusion_k: float = DEFAULT_RRF_K,
     ):
         self._store = store
@@ -88,6 +115,20 @@ class RetrievalService:
         self._learning = learning
         self._graphs = graphs
         self._default_fusion_k = default_fusion_k
+        self._expansion = expansion
+
+    def _loop_settings(self, options: ExpansionOptions) -> LoopSettings:
+        defaults = self._expansion
+        return LoopSettings(
+            min_recall=defaults.min_recall if options.min_recall is None else options.min_recall,
+            max_iterations=(
+                defaults.max_iterations if options.max_iterations is None else options.max_iterations
+            ),
+            budget=defaults.budget if options.budget is None else options.budget,
+            strategies=options.strategies or tuple(defaults.strategies),
+            queries_per_step=defaults.queries_per_step,
+            fusion_weight=defaults.fusion_weight,
+        )
 
     async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
         started = time.perf_counter()
@@ -111,7 +152,8 @@ class RetrievalService:
                 (await self._models.embed([query.query], timeout=query.timeout_s))[0], dtype=np.float32
             )
             graph_entities = await self._graphs.entity_names(query.collection)
-            mentioned = sum(entity in graph_entities for entity in extract_entities(query.query))
+            phrases = extract_entities(query.query)
+            mentioned = sum(entity in graph_entities for entity in phrases)
             context = self._learning.features(query.query, embedding, mentioned)
             plan = self._learning.plan(context, query.arms)
             yield PlanEvent(retrieval_id, plan.arms)
@@ -138,11 +180,42 @@ class RetrievalService:
                         yield FusedEvent(fused, list(landed))
             if len(landed) == 1:
                 yield FusedEvent(fused, list(landed))
+
+            dense = landed.get("dense")
+            signals = MissRateSignals.measure(
+                query.query,
+                [h.score for h in dense.hits] if dense else [],
+                {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
+                self._learning.miss_history.miss_rate(embedding),
+            )
+            gaps = detect_gaps(
+                query.query, phrases, graph_entities, signals.disagreement, signals.near_threshold
+            )
+            calibration = self._learning.miss_rate_calibration
+            loop = LoopState(fused, signals.miss_rate())
+            async for expansion in run_loop(
+                state=loop,
+                query=query.query,
+                collection=query.collection,
+                top_k=query.top_k,
+                timeout_s=query.timeout_s,
+                query_vector=embedding,
+                gaps=gaps,
+                settings=self._loop_settings(query.expansion),
+                landed=landed,
+                weights=weights,
+                executor=self._executor,
+                carrier=carrier,
+                fuse=lambda rankings, w: _fuse(rankings, w, fusion_k, query.top_k),
+                recall=lambda miss_rate: _loop_recall(miss_rate, calibration),
+            ):
+                yield expansion
+                yield FusedEvent(loop.fused, [*landed, *loop.rankings])
+            fused = loop.fused
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
-            uncertainty, stated_miss_rate = _uncertainty(
-                await stats, query.query, landed, self._learning.miss_rate_calibration
-            )
+            uncertainty = _uncertainty(await stats, signals, loop, gaps, dense, calibration)
+            stated_miss_rate = loop.miss_rate
             self._learning.remember(
                 RetrievalRecord(
                     retrieval_id,
@@ -213,14 +286,47 @@ def _fuse(
     ]
 
 
+def _loop_recall(miss_rate: float, calibration: MissRateCalibration | None) -> Provenance:
+    """The recall the loop acts on: measured once calibrated, else derived as 1 − miss rate."""
+    if calibration is None:
+        return Provenance(
+            "derived", value=1.0 - miss_rate, formula="1 - miss_rate", inputs={"miss_rate": miss_rate}
+        )
+    return _measured_recall(miss_rate, calibration)
+
+
+def _measured_recall(miss_rate: float, calibration: MissRateCalibration) -> Provenance:
+    value = (
+        calibration.recall(1.0 - miss_rate)
+        if calibration.recall is not None
+        else 1.0 - calibration.miss_rate(miss_rate)
+    )
+    return Provenance(
+        "measured",
+        value=value,
+        calibration_version=str(calibration.version),
+        sample_size=calibration.sample_size,
+    )
+
+
 def _uncertainty(
-    stats, query: str, landed: dict[str, ArmResult], calibration: MissRateCalibration | None
-) -> tuple[Uncertainty, float]:
-    """The uncertainty and the uncalibrated miss rate. Corpus coverage is deterministic (index
-    statistics). The miss rate is the spec's heuristic over the dense arm's similarity scores and
-    the arms' rankings: derived, with its inputs, until Calibrate(MISS_RATE) has fitted it to
-    outcomes; then it and the estimated recall are measured (calibration version, sample size).
-    Without a calibration, recall is absent(uncalibrated); difficulty always is, so far."""
+    stats,
+    signals: MissRateSignals,
+    loop: LoopState,
+    gaps: list[Gap],
+    dense: ArmResult | None,
+    calibration: MissRateCalibration | None,
+) -> Uncertainty:
+    """What the result may have missed, each value with its provenance.
+
+    - corpus coverage: deterministic, from index statistics;
+    - miss rate: the spec's heuristic (`core.uncertainty`), updated by each expansion's merge,
+      derived with its inputs until Calibrate(MISS_RATE) fitted it to outcomes, then measured;
+    - estimated recall: measured after a calibration, absent(uncalibrated) before;
+    - coverage estimate: corpus coverage × (1 − miss rate), derived;
+    - query difficulty: 0.5·query complexity + 0.5·(1 − best dense similarity), derived;
+    - each semantic gap's miss likelihood: absent(uncalibrated) (no outcome says which gap
+      caused a miss)."""
     if stats.chunk_count == 0:
         coverage = Provenance.deterministic(0.0, "the collection holds no chunks")
     else:
@@ -228,36 +334,47 @@ def _uncertainty(
             stats.fts_indexed_chunk_count / stats.chunk_count,
             "share of chunks embedded and full-text indexed (every ingested chunk is embedded)",
         )
-    dense = landed.get("dense")
-    signals = MissRateSignals.measure(
-        query,
-        [h.score for h in dense.hits] if dense else [],
-        {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
-    )
-    stated = signals.miss_rate()
     uncalibrated = Provenance.absent(UNCALIBRATED)
-    miss_rate = Provenance("derived", value=stated, formula=MISS_RATE_FORMULA, inputs=signals.inputs())
+    inputs = dict(signals.inputs())
+    formula = MISS_RATE_FORMULA
+    if loop.added_shares:
+        formula = f"({MISS_RATE_FORMULA}) * prod(1 - added_share_i)"
+        for index, (strategy, share) in enumerate(loop.added_shares, start=1):
+            inputs[f"added_share_{index}_{strategy}"] = share
+    miss_rate = Provenance("derived", value=loop.miss_rate, formula=formula, inputs=inputs)
     recall = uncalibrated
     if calibration is not None:
-        version, size = str(calibration.version), calibration.sample_size
         miss_rate = Provenance(
-            "measured", value=calibration.miss_rate(stated), calibration_version=version, sample_size=size
+            "measured",
+            value=calibration.miss_rate(loop.miss_rate),
+            calibration_version=str(calibration.version),
+            sample_size=calibration.sample_size,
         )
-        if calibration.recall is not None:
-            recall = Provenance(
-                "measured",
-                value=calibration.recall(1.0 - stated),
-                calibration_version=version,
-                sample_size=size,
-            )
-    uncertainty = Uncertainty(
-        miss_rate=miss_rate,
-        coverage_estimate=Provenance.absent(NOT_YET_ESTIMATED),
-        estimated_recall=recall,
-        query_difficulty=uncalibrated,
-        corpus_coverage=coverage,
+        recall = _measured_recall(loop.miss_rate, calibration)
+    top_similarity = max((h.score for h in dense.hits), default=0.0) if dense else 0.0
+    difficulty = Provenance(
+        "derived",
+        value=0.5 * signals.complexity + 0.5 * (1.0 - min(max(top_similarity, 0.0), 1.0)),
+        formula="0.5*query_complexity + 0.5*(1 - top_dense_similarity)",
+        inputs={"query_complexity": signals.complexity, "top_dense_similarity": top_similarity},
     )
-    return uncertainty, stated
+    coverage_estimate = Provenance(
+        "derived",
+        value=coverage.value * (1.0 - miss_rate.value),
+        formula="corpus_coverage * (1 - miss_rate)",
+        inputs={"corpus_coverage": coverage.value, "miss_rate": miss_rate.value},
+    )
+    return Uncertainty(
+        miss_rate=miss_rate,
+        coverage_estimate=coverage_estimate,
+        estimated_recall=recall,
+        query_difficulty=difficulty,
+        corpus_coverage=coverage,
+        query_expansions=list(loop.expansions),
+        semantic_gaps=[
+            SemanticGap(g.kind, g.description, g.severity, g.mitigation, uncalibrated) for g in gaps
+        ],
+    )
 
 
 def _conservative_confidence(query: RetrieveQuery, uncertainty: Uncertainty) -> Provenance:

@@ -182,6 +182,10 @@ class GraphSnapshot:
     index: dict[str, int]
     matrix: np.ndarray
     neighbours: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # How many chunks mention each entity (same order as `names`).
+    chunk_counts: list[int] = field(default_factory=list)
+    # Entities by the words they contain, built on first use.
+    _by_word: dict[str, list[int]] | None = field(default=None, repr=False)
 
     @staticmethod
     async def open_tables(
@@ -198,7 +202,7 @@ class GraphSnapshot:
     @classmethod
     async def load(cls, entities: lancedb.AsyncTable, edges: lancedb.AsyncTable) -> GraphSnapshot:
         version = (await entities.version(), await edges.version())
-        entity_data = await entities.query().select(["entity", "vector"]).to_arrow()
+        entity_data = await entities.query().select(["entity", "chunk_count", "vector"]).to_arrow()
         edge_data = await edges.query().to_arrow()
         return await asyncio.to_thread(cls._build, version, entity_data, edge_data)
 
@@ -222,7 +226,63 @@ class GraphSnapshot:
                 neighbours.setdefault(b, []).append((a, weight))
         for links in neighbours.values():
             links.sort(key=lambda link: (-link[1], names[link[0]]))
-        return cls(version, names, index, matrix, neighbours)
+        return cls(version, names, index, matrix, neighbours, entity_data.column("chunk_count").to_pylist())
+
+    def nearest(
+        self, vector: np.ndarray, limit: int, min_similarity: float, exclude: frozenset[str] = frozenset()
+    ) -> list[tuple[str, float]]:
+        """Entities by cosine similarity to `vector` (at least `min_similarity`), best first."""
+        if not self.matrix.size:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        similarity = self.matrix @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        out: list[tuple[str, float]] = []
+        for i in np.argsort(-similarity)[: limit + len(exclude) + 1]:
+            if similarity[i] < min_similarity or len(out) >= limit:
+                break
+            if self.names[i] not in exclude:
+                out.append((self.names[i], float(similarity[i])))
+        return out
+
+    def vector(self, entity: str) -> np.ndarray | None:
+        i = self.index.get(entity)
+        return None if i is None else self.matrix[i]
+
+    def broader(self, phrase: str) -> list[str]:
+        """Entities that are a shorter run of the phrase's words, longest (closest) first, then
+        by how many chunks mention them."""
+        words = phrase.split()
+        runs = {
+            " ".join(words[start : start + length])
+            for length in range(len(words) - 1, 0, -1)
+            for start in range(len(words) - length + 1)
+        }
+        found = [r for r in runs if r in self.index]
+        return sorted(found, key=lambda r: (-len(r.split()), -self._chunks(r), r))
+
+    def narrower(self, phrase: str, limit: int) -> list[str]:
+        """Entities that contain the phrase's words as a run and add words to it, by how many
+        chunks mention them."""
+        if self._by_word is None:
+            by_word: dict[str, list[int]] = {}
+            for i, name in enumerate(self.names):
+                for word in set(name.split()):
+                    by_word.setdefault(word, []).append(i)
+            self._by_word = by_word
+        words = phrase.split()
+        if not words:
+            return []
+        padded = f" {phrase} "
+        found = [
+            self.names[i]
+            for i in self._by_word.get(words[0], [])
+            if len(self.names[i].split()) > len(words) and padded in f" {self.names[i]} "
+        ]
+        return sorted(found, key=lambda n: (-self._chunks(n), n))[:limit]
+
+    def _chunks(self, entity: str) -> int:
+        i = self.index[entity]
+        return self.chunk_counts[i] if i < len(self.chunk_counts) else 0
 
     def match(
         self, phrases: list[str], vector: np.ndarray | None, limit: int = 5, min_similarity: float = 0.6

@@ -88,3 +88,16 @@ def test_reliability_bins():
     assert [(b.low, b.count) for b in bins] == [(0.0, 1), (0.1, 2), (0.9, 1)]
     assert bins[1].mean_observed == 0.5
     assert expected_calibration_error([], []) == 0.0
+
+
+def test_historical_miss_rate_is_the_smoothed_miss_share_of_the_nearest_observed_queries():
+    from sounding.core.uncertainty import MissHistory
+
+    history = MissHistory()
+    assert history.miss_rate([1.0, 0.0]) is None
+    for _ in range(10):
+        history.add([1.0, 0.0], missed=True)
+        history.add([0.0, 1.0], missed=False)
+    # The ten nearest of a query along the first axis all missed: (10 + 2 * 0.3) / (10 + 2).
+    assert history.miss_rate([2.0, 0.1]) == pytest.approx(10.6 / 12)
+    assert history.miss_rate([0.1, 2.0]) == pytest.approx(0.6 / 12)

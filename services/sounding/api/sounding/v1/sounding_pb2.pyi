@@ -46,7 +46,7 @@ CALIBRATION_TARGET_STOP_THRESHOLD: CalibrationTarget
 CALIBRATION_TARGET_CONFIDENCE: CalibrationTarget
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence")
+    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence", "expansion")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,7 @@ class RetrieveRequest(_message.Message):
     FUSION_K_FIELD_NUMBER: _ClassVar[int]
     OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     SYNTHESIS_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    EXPANSION_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     top_k: int
@@ -61,7 +62,20 @@ class RetrieveRequest(_message.Message):
     fusion_k: float
     omit_text: bool
     synthesis_confidence: float
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ...) -> None: ...
+    expansion: ExpansionOptions
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ..., expansion: _Optional[_Union[ExpansionOptions, _Mapping]] = ...) -> None: ...
+
+class ExpansionOptions(_message.Message):
+    __slots__ = ("min_recall", "max_iterations", "budget", "strategies")
+    MIN_RECALL_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    STRATEGIES_FIELD_NUMBER: _ClassVar[int]
+    min_recall: float
+    max_iterations: int
+    budget: int
+    strategies: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, min_recall: _Optional[float] = ..., max_iterations: _Optional[int] = ..., budget: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("plan", "strategy_result", "fused", "expansion", "final")
@@ -122,18 +136,24 @@ class Fused(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Expansion(_message.Message):
-    __slots__ = ("iteration", "strategy", "gap", "query", "new_hits")
+    __slots__ = ("iteration", "strategy", "gap", "query", "new_hits", "queries", "result_count", "estimated_recall")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     GAP_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     NEW_HITS_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    RESULT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_RECALL_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     strategy: str
     gap: str
     query: str
     new_hits: int
-    def __init__(self, iteration: _Optional[int] = ..., strategy: _Optional[str] = ..., gap: _Optional[str] = ..., query: _Optional[str] = ..., new_hits: _Optional[int] = ...) -> None: ...
+    queries: _containers.RepeatedScalarFieldContainer[str]
+    result_count: int
+    estimated_recall: _common_pb2.Confidence
+    def __init__(self, iteration: _Optional[int] = ..., strategy: _Optional[str] = ..., gap: _Optional[str] = ..., query: _Optional[str] = ..., new_hits: _Optional[int] = ..., queries: _Optional[_Iterable[str]] = ..., result_count: _Optional[int] = ..., estimated_recall: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ...) -> None: ...
 
 class Final(_message.Message):
     __slots__ = ("retrieval_id", "hits", "uncertainty", "confidence", "latency_ms")
@@ -195,24 +215,40 @@ class RetrievalUncertainty(_message.Message):
     SEMANTIC_GAPS_FIELD_NUMBER: _ClassVar[int]
     miss_rate: _common_pb2.Confidence
     coverage_estimate: _common_pb2.Confidence
-    query_expansions: _containers.RepeatedScalarFieldContainer[str]
+    query_expansions: _containers.RepeatedCompositeFieldContainer[QueryExpansion]
     estimated_recall: _common_pb2.Confidence
     query_difficulty: _common_pb2.Confidence
     corpus_coverage: _common_pb2.Confidence
     semantic_gaps: _containers.RepeatedCompositeFieldContainer[SemanticGap]
-    def __init__(self, miss_rate: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., coverage_estimate: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., query_expansions: _Optional[_Iterable[str]] = ..., estimated_recall: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., query_difficulty: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., corpus_coverage: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., semantic_gaps: _Optional[_Iterable[_Union[SemanticGap, _Mapping]]] = ...) -> None: ...
+    def __init__(self, miss_rate: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., coverage_estimate: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., query_expansions: _Optional[_Iterable[_Union[QueryExpansion, _Mapping]]] = ..., estimated_recall: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., query_difficulty: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., corpus_coverage: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., semantic_gaps: _Optional[_Iterable[_Union[SemanticGap, _Mapping]]] = ...) -> None: ...
+
+class QueryExpansion(_message.Message):
+    __slots__ = ("original", "expanded", "strategy", "result_count", "found_unique_results")
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    EXPANDED_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    RESULT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FOUND_UNIQUE_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    original: str
+    expanded: str
+    strategy: str
+    result_count: int
+    found_unique_results: bool
+    def __init__(self, original: _Optional[str] = ..., expanded: _Optional[str] = ..., strategy: _Optional[str] = ..., result_count: _Optional[int] = ..., found_unique_results: _Optional[bool] = ...) -> None: ...
 
 class SemanticGap(_message.Message):
-    __slots__ = ("description", "severity", "mitigation", "miss_likelihood")
+    __slots__ = ("kind", "description", "severity", "mitigation", "miss_likelihood")
+    KIND_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SEVERITY_FIELD_NUMBER: _ClassVar[int]
     MITIGATION_FIELD_NUMBER: _ClassVar[int]
     MISS_LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    kind: str
     description: str
     severity: float
     mitigation: str
     miss_likelihood: _common_pb2.Confidence
-    def __init__(self, description: _Optional[str] = ..., severity: _Optional[float] = ..., mitigation: _Optional[str] = ..., miss_likelihood: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ...) -> None: ...
+    def __init__(self, kind: _Optional[str] = ..., description: _Optional[str] = ..., severity: _Optional[float] = ..., mitigation: _Optional[str] = ..., miss_likelihood: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ...) -> None: ...
 
 class InquireRequest(_message.Message):
     __slots__ = ("start", "resume", "observation")

@@ -1,0 +1,122 @@
+"""The iterative expansion loop of a Retrieve (retrieval-uncertainty spec, "Iterative Retrieval
+Loop"): while the estimated recall is below the minimum and iterations and budget remain, pick
+the strategy of the most severe open semantic gap, run its expanded queries on the strategy
+workers, and merge their rankings into the result.
+
+Merge: every expanded query's ranking joins the arms' rankings in the weighted RRF (weight:
+`fusion_weight` × the arms' mean weight), so a document is listed once, with every arm and
+expanded query that found it among its contributions. After a merge that brought `added` new
+documents into the top k, the stated miss rate becomes miss × (1 − added / k)
+(`core.expansion.miss_rate_after`); the loop's recall is 1 − that, or the calibrated recall
+once Calibrate(MISS_RATE) has run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sounding.core import expansion as core
+from sounding.core.provenance import Provenance
+from sounding.retrieval.protocol import (
+    ArmResult,
+    Executor,
+    ExpansionEvent,
+    ExpansionRequest,
+    FusedHit,
+    QueryExpansion,
+)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    min_recall: float
+    max_iterations: int
+    budget: int
+    strategies: tuple[str, ...]
+    queries_per_step: int
+    fusion_weight: float
+
+
+@dataclass
+class LoopState:
+    """What the loop changes: the result, the stated miss rate, and its trace."""
+
+    fused: list[FusedHit]
+    miss_rate: float
+    expansions: list[QueryExpansion] = field(default_factory=list)
+    # (strategy, added share) per iteration, the inputs of the miss-rate update.
+    added_shares: list[tuple[str, float]] = field(default_factory=list)
+    stop_reason: str = ""
+    rankings: dict[str, ArmResult] = field(default_factory=dict)
+
+
+async def run_loop(
+    *,
+    state: LoopState,
+    query: str,
+    collection: str,
+    top_k: int,
+    timeout_s: float | None,
+    query_vector: np.ndarray,
+    gaps: Sequence[core.Gap],
+    settings: LoopSettings,
+    landed: Mapping[str, ArmResult],
+    weights: Mapping[str, float],
+    executor: Executor,
+    carrier: Mapping[str, str],
+    fuse: Callable[[Mapping[str, ArmResult], Mapping[str, float]], list[FusedHit]],
+    recall: Callable[[float], Provenance],
+) -> AsyncIterator[ExpansionEvent]:
+    """Runs the loop, updating `state` and yielding an event per iteration."""
+    used: list[str] = []
+    spent = iteration = 0
+    arm_weight = float(np.mean([weights.get(arm, 1.0) for arm in landed])) if landed else 1.0
+    all_weights = dict(weights)
+    while True:
+        reason = core.stop_reason(
+            recall(state.miss_rate).value or 0.0,
+            settings.min_recall,
+            iteration,
+            settings.max_iterations,
+            spent,
+            settings.budget,
+        )
+        choice = None if reason else core.select_strategy(gaps, settings.strategies, used)
+        if reason or choice is None:
+            state.stop_reason = reason or "no_strategy_left"
+            return
+        strategy, gap = choice
+        used.append(strategy)
+        count = min(settings.queries_per_step, settings.budget - spent)
+        result = await executor.expand(
+            ExpansionRequest(collection, query, strategy, count, top_k, timeout_s, query_vector), carrier
+        )
+        if not result.queries:
+            continue  # nothing to expand with (e.g. no graph): try the next gap's strategy
+        iteration += 1
+        spent += len(result.queries)
+        before = {h.document_id for h in state.fused}
+        for index, (text, hits) in enumerate(zip(result.queries, result.hits, strict=True)):
+            name = f"{strategy}#{iteration}.{index + 1}"
+            state.rankings[name] = ArmResult(name, hits, result.latency_ms)
+            all_weights[name] = settings.fusion_weight * arm_weight
+            documents = {h.document_id for h in hits}
+            state.expansions.append(
+                QueryExpansion(query, text, strategy, len(documents), bool(documents - before))
+            )
+        state.fused = fuse({**landed, **state.rankings}, all_weights)
+        added = len({h.document_id for h in state.fused} - before)
+        state.added_shares.append((strategy, min(added, top_k) / top_k))
+        state.miss_rate = core.miss_rate_after(state.miss_rate, added, top_k)
+        yield ExpansionEvent(
+            iteration=iteration,
+            strategy=strategy,
+            gap=gap.description if gap else "no targeted gap: a general rewrite",
+            queries=list(result.queries),
+            new_hits=added,
+            result_count=len({h.document_id for hits in result.hits for h in hits}),
+            estimated_recall=recall(state.miss_rate),
+        )
