@@ -20,6 +20,14 @@ from sounding.progress import progress_bar
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 serve_app = typer.Typer(help="Run a Sounding process.")
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
+
+
+@eval_app.callback()
+def _eval_stops_cleanly_on_sigterm() -> None:
+    """A harness that started a stack stops it on SIGTERM too, not only on Ctrl-C."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 app.add_typer(serve_app, name="serve")
 app.add_typer(eval_app, name="eval")
 console = Console()
@@ -336,9 +344,10 @@ def eval_retrieval(
     goes to a PNG beside the JSON."""
     if train_split:
         from sounding.evaluation import adaptive
+        from sounding.evaluation.harness import write
 
         result, plot = adaptive.run(data, train_split, split, Settings(), console, train_limit, test_limit)
-        adaptive.write(result, plot, out)
+        write(result, plot, out)
         console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
         console.print(f"written to {out} and {out.with_suffix('.png')}")
         return
@@ -349,6 +358,28 @@ def eval_retrieval(
     out.write_text(json.dumps(result, indent=2) + "\n")
     console.print_json(json.dumps(result["systems"]))
     console.print(f"written to {out}")
+
+
+@eval_app.command("calibration")
+def eval_calibration(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR dataset directory"),
+    train_split: str = typer.Option("train", help="queries whose outcomes are observed and fitted"),
+    split: str = typer.Option("test", help="queries the calibration is judged on"),
+    out: Path = typer.Option(..., help="where to write the JSON result (the PNG goes beside it)"),
+    k: int = typer.Option(10, min=1, max=100, help="the top k whose recall is stated and judged"),
+    train_limit: int = typer.Option(None, help="only the first N train queries"),
+    test_limit: int = typer.Option(None, help="only the first N test queries"),
+) -> None:
+    """Honesty of the stated miss rate and recall before and after Calibrate(MISS_RATE) (ECE of
+    stated recall@k, AUROC of the miss rate), and the expansion loop's effect on recall@100 and
+    nDCG@10."""
+    from sounding.evaluation import calibration
+    from sounding.evaluation.harness import write
+
+    result, plot = calibration.run(data, train_split, split, Settings(), console, k, train_limit, test_limit)
+    write(result, plot, out)
+    console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
+    console.print(f"written to {out} and {out.with_suffix('.png')}")
 
 
 @eval_app.command("inquiry")

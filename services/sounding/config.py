@@ -93,6 +93,8 @@ class ExpansionSettings(BaseModel):
     queries_per_step: int = Field(2, ge=1, le=10)
     # An expanded query's ranking weighs this share of the arms' mean fusion weight.
     fusion_weight: float = Field(0.5, gt=0.0, le=1.0)
+    # The loop never reorders this many first positions of the result.
+    protected_head: int = Field(10, ge=0, le=1000)
 
 
 class RetrievalSettings(BaseModel):

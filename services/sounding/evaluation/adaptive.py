@@ -28,7 +28,6 @@ by the slope of log cumulative regret against log t over the second half of the 
 from __future__ import annotations
 
 import io
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -38,6 +37,7 @@ from rich.console import Console
 
 from sounding.config import Settings
 from sounding.evaluation import beir
+from sounding.evaluation.harness import empty_learning_log
 from sounding.evaluation.metrics import beir_scores, ndcg_at_k, without_self
 from sounding.progress import progress_bar
 
@@ -49,21 +49,6 @@ GENERATION_CACHE_ENTRIES = 1_000_000
 
 def _relevant(qrels: dict[str, int]) -> set[str]:
     return {d for d, grade in qrels.items() if grade > 0}
-
-
-def empty_learning_log(settings: Settings) -> None:
-    """Drop the learning tables, so the stack about to start has a cold selector."""
-    import lancedb
-
-    from sounding.store.learning import OBSERVATIONS_TABLE, RETRIEVALS_TABLE
-
-    if not Path(settings.store_uri).exists():
-        return
-    db = lancedb.connect(settings.store_uri)
-    existing = set(db.table_names(limit=100_000))
-    for name in (RETRIEVALS_TABLE, OBSERVATIONS_TABLE):
-        if name in existing:
-            db.drop_table(name)
 
 
 def run(
@@ -259,9 +244,3 @@ def _regret_plot(regret: dict) -> bytes:
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
     return buffer.getvalue()
-
-
-def write(result: dict, plot: bytes, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".png").write_bytes(plot)

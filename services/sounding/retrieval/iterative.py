@@ -3,9 +3,11 @@ Loop"): while the estimated recall is below the minimum and iterations and budge
 the strategy of the most severe open semantic gap, run its expanded queries on the strategy
 workers, and merge their rankings into the result.
 
-Merge: every expanded query's ranking joins the arms' rankings in the weighted RRF (weight:
-`fusion_weight` × the arms' mean weight), so a document is listed once, with every arm and
-expanded query that found it among its contributions. After a merge that brought `added` new
+Merge: the first `protected_head` positions of the result before the loop stay as they are
+(expansions chase recall; the head the caller reads first was ranked by the query itself).
+Below them, every expanded query's ranking joins the arms' rankings in the weighted RRF
+(weight: `fusion_weight` × the arms' mean weight), so a document is listed once, with every
+arm and expanded query that found it among its contributions. After a merge that brought `added` new
 documents into the top k, the stated miss rate becomes miss × (1 − added / k)
 (`core.expansion.miss_rate_after`); the loop's recall is 1 − that, or the calibrated recall
 once Calibrate(MISS_RATE) has run.
@@ -38,6 +40,7 @@ class LoopSettings:
     strategies: tuple[str, ...]
     queries_per_step: int
     fusion_weight: float
+    protected_head: int
 
 
 @dataclass
@@ -75,6 +78,8 @@ async def run_loop(
     spent = iteration = 0
     arm_weight = float(np.mean([weights.get(arm, 1.0) for arm in landed])) if landed else 1.0
     all_weights = dict(weights)
+    head = state.fused[: settings.protected_head]
+    head_ids = {h.document_id for h in head}
     while True:
         reason = core.stop_reason(
             recall(state.miss_rate).value or 0.0,
@@ -107,7 +112,8 @@ async def run_loop(
             state.expansions.append(
                 QueryExpansion(query, text, strategy, len(documents), bool(documents - before))
             )
-        state.fused = fuse({**landed, **state.rankings}, all_weights)
+        merged = fuse({**landed, **state.rankings}, all_weights)
+        state.fused = [*head, *(h for h in merged if h.document_id not in head_ids)][:top_k]
         added = len({h.document_id for h in state.fused} - before)
         state.added_shares.append((strategy, min(added, top_k) / top_k))
         state.miss_rate = core.miss_rate_after(state.miss_rate, added, top_k)

@@ -128,6 +128,7 @@ class RetrievalService:
             strategies=options.strategies or tuple(defaults.strategies),
             queries_per_step=defaults.queries_per_step,
             fusion_weight=defaults.fusion_weight,
+            protected_head=defaults.protected_head,
         )
 
     async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
@@ -181,12 +182,14 @@ class RetrievalService:
             if len(landed) == 1:
                 yield FusedEvent(fused, list(landed))
 
-            dense = landed.get("dense")
+            dense, lexical = landed.get("dense"), landed.get("lexical")
+            separation = lexical or dense
             signals = MissRateSignals.measure(
                 query.query,
                 [h.score for h in dense.hits] if dense else [],
                 {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
                 self._learning.miss_history.miss_rate(embedding),
+                [h.score for h in separation.hits] if separation else [],
             )
             gaps = detect_gaps(
                 query.query, phrases, graph_entities, signals.disagreement, signals.near_threshold

@@ -43,18 +43,31 @@ def test_arm_disagreement():
 
 
 def test_the_combination_and_its_cap():
-    signals = MissRateSignals(0.2, 0.1, 0.3, 0.4, 0.5)
-    assert signals.miss_rate() == pytest.approx(0.06 + 0.1 + 0.09 + 0.04 + 0.05)
-    assert MissRateSignals(0.5, 0.3, 1.0, 1.0, 1.0).miss_rate() == 0.9
-    measured = MissRateSignals.measure("echo sounding", [0.9, 0.4], {"dense": ["a"], "lexical": ["a"]})
+    signals = MissRateSignals(0.2, 0.1, 0.3, 0.4, 0.5, 0.6)
+    assert signals.miss_rate() == pytest.approx(0.06 + 0.1 + 0.09 + 0.04 + 0.05 + 0.18)
+    assert MissRateSignals(0.5, 0.3, 1.0, 1.0, 1.0, 1.0).miss_rate() == 0.9
+    measured = MissRateSignals.measure(
+        "echo sounding", [0.9, 0.4], {"dense": ["a"], "lexical": ["a"]}, separation_scores=[8.0, 2.0]
+    )
     assert measured.historical == DEFAULT_HISTORICAL_MISS_RATE
+    assert measured.flatness == 0.25  # fewer than ten hits: the last over the first
     assert set(measured.inputs()) == {
         "tail_density",
         "near_threshold",
         "historical_miss_rate",
         "query_complexity",
         "arm_disagreement",
+        "score_flatness",
     }
+
+
+def test_flatness_is_the_tenth_score_over_the_first():
+    from sounding.core.uncertainty import flatness
+
+    scores = [10.0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0.5]
+    assert flatness(scores) == pytest.approx(0.1)
+    assert flatness([5.0] * 12) == 1.0  # nothing stands out
+    assert flatness([]) == 1.0 and flatness([0.0, 0.0]) == 1.0
 
 
 def test_isotonic_map_is_monotone_and_pools_violators():

@@ -77,6 +77,7 @@ def settings(**overrides):
         strategies=("synonym", "hyponym", "related_concept"),
         queries_per_step=2,
         fusion_weight=0.5,
+        protected_head=0,
     )
     return LoopSettings(**{**values, **overrides})
 
@@ -132,3 +133,11 @@ def test_a_strategy_that_expands_nothing_costs_no_iteration():
 def test_the_loop_ends_when_no_strategy_is_left():
     events, state, _ = run({"synonym": [["a"]]}, 0.9, settings(strategies=("synonym",)))
     assert len(events) == 1 and state.stop_reason == "no_strategy_left"
+
+
+def test_the_protected_head_keeps_its_order_and_new_documents_join_below_it():
+    found = {"synonym": [["d"], ["d"]]}
+    events, state, _ = run(found, 0.9, settings(max_iterations=1, protected_head=2), top_k=3)
+    # d (two expanded queries, half weight each) outranks c (the arm's third) below the head
+    assert [h.document_id for h in state.fused] == ["a", "b", "d"]
+    assert events[0].new_hits == 1

@@ -6,6 +6,7 @@ from sounding.core.provenance import Provenance
 from sounding.learning.service import LearningService
 from sounding.retrieval.protocol import (
     ArmResult,
+    ExpansionResult,
     FinalEvent,
     FusedEvent,
     PlanEvent,
@@ -41,6 +42,7 @@ class FakeExecutor:
     def __init__(self, delays, rankings, failing=()):
         self.delays, self.rankings, self.failing = delays, rankings, set(failing)
         self.cancelled: list[str] = []
+        self.expansions: list[str] = []
 
     async def run(self, arm, request, trace_carrier):
         try:
@@ -52,6 +54,11 @@ class FakeExecutor:
             raise errors.Unavailable(f"{arm} failed")
         hits = [ChunkHit(d, f"{d}#0", 1.0 / (i + 1)) for i, d in enumerate(self.rankings[arm])]
         return ArmResult(arm, hits[: request.limit], self.delays[arm] * 1000)
+
+    async def expand(self, request, trace_carrier):
+        """No expansion finds anything here (the loop's own tests are in test_iterative)."""
+        self.expansions.append(request.strategy)
+        return ExpansionResult(request.strategy, [], [], 0.0)
 
 
 class FakeModels:
@@ -104,7 +111,9 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
         + 0.3 * miss_rate.inputs["historical_miss_rate"]
         + 0.1 * miss_rate.inputs["query_complexity"]
         + 0.1 * miss_rate.inputs["arm_disagreement"]
+        + 0.3 * miss_rate.inputs["score_flatness"]
     )
+    assert miss_rate.inputs["score_flatness"] == pytest.approx(1 / 2)  # lexical: scores 1, 1/2
     assert final.uncertainty.estimated_recall == Provenance.absent("uncalibrated")
     assert final.confidence.kind == "absent"  # the request carried no synthesis confidence
 

@@ -1,0 +1,232 @@
+"""`sounding eval calibration`: are the miss rate and recall a Retrieve states honest, and what
+does the expansion loop buy?
+
+On a stack of its own (data directory `<cache>/eval/calibration`; the collection is ingested
+once and kept, the learning log and calibrations are emptied at every start), every Retrieve
+names the `dense` and `lexical` arms, so the run measures the uncertainty, not the selector:
+
+1. Train: each train query is retrieved (expansion loop on, the deployment's defaults) and its
+   ground-truth outcome sent through Observe: the relevant documents in the top k are "used",
+   the relevant ones outside it "missed".
+2. Test, before calibration: each test query with the loop off, then with it on.
+3. Calibrate(MISS_RATE) on the train outcomes.
+4. Test, after calibration: each test query with the loop on (it now acts on measured recall).
+
+Reported per test pass: the expected calibration error (10 equal-width bins) of the stated
+recall of the top k (before calibration 1 − the derived miss rate, after it the measured
+recall) against the actual recall@k; the AUROC of the stated miss rate for "a relevant document
+is outside the top k"; nDCG@10 and recall@100. The loop's effect compares the loop-on passes
+with the loop-off pass: overall, and on the queries the loop expanded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from sklearn.metrics import roc_auc_score
+
+from sounding.config import Settings
+from sounding.core.uncertainty import expected_calibration_error
+from sounding.evaluation import beir
+from sounding.evaluation.harness import empty_learning_log
+from sounding.evaluation.metrics import beir_scores, recall_at_k, without_self
+from sounding.progress import progress_bar
+
+TOP_K = 100
+ARMS = ("dense", "lexical")
+IN_FLIGHT = 2
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    retrieval_id: str
+    ranking: list[str]
+    miss_rate: float
+    miss_rate_kind: str
+    recall: float | None
+    expansions: int
+    latency_ms: float
+
+
+def run(
+    data: Path,
+    train_split: str,
+    split: str,
+    settings: Settings,
+    console: Console,
+    k: int = 10,
+    train_limit: int | None = None,
+    test_limit: int | None = None,
+) -> tuple[dict, bytes]:
+    """The result JSON and the reliability diagram of the calibration (PNG)."""
+    from sounding_client import Client, Expansion, ExpansionOptions, Final, RetrievalOutcome, SoundingError
+
+    from sounding.evaluation.retrieval import ingest, wait_for_graph
+    from sounding.stack import serving
+
+    train, test = beir.load(data, train_split), beir.load(data, split)
+    train_queries = list(train.queries.items())[:train_limit]
+    test_queries = list(test.queries.items())[:test_limit]
+    data_dir = settings.cache_dir / "eval" / "calibration"
+    run_settings = settings.model_copy(update={"data_dir": data_dir})
+    empty_learning_log(run_settings, include_calibrations=True)
+    collection = f"beir-{train.name.lower()}-{train.corpus_sha256[:12]}"
+    loop_off = ExpansionOptions(max_iterations=0)
+
+    with serving(run_settings) as address, Client(address) as client:
+        ingest(
+            client, collection, train, data_dir / f"{collection}-ingest.json", False, console, SoundingError
+        )
+        wait_for_graph(client, collection)
+
+        def retrieve(query_id: str, text: str, expansion) -> Retrieved:
+            started = time.perf_counter()
+            final, expansions = None, 0
+            for event in client.retrieve(
+                collection, text, top_k=TOP_K + 1, arms=ARMS, omit_text=True, expansion=expansion
+            ):
+                if isinstance(event, Expansion):
+                    expansions += 1
+                elif isinstance(event, Final):
+                    final = event
+            u = final.uncertainty
+            return Retrieved(
+                final.retrieval_id,
+                without_self(query_id, [h.document_id for h in final.hits])[:TOP_K],
+                u.miss_rate.value,
+                u.miss_rate.kind,
+                u.estimated_recall.value,
+                expansions,
+                (time.perf_counter() - started) * 1000,
+            )
+
+        def each(queries, label: str, work: Callable[[str, str], Retrieved]) -> dict[str, Retrieved]:
+            out: dict[str, Retrieved] = {}
+            with progress_bar(console) as progress, ThreadPoolExecutor(IN_FLIGHT) as pool:
+                task = progress.add_task(label, total=len(queries))
+                futures = {pool.submit(work, q, t): q for q, t in queries}
+                for future, query_id in futures.items():
+                    out[query_id] = future.result()
+                    progress.advance(task)
+            return out
+
+        def train_one(query_id: str, text: str) -> Retrieved:
+            retrieved = retrieve(query_id, text, None)
+            relevant = _relevant(train.qrels[query_id])
+            top = set(retrieved.ranking[:k])
+            ack = client.observe(
+                [
+                    RetrievalOutcome(
+                        retrieved.retrieval_id,
+                        tuple(d for d in retrieved.ranking[:k] if d in relevant),
+                        found_missing_content=bool(relevant - top),
+                        missed_document_ids=tuple(sorted(relevant - top)),
+                    )
+                ]
+            )
+            if ack.recorded != 1:
+                raise RuntimeError(f"Observe did not record {query_id}: {ack.rejected}")
+            return retrieved
+
+        trained = each(train_queries, f"train ({train_split}), observed", train_one)
+        without_loop = each(test_queries, f"{split}, loop off", lambda q, t: retrieve(q, t, loop_off))
+        before = each(test_queries, f"{split}, loop on, uncalibrated", lambda q, t: retrieve(q, t, None))
+        report = list(client.calibrate("miss_rate"))[-1]
+        after = each(test_queries, f"{split}, loop on, calibrated", lambda q, t: retrieve(q, t, None))
+
+    test_ids = [q for q, _ in test_queries]
+    passes = {
+        "loop_off_uncalibrated": without_loop,
+        "loop_on_uncalibrated": before,
+        "loop_on_calibrated": after,
+    }
+    result = {
+        "dataset": train.name,
+        "train_split": train_split,
+        "split": split,
+        "train_queries": len(train_queries),
+        "test_queries": len(test_queries),
+        "arms": list(ARMS),
+        "k": k,
+        "train": {
+            "observed_miss_share": round(
+                float(np.mean([_missed(r.ranking, train.qrels[q], k) for q, r in trained.items()])), 4
+            ),
+            "queries_expanded": sum(r.expansions > 0 for r in trained.values()),
+        },
+        "calibration": {
+            "version": report.version,
+            "sample_size": report.sample_size,
+            "diagnostics_on_train": {
+                key: round(value, 4) for key, value in report.diagnostics.items() if "bin" not in key
+            },
+        },
+        "passes": {name: _pass_metrics(p, test, test_ids, k) for name, p in passes.items()},
+        "loop_effect": {
+            "uncalibrated": _loop_effect(without_loop, before, test, test_ids),
+            "calibrated": _loop_effect(without_loop, after, test, test_ids),
+        },
+        "note": "stated recall before calibration is 1 - the derived miss rate (the service itself "
+        "reports recall as absent(uncalibrated) until Calibrate runs); after it, the measured recall",
+    }
+    return result, report.plot_png
+
+
+def _relevant(qrels: dict[str, int]) -> set[str]:
+    return {d for d, grade in qrels.items() if grade > 0}
+
+
+def _missed(ranking: list[str], qrels: dict[str, int], k: int) -> bool:
+    """Whether a relevant document is outside the top k."""
+    return recall_at_k(ranking, qrels, k) < 1.0
+
+
+def _pass_metrics(retrieved: dict[str, Retrieved], dataset, ids: list[str], k: int) -> dict:
+    stated_miss = np.array([retrieved[q].miss_rate for q in ids])
+    calibrated = retrieved[ids[0]].miss_rate_kind == "measured"
+    stated_recall = np.array(
+        [retrieved[q].recall if calibrated else 1.0 - retrieved[q].miss_rate for q in ids], dtype=float
+    )
+    actual_recall = np.array([recall_at_k(retrieved[q].ranking, dataset.qrels[q], k) for q in ids])
+    missed = actual_recall < 1.0
+    return {
+        **beir_scores({q: retrieved[q].ranking for q in ids}, dataset.qrels, ids),
+        "miss_rate_kind": retrieved[ids[0]].miss_rate_kind,
+        f"ece_stated_recall@{k}": round(expected_calibration_error(stated_recall, actual_recall), 4),
+        f"mean_stated_recall@{k}": round(float(stated_recall.mean()), 4),
+        f"mean_actual_recall@{k}": round(float(actual_recall.mean()), 4),
+        f"auroc_miss_rate_for_missed@{k}": (
+            round(float(roc_auc_score(missed, stated_miss)), 4) if 0 < missed.sum() < len(ids) else None
+        ),
+        f"missed_share@{k}": round(float(missed.mean()), 4),
+        "queries_expanded": int(sum(retrieved[q].expansions > 0 for q in ids)),
+        "mean_expansion_steps": round(float(np.mean([retrieved[q].expansions for q in ids])), 3),
+        "mean_latency_ms": round(float(np.mean([retrieved[q].latency_ms for q in ids])), 1),
+    }
+
+
+def _loop_effect(off: dict[str, Retrieved], on: dict[str, Retrieved], dataset, ids: list[str]) -> dict:
+    expanded = [q for q in ids if on[q].expansions > 0]
+    overall_off = beir_scores({q: off[q].ranking for q in ids}, dataset.qrels, ids)
+    overall_on = beir_scores({q: on[q].ranking for q in ids}, dataset.qrels, ids)
+    effect = {
+        "queries_expanded": len(expanded),
+        "ndcg@10_change": round(overall_on["ndcg@10"] - overall_off["ndcg@10"], 4),
+        "recall@100_change": round(overall_on["recall@100"] - overall_off["recall@100"], 4),
+    }
+    if expanded:
+        off_expanded = beir_scores({q: off[q].ranking for q in expanded}, dataset.qrels, expanded)
+        on_expanded = beir_scores({q: on[q].ranking for q in expanded}, dataset.qrels, expanded)
+        effect["expanded_queries"] = {
+            "recall@100_without_loop": off_expanded["recall@100"],
+            "recall@100_with_loop": on_expanded["recall@100"],
+            "ndcg@10_without_loop": off_expanded["ndcg@10"],
+            "ndcg@10_with_loop": on_expanded["ndcg@10"],
+        }
+    return effect
