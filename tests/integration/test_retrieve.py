@@ -170,7 +170,9 @@ def test_the_expansion_loop_streams_each_step_and_keeps_its_trace(client, demo_c
         "uncalibrated",
     )
     if final.uncertainty.miss_rate.kind == "derived":
-        assert "added_share_1_code_pattern" in final.uncertainty.miss_rate.inputs
+        # The loop's running recall credits what it added below the head; the stated miss rate
+        # is about the arms' result.
+        assert steps[0].estimated_recall.value >= 1 - final.uncertainty.miss_rate.value
 
     off = list(client.retrieve("demo", query, top_k=5, expansion=ExpansionOptions(max_iterations=0)))
     assert not any(isinstance(e, Expansion) for e in off)

@@ -7,10 +7,11 @@ Merge: the first `protected_head` positions of the result before the loop stay a
 (expansions chase recall; the head the caller reads first was ranked by the query itself).
 Below them, every expanded query's ranking joins the arms' rankings in the weighted RRF
 (weight: `fusion_weight` × the arms' mean weight), so a document is listed once, with every
-arm and expanded query that found it among its contributions. After a merge that brought `added` new
-documents into the top k, the stated miss rate becomes miss × (1 − added / k)
-(`core.expansion.miss_rate_after`); the loop's recall is 1 − that, or the calibrated recall
-once Calibrate(MISS_RATE) has run.
+arm and expanded query that found it among its contributions. The loop's running miss rate starts at
+the stated one; after a merge that brought `added` new documents into the top k it becomes
+miss × (1 − added / k) (`core.expansion.miss_rate_after`), crediting what the loop recovered
+below the head. The loop's recall is 1 − that, or the calibrated recall once Calibrate(MISS_RATE)
+has run; it decides when the loop stops and is streamed in each Expansion event.
 """
 
 from __future__ import annotations
@@ -45,13 +46,11 @@ class LoopSettings:
 
 @dataclass
 class LoopState:
-    """What the loop changes: the result, the stated miss rate, and its trace."""
+    """What the loop changes: the result, its running miss rate, and its trace."""
 
     fused: list[FusedHit]
     miss_rate: float
     expansions: list[QueryExpansion] = field(default_factory=list)
-    # (strategy, added share) per iteration, the inputs of the miss-rate update.
-    added_shares: list[tuple[str, float]] = field(default_factory=list)
     stop_reason: str = ""
     rankings: dict[str, ArmResult] = field(default_factory=dict)
 
@@ -115,7 +114,6 @@ async def run_loop(
         merged = fuse({**landed, **state.rankings}, all_weights)
         state.fused = [*head, *(h for h in merged if h.document_id not in head_ids)][:top_k]
         added = len({h.document_id for h in state.fused} - before)
-        state.added_shares.append((strategy, min(added, top_k) / top_k))
         state.miss_rate = core.miss_rate_after(state.miss_rate, added, top_k)
         yield ExpansionEvent(
             iteration=iteration,

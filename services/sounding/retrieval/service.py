@@ -218,7 +218,7 @@ class RetrievalService:
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
             uncertainty = _uncertainty(await stats, signals, loop, gaps, dense, calibration)
-            stated_miss_rate = loop.miss_rate
+            stated_miss_rate = signals.miss_rate()
             self._learning.remember(
                 RetrievalRecord(
                     retrieval_id,
@@ -323,8 +323,11 @@ def _uncertainty(
     """What the result may have missed, each value with its provenance.
 
     - corpus coverage: deterministic, from index statistics;
-    - miss rate: the spec's heuristic (`core.uncertainty`), updated by each expansion's merge,
-      derived with its inputs until Calibrate(MISS_RATE) fitted it to outcomes, then measured;
+    - miss rate: the spec's heuristic (`core.uncertainty`) over what the arms found, derived
+      with its inputs until Calibrate(MISS_RATE) fitted it to outcomes, then measured. It is
+      about the result as ranked: the expansion loop never reorders its head and only adds
+      below it, so the loop's own running estimate (in its Expansion events, which decides
+      when it stops) is not the stated one;
     - estimated recall: measured after a calibration, absent(uncalibrated) before;
     - coverage estimate: corpus coverage × (1 − miss rate), derived;
     - query difficulty: 0.5·query complexity + 0.5·(1 − best dense similarity), derived;
@@ -338,22 +341,17 @@ def _uncertainty(
             "share of chunks embedded and full-text indexed (every ingested chunk is embedded)",
         )
     uncalibrated = Provenance.absent(UNCALIBRATED)
-    inputs = dict(signals.inputs())
-    formula = MISS_RATE_FORMULA
-    if loop.added_shares:
-        formula = f"({MISS_RATE_FORMULA}) * prod(1 - added_share_i)"
-        for index, (strategy, share) in enumerate(loop.added_shares, start=1):
-            inputs[f"added_share_{index}_{strategy}"] = share
-    miss_rate = Provenance("derived", value=loop.miss_rate, formula=formula, inputs=inputs)
+    stated = signals.miss_rate()
+    miss_rate = Provenance("derived", value=stated, formula=MISS_RATE_FORMULA, inputs=signals.inputs())
     recall = uncalibrated
     if calibration is not None:
         miss_rate = Provenance(
             "measured",
-            value=calibration.miss_rate(loop.miss_rate),
+            value=calibration.miss_rate(stated),
             calibration_version=str(calibration.version),
             sample_size=calibration.sample_size,
         )
-        recall = _measured_recall(loop.miss_rate, calibration)
+        recall = _measured_recall(stated, calibration)
     top_similarity = max((h.score for h in dense.hits), default=0.0) if dense else 0.0
     difficulty = Provenance(
         "derived",
