@@ -166,25 +166,33 @@ def retrieve(
     collection: str = typer.Option(..., "--collection", "-c"),
     top_k: int = typer.Option(5, "--top-k", "-k"),
     arm: list[str] = typer.Option([], "--arm", help="run only these arms (repeatable)"),
+    max_iterations: int = typer.Option(
+        None, help="expansion loop iterations (0: off; default from settings)"
+    ),
+    min_recall: float = typer.Option(None, help="expand while the estimated recall is below this"),
+    expansion: list[str] = typer.Option([], "--expansion", help="allowed expansion strategies (repeatable)"),
     address: str = typer.Option(None, help="orchestrator address (default from settings)"),
 ) -> None:
     """Stream a Retrieve, printing each event as it arrives."""
-    from sounding_client import Client, SoundingError
+    from sounding_client import Client, ExpansionOptions, SoundingError
 
+    options = ExpansionOptions(
+        min_recall=min_recall, max_iterations=max_iterations, strategies=tuple(expansion)
+    )
     with Client(address or Settings().address) as client:
         try:
-            _print_retrieve(client, collection, query, top_k, arm)
+            _print_retrieve(client, collection, query, top_k, arm, options)
         except SoundingError as error:
             console.print(f"[red]{error}[/red] {error.fields or ''}")
             raise typer.Exit(1) from None
 
 
-def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[str]):
+def _print_retrieve(client, collection: str, query: str, top_k: int, arms: list[str], expansion=None):
     """Prints every event; returns the Final one."""
     from sounding_client import Expansion, Final, Fused, Plan, StrategyResult
 
     final = None
-    for event in client.retrieve(collection, query, top_k=top_k, arms=arms):
+    for event in client.retrieve(collection, query, top_k=top_k, arms=arms, expansion=expansion):
         if isinstance(event, Plan):
             planned = ", ".join(
                 f"{a.arm} ({a.reason}, score {a.score:.2f})"

@@ -20,8 +20,8 @@ The first four terms and the cap are the spec's; disagreement and flatness are S
 additions. Why flatness: on SciFact train (809 queries, dense + lexical fused, "missed" = a
 relevant document outside the top 10), the AUROC of each signal alone for "missed" was
 tail density 0.48, near-threshold 0.48, complexity 0.41, disagreement 0.65, the BM25 flatness
-0.81; the spec's four terms together 0.60 on test, with both additions 0.75
-(`bench/README.md`, "Retrieval uncertainty").
+0.81; on test the combination without flatness scored 0.60, with it 0.75 (`bench/README.md`,
+"Retrieval uncertainty").
 """
 
 from __future__ import annotations

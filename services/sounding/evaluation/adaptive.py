@@ -61,7 +61,7 @@ def run(
     test_limit: int | None = None,
 ) -> tuple[dict, bytes]:
     """The result JSON and the regret curve as a PNG."""
-    from sounding_client import Client, Final, Plan, SoundingError, StrategyResult
+    from sounding_client import Client, ExpansionOptions, Final, Plan, SoundingError, StrategyResult
 
     from sounding.evaluation.retrieval import ingest, wait_for_graph
     from sounding.stack import serving
@@ -71,6 +71,8 @@ def run(
     test_queries = list(test.queries.items())[:test_limit]
     # The orchestrator reads the same settings (environment), so these are the arms it selects among.
     arms = sorted(settings.retrieval.selection.arms)
+    # The arms and their selection are measured, not the expansion loop (`eval calibration` does).
+    no_loop = ExpansionOptions(max_iterations=0)
     data_dir = settings.cache_dir / "eval" / "adaptive"
     run_settings = settings.model_copy(update={"data_dir": data_dir})
     empty_learning_log(run_settings)
@@ -93,7 +95,9 @@ def run(
             fused = {}
 
             def one(query_id: str, text: str) -> None:
-                for event in client.retrieve(collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True):
+                for event in client.retrieve(
+                    collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True, expansion=no_loop
+                ):
                     if isinstance(event, StrategyResult):
                         per_arm[event.arm][query_id] = without_self(
                             query_id, [h.document_id for h in event.hits]
@@ -116,7 +120,9 @@ def run(
                 for query_id, text in queries:
                     started = time.perf_counter()
                     plan, final = None, None
-                    for event in client.retrieve(collection, text, top_k=TOP_K + 1, omit_text=True):
+                    for event in client.retrieve(
+                        collection, text, top_k=TOP_K + 1, omit_text=True, expansion=no_loop
+                    ):
                         if isinstance(event, Plan):
                             plan = event
                         elif isinstance(event, Final):

@@ -40,7 +40,7 @@ def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[st
 def run(
     data: Path, split: str, address: str | None, fresh: bool, settings: Settings, console: Console
 ) -> dict:
-    from sounding_client import Client, Final, SoundingError
+    from sounding_client import Client, ExpansionOptions, Final, SoundingError
 
     from sounding.stack import serving
 
@@ -67,6 +67,8 @@ def run(
         ingest_record["inprocess_encode_cached"] = encode["cached"]
 
         systems: dict[str, dict] = {}
+        # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
+        no_loop = ExpansionOptions(max_iterations=0)
         service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": ["dense", "lexical"]}
         with progress_bar(console) as progress:
             for name, arms in service_arms.items():
@@ -76,7 +78,9 @@ def run(
                     started = time.perf_counter()
                     final = next(
                         e
-                        for e in client.retrieve(collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True)
+                        for e in client.retrieve(
+                            collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True, expansion=no_loop
+                        )
                         if isinstance(e, Final)
                     )
                     latencies.append((time.perf_counter() - started) * 1000)
