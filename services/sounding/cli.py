@@ -30,6 +30,39 @@ def _eval_stops_cleanly_on_sigterm() -> None:
 
 app.add_typer(serve_app, name="serve")
 app.add_typer(eval_app, name="eval")
+models_app = typer.Typer(help="Train or prepare the sidecar's models.")
+app.add_typer(models_app, name="models")
+DEFAULT_NLI_TRAIN = Path("../shared/data/nli/snli_1.0_dev.csv")
+
+
+@models_app.command("train-nli")
+def train_nli(
+    data: Path = typer.Option(DEFAULT_NLI_TRAIN, exists=True, dir_okay=False, help="SNLI-style CSV or JSONL"),
+    epochs: int = typer.Option(3, min=1, max=20),
+    max_minutes: float = typer.Option(20.0, min=0.1, help="stop training when this is spent"),
+    batch_size: int = typer.Option(32, min=1, max=512),
+    learning_rate: float = typer.Option(5e-5, min=1e-7, max=1e-2),
+) -> None:
+    """Fine-tune the NLI cross-encoder (MiniLM encoder, 3-way head) and save it in the models
+    cache, where the sidecar loads it from."""
+    from sounding.models import nli
+
+    settings = Settings()
+    pairs = nli.read_pairs(data)
+    out = settings.models.cache_dir / nli.TRAINED_DIR
+    with progress_bar(console) as progress:
+        task = progress.add_task(f"training on {len(pairs)} pairs", total=None)
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            progress.update(task, completed=step, total=total, description=f"training, loss {loss:.3f}")
+
+        report = nli.train(pairs, out, epochs, batch_size, learning_rate, max_minutes, on_step=on_step)
+    console.print(
+        f"saved to {report.path}: {report.steps} steps ({report.epochs_run:.2f} epochs) in "
+        f"{report.seconds:.0f} s, last loss {report.final_loss:.3f}"
+    )
+
+
 console = Console()
 
 
@@ -388,6 +421,28 @@ def eval_calibration(
     write(result, plot, out)
     console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")
+
+
+@eval_app.command("nli")
+def eval_nli(
+    data: Path = typer.Option(..., exists=True, dir_okay=False, help="SNLI-style CSV or JSONL"),
+    model: Path = typer.Option(None, help="a sequence-classification NLI model; default: the trained one"),
+    out: Path = typer.Option(None, help="also write the JSON result here"),
+) -> None:
+    """Accuracy and per-class F1 of the NLI model on labelled pairs."""
+    from sounding.models import nli
+
+    path = model or Settings().models.cache_dir / nli.TRAINED_DIR
+    if not path.exists():
+        console.print(f"[red]no NLI model at {path}[/red]; run `sounding models train-nli` first")
+        raise typer.Exit(1)
+    pairs = nli.read_pairs(data)
+    with console.status(f"classifying {len(pairs)} pairs"):
+        result = {"data": str(data), "model": str(path), **nli.evaluate(nli.NliModel(path), pairs)}
+    console.print_json(json.dumps(result))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 @eval_app.command("inquiry")

