@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sounding.core.expansion import DEFAULT_STRATEGIES, Strategy
+
 
 class EmbedderSettings(BaseModel):
     """Dynamic micro-batching of Embed across concurrent callers."""
@@ -67,11 +69,6 @@ class SelectionSettings(BaseModel):
     recalibration_window_days: float = Field(30.0, gt=0.0)
 
 
-ExpansionStrategy = Literal[
-    "synonym", "hypernym", "hyponym", "related_concept", "code_pattern", "negative_sampling", "reformulation"
-]
-
-
 class ExpansionSettings(BaseModel):
     """The expansion loop's defaults (retrieval-uncertainty spec, "Iterative Retrieval Loop");
     a request may override each."""
@@ -81,14 +78,7 @@ class ExpansionSettings(BaseModel):
     max_iterations: int = Field(3, ge=0, le=10)
     # Expanded queries over all iterations.
     budget: int = Field(5, ge=1, le=50)
-    strategies: list[ExpansionStrategy] = [
-        "synonym",
-        "hypernym",
-        "hyponym",
-        "related_concept",
-        "code_pattern",
-        "negative_sampling",
-    ]
+    strategies: list[Strategy] = list(DEFAULT_STRATEGIES)
     # At most this many expanded queries per iteration.
     queries_per_step: int = Field(2, ge=1, le=10)
     # An expanded query's ranking weighs this share of the arms' mean fusion weight.

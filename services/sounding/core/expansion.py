@@ -24,16 +24,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-STRATEGIES = (
-    "synonym",
-    "hypernym",
-    "hyponym",
-    "related_concept",
-    "code_pattern",
-    "negative_sampling",
-    "reformulation",
-)
+Strategy = Literal[
+    "synonym", "hypernym", "hyponym", "related_concept", "code_pattern", "negative_sampling", "reformulation"
+]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
 # Reformulation needs a generation per step (seconds on the bundled model); the others are
 # lookups in the corpus graph and vocabulary, so they are the default.
 DEFAULT_STRATEGIES = STRATEGIES[:-1]

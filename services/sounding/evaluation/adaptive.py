@@ -37,7 +37,7 @@ from rich.console import Console
 
 from sounding.config import Settings
 from sounding.evaluation import beir
-from sounding.evaluation.harness import empty_learning_log
+from sounding.evaluation.harness import own_stack
 from sounding.evaluation.metrics import beir_scores, ndcg_at_k, without_self
 from sounding.progress import progress_bar
 
@@ -61,10 +61,7 @@ def run(
     test_limit: int | None = None,
 ) -> tuple[dict, bytes]:
     """The result JSON and the regret curve as a PNG."""
-    from sounding_client import Client, ExpansionOptions, Final, Plan, SoundingError, StrategyResult
-
-    from sounding.evaluation.retrieval import ingest, wait_for_graph
-    from sounding.stack import serving
+    from sounding_client import ExpansionOptions, Final, Plan, StrategyResult
 
     train, test = beir.load(data, train_split), beir.load(data, split)
     train_queries = list(train.queries.items())[:train_limit]
@@ -73,19 +70,11 @@ def run(
     arms = sorted(settings.retrieval.selection.arms)
     # The arms and their selection are measured, not the expansion loop (`eval calibration` does).
     no_loop = ExpansionOptions(max_iterations=0)
-    data_dir = settings.cache_dir / "eval" / "adaptive"
-    run_settings = settings.model_copy(update={"data_dir": data_dir})
-    empty_learning_log(run_settings)
-    collection = f"beir-{train.name.lower()}-{train.corpus_sha256[:12]}"
 
     # Greedy generations are cached, so the adaptive passes reuse the all-arms pass's generations
     # (same text as decoding again) and an interrupted run resumes without decoding again.
     cache = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": str(GENERATION_CACHE_ENTRIES)}
-    with serving(run_settings, None, cache) as address, Client(address) as client:
-        ingest(
-            client, collection, train, data_dir / f"{collection}-ingest.json", False, console, SoundingError
-        )
-        wait_for_graph(client, collection)
+    with own_stack(settings, "adaptive", train, console, env=cache) as (client, collection):
 
         def all_arms(queries, label):
             """Several queries in flight (order does not matter here; the sidecar batches their

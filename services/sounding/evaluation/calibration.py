@@ -34,7 +34,7 @@ from sklearn.metrics import roc_auc_score
 from sounding.config import Settings
 from sounding.core.uncertainty import expected_calibration_error
 from sounding.evaluation import beir
-from sounding.evaluation.harness import empty_learning_log
+from sounding.evaluation.harness import own_stack
 from sounding.evaluation.metrics import beir_scores, recall_at_k, without_self
 from sounding.progress import progress_bar
 
@@ -65,25 +65,17 @@ def run(
     test_limit: int | None = None,
 ) -> tuple[dict, bytes]:
     """The result JSON and the reliability diagram of the calibration (PNG)."""
-    from sounding_client import Client, Expansion, ExpansionOptions, Final, RetrievalOutcome, SoundingError
-
-    from sounding.evaluation.retrieval import ingest, wait_for_graph
-    from sounding.stack import serving
+    from sounding_client import Expansion, ExpansionOptions, Final, RetrievalOutcome
 
     train, test = beir.load(data, train_split), beir.load(data, split)
     train_queries = list(train.queries.items())[:train_limit]
     test_queries = list(test.queries.items())[:test_limit]
-    data_dir = settings.cache_dir / "eval" / "calibration"
-    run_settings = settings.model_copy(update={"data_dir": data_dir})
-    empty_learning_log(run_settings, include_calibrations=True)
-    collection = f"beir-{train.name.lower()}-{train.corpus_sha256[:12]}"
     loop_off = ExpansionOptions(max_iterations=0)
 
-    with serving(run_settings) as address, Client(address) as client:
-        ingest(
-            client, collection, train, data_dir / f"{collection}-ingest.json", False, console, SoundingError
-        )
-        wait_for_graph(client, collection)
+    with own_stack(settings, "calibration", train, console, include_calibrations=True) as (
+        client,
+        collection,
+    ):
 
         def retrieve(query_id: str, text: str, expansion) -> Retrieved:
             started = time.perf_counter()

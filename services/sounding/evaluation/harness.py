@@ -1,10 +1,15 @@
-"""What the harnesses that run a stack of their own share: a clean learning log before the
-stack starts, and writing a result (JSON, with its plot beside it as PNG)."""
+"""What the harnesses that run a stack of their own share: the stack itself (its own data
+directory, a clean learning log, the dataset's corpus ingested once and kept) and writing a
+result (JSON, with its plot beside it as PNG)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from rich.console import Console
 
 from sounding.config import Settings
 
@@ -30,3 +35,32 @@ def write(result: dict, plot: bytes, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     out.with_suffix(".png").write_bytes(plot)
+
+
+@contextmanager
+def own_stack(
+    settings: Settings,
+    name: str,
+    dataset,
+    console: Console,
+    include_calibrations: bool = False,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[object, str]]:
+    """A stack on `<cache>/eval/<name>` whose learning log (and calibrations, if asked) starts
+    empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built.
+    Yields the client and the collection's name."""
+    from sounding_client import Client, SoundingError
+
+    from sounding.evaluation.retrieval import ingest, wait_for_graph
+    from sounding.stack import serving
+
+    data_dir = settings.cache_dir / "eval" / name
+    run_settings = settings.model_copy(update={"data_dir": data_dir})
+    empty_learning_log(run_settings, include_calibrations)
+    collection = f"beir-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
+    with serving(run_settings, None, env) as address, Client(address) as client:
+        ingest(
+            client, collection, dataset, data_dir / f"{collection}-ingest.json", False, console, SoundingError
+        )
+        wait_for_graph(client, collection)
+        yield client, collection
