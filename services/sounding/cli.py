@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from sounding.config import Settings
+from sounding.models.nli import BUNDLED_TRAINING_DATA as BUNDLED_NLI_TRAINING_DATA
 from sounding.progress import progress_bar
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
@@ -32,12 +33,14 @@ app.add_typer(serve_app, name="serve")
 app.add_typer(eval_app, name="eval")
 models_app = typer.Typer(help="Train or prepare the sidecar's models.")
 app.add_typer(models_app, name="models")
-DEFAULT_NLI_TRAIN = Path("../shared/data/nli/snli_1.0_dev.csv")
+DEFAULT_NLI_TRAIN = BUNDLED_NLI_TRAINING_DATA
 
 
 @models_app.command("train-nli")
 def train_nli(
-    data: Path = typer.Option(DEFAULT_NLI_TRAIN, exists=True, dir_okay=False, help="SNLI-style CSV or JSONL"),
+    data: Path = typer.Option(
+        DEFAULT_NLI_TRAIN, exists=True, dir_okay=False, help="SNLI-style CSV or JSONL (optionally .gz)"
+    ),
     epochs: int = typer.Option(3, min=1, max=20),
     max_minutes: float = typer.Option(20.0, min=0.1, help="stop training when this is spent"),
     batch_size: int = typer.Option(32, min=1, max=512),

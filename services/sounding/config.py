@@ -38,6 +38,18 @@ class GeneratorSettings(BaseModel):
     request_timeout_s: float = 120.0
 
 
+class NliSettings(BaseModel):
+    """The NLI model behind `Entail` and entailment clustering."""
+
+    # A Hugging Face sequence-classification NLI model (a directory, or a hub id already in the
+    # local cache). Empty: Sounding's own, `<cache_dir>/nli-minilm-snli`, trained on first use.
+    model: str = ""
+    # Training budget of Sounding's own model; a cached copy trained with less is trained again.
+    train_max_minutes: float = Field(20.0, gt=0.0)
+    max_batch_size: int = Field(64, ge=1, le=4096)
+    max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
+
+
 class ModelsSettings(BaseModel):
     address: str = "127.0.0.1:50052"
     # Converted model copies (e.g. the de-quantised SmolLM2), shared by every data directory.
@@ -46,6 +58,7 @@ class ModelsSettings(BaseModel):
     torch_threads: int = Field(0, ge=0, description="0 keeps torch's default")
     embedder: EmbedderSettings = EmbedderSettings()
     generator: GeneratorSettings = GeneratorSettings()
+    nli: NliSettings = NliSettings()
 
 
 class SelectionSettings(BaseModel):

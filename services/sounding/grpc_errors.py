@@ -54,4 +54,23 @@ def from_rpc_error(error: grpc.RpcError, what: str) -> errors.SoundingError:
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     kind = _BY_CODE.get(code, errors.SoundingError)
     detail = error.details() if hasattr(error, "details") else str(error)
-    return kind(f"{what}: {detail}", reason=f"{code.name}" if kind is errors.SoundingError else None)
+    return kind(
+        f"{what}: {detail}",
+        reason=f"{code.name}" if kind is errors.SoundingError else None,
+        field=_violated_field(error),
+    )
+
+
+def _violated_field(error: grpc.RpcError) -> str | None:
+    """The field named by the first BadRequest violation in the error's status details."""
+    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            for holder in status.details:
+                if holder.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                    request = error_details_pb2.BadRequest()
+                    holder.Unpack(request)
+                    if request.field_violations:
+                        return request.field_violations[0].field
+    return None

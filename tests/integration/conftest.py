@@ -107,6 +107,9 @@ def stack(tmp_path_factory, span_collector):
         "OTEL_METRIC_EXPORT_INTERVAL": "500",
         # Plans choose between the fast arms; tests that need the generating arms name them.
         "SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]',
+        # A fresh machine trains the NLI model on first use; a minute keeps the suite short (a
+        # copy trained with a larger budget, if cached, is used as it is).
+        "SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES": "1",
     }
     running = Stack(settings, env=env, log_dir=data_dir / "logs")
     running.start()

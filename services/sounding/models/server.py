@@ -1,4 +1,5 @@
-"""`sounding serve models`: the models sidecar's gRPC server (Embed, Generate, health)."""
+"""`sounding serve models`: the models sidecar's gRPC server (Embed, Generate, Entail, Cluster,
+health). Embedding and NLI share one thread (one OpenMP team), each micro-batched."""
 
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ from opentelemetry.trace import SpanKind
 from sounding import errors, telemetry
 from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
 from sounding.config import Settings
+from sounding.core import clustering
 from sounding.grpc_errors import abort
 from sounding.models.batching import MicroBatcher
 from sounding.models.embedder import Embedder
 from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
+from sounding.models.nli import TRAINED_DIR, NliModel, ensure_trained
 
 log = logging.getLogger(__name__)
 
 MAX_EMBED_TEXTS = 4096
+MAX_ENTAIL_PAIRS = 4096
+MAX_CLUSTER_TEXTS = 1024
 MAX_NEW_TOKENS = 4096
 SERVICE_NAME = "sounding.models.v1.ModelService"
 
@@ -36,12 +41,43 @@ def select_device(preference: str) -> str:
 
 
 class ModelServicer(models_pb2_grpc.ModelServiceServicer):
-    def __init__(self, settings: Settings, embedder: Embedder, batcher: MicroBatcher):
+    def __init__(
+        self, settings: Settings, embedder: Embedder, batcher: MicroBatcher, encode_thread: ThreadPoolExecutor
+    ):
         self._settings = settings
         self._embedder = embedder
         self._batcher = batcher
+        self._encode_thread = encode_thread
         self._generator: Generator | None = None
         self._generator_lock = asyncio.Lock()
+        self._nli: tuple[NliModel, MicroBatcher] | None = None
+        self._nli_lock = asyncio.Lock()
+
+    async def nli(self) -> tuple[NliModel, MicroBatcher]:
+        """The NLI model and its batcher, loaded on first use; Sounding's own model is trained
+        first (on a thread of its own, so Embed keeps serving) when no adequate copy is cached."""
+        async with self._nli_lock:
+            if self._nli is None:
+                config = self._settings.models.nli
+                path = config.model
+                if not path:
+                    own = self._settings.models.cache_dir / TRAINED_DIR
+                    log.info("NLI: using %s (training it first if needed)", own)
+                    path = await asyncio.to_thread(ensure_trained, own, config.train_max_minutes)
+                device = select_device(self._settings.models.device)
+                model = await asyncio.get_running_loop().run_in_executor(
+                    self._encode_thread, NliModel, path, device, config.max_batch_size
+                )
+                batcher = MicroBatcher(
+                    model.predict, config.max_batch_size, config.max_wait_ms, self._encode_thread
+                )
+                batcher.start()
+                self._nli = (model, batcher)
+            return self._nli
+
+    async def close(self) -> None:
+        if self._nli is not None:
+            await self._nli[1].close()
 
     async def generator(self) -> Generator:
         async with self._generator_lock:
@@ -93,6 +129,66 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
                 dimension=vectors.shape[1],
                 model=self._embedder.model_name,
             )
+
+    async def Entail(self, request, context):
+        with telemetry.tracer().start_as_current_span(
+            "models.Entail",
+            context=telemetry.extract(context.invocation_metadata()),
+            kind=SpanKind.SERVER,
+            attributes={"pairs": len(request.pairs)},
+        ):
+            if not 1 <= len(request.pairs) <= MAX_ENTAIL_PAIRS:
+                await abort(
+                    context,
+                    errors.InvalidArgument(f"send 1 to {MAX_ENTAIL_PAIRS} pairs", field="pairs"),
+                )
+            model, batcher = await self.nli()
+            probabilities = await batcher.submit([(p.premise, p.hypothesis) for p in request.pairs])
+            return models_pb2.EntailResponse(
+                results=[
+                    models_pb2.Entailment(entailment=e, neutral=n, contradiction=c)
+                    for e, n, c in probabilities.tolist()
+                ],
+                model=model.model_name,
+            )
+
+    async def Cluster(self, request, context):
+        with telemetry.tracer().start_as_current_span(
+            "models.Cluster",
+            context=telemetry.extract(context.invocation_metadata()),
+            kind=SpanKind.SERVER,
+            attributes={"texts": len(request.texts)},
+        ):
+            if not 1 <= len(request.texts) <= MAX_CLUSTER_TEXTS:
+                await abort(
+                    context,
+                    errors.InvalidArgument(f"send 1 to {MAX_CLUSTER_TEXTS} texts", field="texts"),
+                )
+            threshold = request.distance_threshold or clustering.DEFAULT_DISTANCE_THRESHOLD
+            if not 0 < threshold <= 2:
+                await abort(
+                    context,
+                    errors.InvalidArgument(
+                        "distance_threshold must be in (0, 2]", field="distance_threshold"
+                    ),
+                )
+            labels = await self._cluster(list(request.texts), request.method, threshold)
+            return models_pb2.ClusterResponse(labels=labels, clusters=len(set(labels)))
+
+    async def _cluster(self, texts: list[str], method: int, threshold: float) -> list[int]:
+        if method == models_pb2.CLUSTER_METHOD_EXACT:
+            return clustering.exact_clusters(texts)
+        vectors = await self._batcher.submit(texts)
+        labels = await asyncio.to_thread(clustering.embedding_clusters, vectors, threshold)
+        if method != models_pb2.CLUSTER_METHOD_ENTAILMENT:
+            return labels
+        pairs = clustering.within_cluster_pairs(labels)
+        if not pairs:
+            return labels
+        _, batcher = await self.nli()
+        probabilities = await batcher.submit([(texts[i], texts[j]) for i, j in pairs])
+        by_pair = dict(zip(pairs, probabilities.tolist(), strict=True))
+        return clustering.refine_with_entailment(labels, by_pair)
 
     async def Generate(self, request, context):
         with telemetry.tracer().start_as_current_span(
@@ -153,7 +249,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         encode_thread,
     )
     batcher.start()
-    servicer = ModelServicer(settings, embedder, batcher)
+    servicer = ModelServicer(settings, embedder, batcher, encode_thread)
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server(
         options=[
@@ -179,6 +275,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await server.wait_for_termination()
     finally:
         await server.stop(grace=2)
+        await servicer.close()
         await batcher.close()
         encode_thread.shutdown(wait=True, cancel_futures=True)
         telemetry.shutdown()

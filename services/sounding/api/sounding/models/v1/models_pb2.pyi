@@ -1,10 +1,22 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ClusterMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLUSTER_METHOD_UNSPECIFIED: _ClassVar[ClusterMethod]
+    CLUSTER_METHOD_EXACT: _ClassVar[ClusterMethod]
+    CLUSTER_METHOD_EMBEDDING: _ClassVar[ClusterMethod]
+    CLUSTER_METHOD_ENTAILMENT: _ClassVar[ClusterMethod]
+CLUSTER_METHOD_UNSPECIFIED: ClusterMethod
+CLUSTER_METHOD_EXACT: ClusterMethod
+CLUSTER_METHOD_EMBEDDING: ClusterMethod
+CLUSTER_METHOD_ENTAILMENT: ClusterMethod
 
 class EmbedRequest(_message.Message):
     __slots__ = ("texts",)
@@ -59,3 +71,53 @@ class GenerateResponse(_message.Message):
     completion_tokens: int
     model: str
     def __init__(self, text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., completion_tokens: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
+
+class EntailRequest(_message.Message):
+    __slots__ = ("pairs",)
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    pairs: _containers.RepeatedCompositeFieldContainer[TextPair]
+    def __init__(self, pairs: _Optional[_Iterable[_Union[TextPair, _Mapping]]] = ...) -> None: ...
+
+class TextPair(_message.Message):
+    __slots__ = ("premise", "hypothesis")
+    PREMISE_FIELD_NUMBER: _ClassVar[int]
+    HYPOTHESIS_FIELD_NUMBER: _ClassVar[int]
+    premise: str
+    hypothesis: str
+    def __init__(self, premise: _Optional[str] = ..., hypothesis: _Optional[str] = ...) -> None: ...
+
+class EntailResponse(_message.Message):
+    __slots__ = ("results", "model")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[Entailment]
+    model: str
+    def __init__(self, results: _Optional[_Iterable[_Union[Entailment, _Mapping]]] = ..., model: _Optional[str] = ...) -> None: ...
+
+class Entailment(_message.Message):
+    __slots__ = ("entailment", "neutral", "contradiction")
+    ENTAILMENT_FIELD_NUMBER: _ClassVar[int]
+    NEUTRAL_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTION_FIELD_NUMBER: _ClassVar[int]
+    entailment: float
+    neutral: float
+    contradiction: float
+    def __init__(self, entailment: _Optional[float] = ..., neutral: _Optional[float] = ..., contradiction: _Optional[float] = ...) -> None: ...
+
+class ClusterRequest(_message.Message):
+    __slots__ = ("texts", "method", "distance_threshold")
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    method: ClusterMethod
+    distance_threshold: float
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., method: _Optional[_Union[ClusterMethod, str]] = ..., distance_threshold: _Optional[float] = ...) -> None: ...
+
+class ClusterResponse(_message.Message):
+    __slots__ = ("labels", "clusters")
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[int]
+    clusters: int
+    def __init__(self, labels: _Optional[_Iterable[int]] = ..., clusters: _Optional[int] = ...) -> None: ...

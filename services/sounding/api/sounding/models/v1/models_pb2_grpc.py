@@ -45,6 +45,16 @@ class ModelServiceStub:
                 request_serializer=sounding_dot_models_dot_v1_dot_models__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=sounding_dot_models_dot_v1_dot_models__pb2.GenerateResponse.FromString,
                 _registered_method=True)
+        self.Entail = channel.unary_unary(
+                '/sounding.models.v1.ModelService/Entail',
+                request_serializer=sounding_dot_models_dot_v1_dot_models__pb2.EntailRequest.SerializeToString,
+                response_deserializer=sounding_dot_models_dot_v1_dot_models__pb2.EntailResponse.FromString,
+                _registered_method=True)
+        self.Cluster = channel.unary_unary(
+                '/sounding.models.v1.ModelService/Cluster',
+                request_serializer=sounding_dot_models_dot_v1_dot_models__pb2.ClusterRequest.SerializeToString,
+                response_deserializer=sounding_dot_models_dot_v1_dot_models__pb2.ClusterResponse.FromString,
+                _registered_method=True)
 
 
 class ModelServiceServicer:
@@ -64,6 +74,20 @@ class ModelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Entail(self, request, context):
+        """Natural-language inference: P(entailment), P(neutral), P(contradiction) of each pair.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Cluster(self, request, context):
+        """Groups texts that say the same thing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ModelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +100,16 @@ def add_ModelServiceServicer_to_server(servicer, server):
                     servicer.Generate,
                     request_deserializer=sounding_dot_models_dot_v1_dot_models__pb2.GenerateRequest.FromString,
                     response_serializer=sounding_dot_models_dot_v1_dot_models__pb2.GenerateResponse.SerializeToString,
+            ),
+            'Entail': grpc.unary_unary_rpc_method_handler(
+                    servicer.Entail,
+                    request_deserializer=sounding_dot_models_dot_v1_dot_models__pb2.EntailRequest.FromString,
+                    response_serializer=sounding_dot_models_dot_v1_dot_models__pb2.EntailResponse.SerializeToString,
+            ),
+            'Cluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cluster,
+                    request_deserializer=sounding_dot_models_dot_v1_dot_models__pb2.ClusterRequest.FromString,
+                    response_serializer=sounding_dot_models_dot_v1_dot_models__pb2.ClusterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -133,6 +167,60 @@ class ModelService:
             '/sounding.models.v1.ModelService/Generate',
             sounding_dot_models_dot_v1_dot_models__pb2.GenerateRequest.SerializeToString,
             sounding_dot_models_dot_v1_dot_models__pb2.GenerateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Entail(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sounding.models.v1.ModelService/Entail',
+            sounding_dot_models_dot_v1_dot_models__pb2.EntailRequest.SerializeToString,
+            sounding_dot_models_dot_v1_dot_models__pb2.EntailResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sounding.models.v1.ModelService/Cluster',
+            sounding_dot_models_dot_v1_dot_models__pb2.ClusterRequest.SerializeToString,
+            sounding_dot_models_dot_v1_dot_models__pb2.ClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,
