@@ -205,6 +205,7 @@ def inquiry_start(
     hypotheses: Iterable[t.Hypothesis],
     questions: Iterable[t.Question],
     domain_parameters: Mapping[str, str],
+    context: str = "",
 ) -> sounding_pb2.InquireRequest:
     proto_policy = sounding_pb2.InquiryPolicy(
         question_selection=policy.question_selection,
@@ -231,6 +232,7 @@ def inquiry_start(
                 for q in questions
             ],
             policy=proto_policy,
+            context=context,
         )
     )
 
@@ -262,6 +264,22 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             b.normalized_uncertainty,
             [t.ScoredHypothesis(h.id, h.description, h.probability) for h in b.top_hypotheses],
             b.unknown_mass,
+            (
+                t.Homogeneity(
+                    b.homogeneity.p_max,
+                    b.homogeneity.mean_pairwise_similarity,
+                    b.homogeneity.effective_rank,
+                    b.homogeneity.exact_repetition_rate,
+                    b.homogeneity.trigram_jaccard,
+                )
+                if b.HasField("homogeneity")
+                else None
+            ),
+            b.homogeneity_bucket,
+            [
+                t.StopSignal(s.rule, s.score, s.threshold, s.answers, s.calibration_version)
+                for s in b.stop_signals
+            ],
         )
     if kind == "ask":
         a = message.ask
@@ -304,7 +322,13 @@ _FEEDBACK = {
 }
 
 
-def observe_request(outcome: t.RetrievalOutcome) -> sounding_pb2.ObserveRequest:
+def observe_request(outcome: t.RetrievalOutcome | t.InquiryOutcome) -> sounding_pb2.ObserveRequest:
+    if isinstance(outcome, t.InquiryOutcome):
+        return sounding_pb2.ObserveRequest(
+            inquiry_outcome=sounding_pb2.InquiryOutcome(
+                session_id=outcome.session_id, ground_truth=outcome.ground_truth
+            )
+        )
     if outcome.feedback not in _FEEDBACK:
         raise ValueError(f"feedback must be one of {sorted(_FEEDBACK)}")
     message = sounding_pb2.RetrievalOutcome(
@@ -338,7 +362,11 @@ _TARGET_NAMES = {v: k for k, v in CALIBRATION_TARGETS.items()}
 def calibrate_request(target: str, **options) -> sounding_pb2.CalibrateRequest:
     if target not in CALIBRATION_TARGETS:
         raise ValueError(f"target must be one of {sorted(CALIBRATION_TARGETS)}")
-    return sounding_pb2.CalibrateRequest(target=CALIBRATION_TARGETS[target], **options)
+    states = [
+        sounding_pb2.CalibrationState(score=s.score, error=s.error, stated_confidence=s.stated_confidence)
+        for s in options.pop("states", ())
+    ]
+    return sounding_pb2.CalibrateRequest(target=CALIBRATION_TARGETS[target], states=states, **options)
 
 
 def calibrate_event(message: sounding_pb2.CalibrateResponse) -> t.CalibrateEvent:

@@ -92,9 +92,9 @@ class Client:
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         yield from self._stream(call, _convert.retrieve_event)
 
-    def observe(self, outcomes: Iterable[t.RetrievalOutcome]) -> t.ObserveResult:
-        """Report outcomes of earlier Retrieves. The returned acknowledgement means the recorded
-        ones are durable; those not recorded are listed with a reason."""
+    def observe(self, outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome]) -> t.ObserveResult:
+        """Report outcomes of earlier Retrieves and inquiries. The returned acknowledgement means
+        the recorded ones are durable; those not recorded are listed with a reason."""
         requests = [_convert.observe_request(o) for o in outcomes]
         return _convert.observe_result(self._unary(self._sounding.Observe, iter(requests)))
 
@@ -126,10 +126,12 @@ class Client:
         questions: Iterable[t.Question] = (),
         domain_parameters: dict[str, str] | None = None,
         timeout: float | None = None,
+        context: str = "",
     ) -> Inquiry:
-        """Start an inquiry session (e.g. domain "bulls_and_cows" or "hypotheses")."""
+        """Start an inquiry session (domain "bulls_and_cows", "hypotheses", or "llm" with the
+        problem in `context`)."""
         start = _convert.inquiry_start(
-            domain, policy or t.InquiryPolicy(), hypotheses, questions, domain_parameters or {}
+            domain, policy or t.InquiryPolicy(), hypotheses, questions, domain_parameters or {}, context
         )
         return Inquiry(self._sounding, start, timeout or self.timeout)
 
@@ -255,7 +257,7 @@ class AsyncClient:
         async for event in self._stream(call, _convert.retrieve_event):
             yield event
 
-    async def observe(self, outcomes: Iterable[t.RetrievalOutcome]) -> t.ObserveResult:
+    async def observe(self, outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome]) -> t.ObserveResult:
         """Report outcomes of earlier Retrieves (see `Client.observe`)."""
         requests = [_convert.observe_request(o) for o in outcomes]
         return _convert.observe_result(await self._unary(self._sounding.Observe, iter(requests)))

@@ -197,6 +197,27 @@ class ScoredHypothesis:
 
 
 @dataclass(frozen=True)
+class Homogeneity:
+    p_max: float
+    mean_pairwise_similarity: float
+    effective_rank: float
+    exact_repetition_rate: float
+    trigram_jaccard: float
+
+
+@dataclass(frozen=True)
+class StopSignal:
+    """A stop rule's reading of the state (llm domain): score (lower is readier), threshold in
+    use, whether it answers, and the calibration version (0: the rule's default)."""
+
+    rule: str
+    score: float
+    threshold: float
+    answers: bool
+    calibration_version: int
+
+
+@dataclass(frozen=True)
 class Belief:
     session_id: str
     turn: int
@@ -204,6 +225,10 @@ class Belief:
     normalized_uncertainty: float
     top_hypotheses: list[ScoredHypothesis]
     unknown_mass: float
+    # llm domain only.
+    homogeneity: Homogeneity | None = None
+    homogeneity_bucket: str = ""
+    stop_signals: list[StopSignal] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -284,6 +309,25 @@ class RetrievalOutcome:
     agent_success: bool | None = None
     found_missing_content: bool = False
     missed_document_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InquiryOutcome:
+    """The ground truth of an inquiry session (llm domain): its assessed states become
+    calibration data for Calibrate("stop_threshold")."""
+
+    session_id: str
+    ground_truth: str
+
+
+@dataclass(frozen=True)
+class CalibrationState:
+    """A state passed inline to Calibrate("stop_threshold"): the rule's score (set rules: the
+    nonconformity), whether answering there was wrong, and a stated confidence if any."""
+
+    score: float
+    error: bool
+    stated_confidence: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ smoothing ε = 1e-6:
     p(a, b) = (n_ab + ε) / (N + ε|A||B|),  p(a) = (n_a + ε) / (N + ε|A|),  p(b) likewise,
     I = Σ_{a ∈ A, b ∈ B} p(a, b) · ln(p(a, b) / (p(a) p(b)))   (nats).
 One cluster in both steps gives exactly 0.0. Cluster ids that are missing or NaN (a failed
-clustering) fall back to clustering by exact string.
+clustering) fall back to clustering by exact string. With importance weights (§2.4.4, the
+diversity-steered sampler's), the counts are weighted sums and N is the sum of the weights.
 """
 
 from __future__ import annotations
@@ -19,16 +20,27 @@ SMOOTHING = 1e-6
 
 
 def mutual_information(
-    initial: Sequence[Hashable], revised: Sequence[Hashable], eps: float = SMOOTHING
+    initial: Sequence[Hashable],
+    revised: Sequence[Hashable],
+    eps: float = SMOOTHING,
+    weights: Sequence[float] | None = None,
 ) -> float:
     if len(initial) != len(revised) or not initial:
         raise ValueError("needs equally many initial and revised cluster ids, at least one")
+    weights = [1.0] * len(initial) if weights is None else list(weights)
+    if len(weights) != len(initial) or min(weights) <= 0:
+        raise ValueError("needs one positive weight per pair")
     rows, columns = sorted(set(initial), key=repr), sorted(set(revised), key=repr)
     if len(rows) == 1 and len(columns) == 1:
         return 0.0
-    total = len(initial)
-    joint = Counter(zip(initial, revised, strict=True))
-    row_counts, column_counts = Counter(initial), Counter(revised)
+    total = sum(weights)
+    joint: Counter = Counter()
+    row_counts: Counter = Counter()
+    column_counts: Counter = Counter()
+    for a, b, weight in zip(initial, revised, weights, strict=True):
+        joint[a, b] += weight
+        row_counts[a] += weight
+        column_counts[b] += weight
     joint_norm = total + eps * len(rows) * len(columns)
     information = 0.0
     for a in rows:

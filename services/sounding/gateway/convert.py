@@ -198,6 +198,7 @@ def inquiry_request(message: sounding_pb2.InquireRequest):
         domain_parameters=dict(start.domain_parameters),
         hypotheses=tuple(q.HypothesisIn(h.id, h.description, h.prior) for h in start.hypotheses),
         questions=tuple(q.QuestionIn(c.id, c.text, c.cost, dict(c.outcomes)) for c in start.questions),
+        context=start.context,
         policy=q.Policy(
             question_selection=p.question_selection or "eig",
             stop_rule=p.stop_rule or "default",
@@ -249,6 +250,18 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                     for h in event.top_hypotheses
                 ],
                 unknown_mass=event.unknown_mass,
+                homogeneity=sounding_pb2.Homogeneity(**event.homogeneity) if event.homogeneity else None,
+                homogeneity_bucket=event.homogeneity_bucket,
+                stop_signals=[
+                    sounding_pb2.StopSignal(
+                        rule=signal.rule,
+                        score=signal.score,
+                        threshold=signal.threshold,
+                        answers=signal.answers,
+                        calibration_version=signal.calibration_version,
+                    )
+                    for signal in event.stop_signals
+                ],
             )
         )
     if isinstance(event, q.AskEvent):
@@ -291,10 +304,14 @@ _FEEDBACK = {
 
 
 def observation(message: sounding_pb2.ObserveRequest, index: int):
-    """A RetrievalOutcome, or a Rejected entry for observations this deployment cannot record."""
+    """A RetrievalOutcome or InquiryOutcome, or a Rejected entry for observations this
+    deployment cannot record."""
+    from sounding.learning.inquiry import InquiryOutcome
     from sounding.learning.service import Rejected, RetrievalOutcome
 
     kind = message.WhichOneof("observation")
+    if kind == "inquiry_outcome":
+        return InquiryOutcome(message.inquiry_outcome.session_id, message.inquiry_outcome.ground_truth)
     if kind != "retrieval_outcome":
         what = kind or "an empty observation"
         return Rejected(index, "UNIMPLEMENTED" if kind else "INVALID_ARGUMENT", f"{what} is not recorded yet")
@@ -332,7 +349,27 @@ def calibration_target(request: sounding_pb2.CalibrateRequest) -> int:
 _TARGETS = {
     "bandit": sounding_pb2.CALIBRATION_TARGET_BANDIT,
     "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
+    "stop_threshold": sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD,
 }
+
+
+def stop_threshold_request(request: sounding_pb2.CalibrateRequest):
+    from sounding.learning.inquiry import InlineState, StopThresholdRequest
+
+    return StopThresholdRequest(
+        task=request.task,
+        regime=request.regime or "normal",
+        bucket=request.bucket,
+        stop_rule=request.stop_rule or "robust_mi_risk",
+        delta=request.risk or 0.1,
+        alpha=request.alpha or 0.05,
+        states=tuple(
+            InlineState(
+                s.score, s.error, s.stated_confidence if s.HasField("stated_confidence") else None
+            )
+            for s in request.states
+        ),
+    )
 
 
 def calibrate_response(event) -> sounding_pb2.CalibrateResponse:

@@ -18,7 +18,9 @@ from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer
+from sounding.inquiry.llm.assessment import Models
 from sounding.inquiry.service import InquiryService
+from sounding.learning.inquiry import InquiryLearning
 from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
@@ -80,12 +82,14 @@ async def serve(settings: Settings) -> None:
         raise ValueError(
             f"retrieval.selection.arms must name known arms ({sorted(STRATEGIES)}), got {unknown}"
         )
+    learning_log = await LearningLog.open(settings.store_uri)
     learning = await LearningService.restore(
-        await LearningLog.open(settings.store_uri),
+        learning_log,
         tuple(selectable),
         selection_config(settings.retrieval.selection),
         settings.retrieval.selection.recalibration_window_days * 24 * 3600,
     )
+    inquiry_learning = InquiryLearning(learning_log, store)
     graphs = await GraphStore.open(settings.store_uri)
     graph_builder = GraphBuilder(store, graphs, models)
     retrieval = RetrievalService(
@@ -102,7 +106,13 @@ async def serve(settings: Settings) -> None:
         ]
     )
     sounding_pb2_grpc.add_SoundingServiceServicer_to_server(
-        SoundingServicer(retrieval, InquiryService(store), learning), server
+        SoundingServicer(
+            retrieval,
+            InquiryService(store, Models(models), inquiry_learning.thresholds),
+            learning,
+            inquiry_learning,
+        ),
+        server,
     )
     corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
         CorpusServicer(corpus, on_delete=executor.forget), server

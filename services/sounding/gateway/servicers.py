@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from sounding import errors
 from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
@@ -11,15 +12,23 @@ from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
 from sounding.gateway.rpc import rpc
 from sounding.inquiry.service import InquiryService
-from sounding.learning.service import LearningService
+from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
+from sounding.learning.service import LearningService, ObserveResult
 from sounding.retrieval.service import RetrievalService
 
 
 class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
-    def __init__(self, retrieval: RetrievalService, inquiry: InquiryService, learning: LearningService):
+    def __init__(
+        self,
+        retrieval: RetrievalService,
+        inquiry: InquiryService,
+        learning: LearningService,
+        inquiry_learning: InquiryLearning,
+    ):
         self._retrieval = retrieval
         self._inquiry = inquiry
         self._learning = learning
+        self._inquiry_learning = inquiry_learning
 
     @rpc("sounding.v1.SoundingService/Retrieve")
     async def Retrieve(self, request, context):
@@ -41,7 +50,16 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
         observations = []
         async for message in request_iterator:
             observations.append(convert.observation(message, len(observations)))
-        return convert.observe_response(await self._learning.observe(observations))
+        inquiries = [(i, o) for i, o in enumerate(observations) if isinstance(o, InquiryOutcome)]
+        others = [o for o in observations if not isinstance(o, InquiryOutcome)]
+        positions = [i for i, o in enumerate(observations) if not isinstance(o, InquiryOutcome)]
+        retrievals = await self._learning.observe(others) if others else ObserveResult(0, [])
+        recorded, rejected = await self._inquiry_learning.observe(inquiries) if inquiries else (0, [])
+        # The retrieval side numbers its rejections within `others`: back to stream positions.
+        rejected += [replace(r, index=positions[r.index]) for r in retrievals.rejected]
+        return convert.observe_response(
+            ObserveResult(retrievals.recorded + recorded, sorted(rejected, key=lambda r: r.index))
+        )
 
     @rpc("sounding.v1.SoundingService/Calibrate")
     async def Calibrate(self, request, context):
@@ -50,6 +68,8 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
             events = self._learning.recalibrate()
         elif target == sounding_pb2.CALIBRATION_TARGET_MISS_RATE:
             events = self._learning.calibrate_miss_rate()
+        elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
+            events = self._inquiry_learning.calibrate(convert.stop_threshold_request(request))
         else:
             name = sounding_pb2.CalibrationTarget.Name(target)
             raise errors.Unimplemented(f"Calibrate for {name} is not implemented yet")

@@ -12,15 +12,18 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 from sounding import errors
 from sounding.core.information import StoppingConfig, default_stopping
 from sounding.core.provenance import Provenance
+from sounding.core.stop_rules import STOP_RULES
 from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
 from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
 from sounding.inquiry.domains.hypotheses import HYPOTHESES_POLICIES, HypothesisSet
+from sounding.inquiry.domains.llm import LLM_POLICIES, LlmInquiry, Threshold
 from sounding.inquiry.protocol import (
     AnswerEvent,
     AskEvent,
@@ -79,6 +82,7 @@ def _finite_or_none(value: float) -> float | None:
 DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict, dict], Domain]]] = {
     BullsAndCows.name: (BULLS_AND_COWS_POLICIES, BullsAndCows.from_state),
     HypothesisSet.name: (HYPOTHESES_POLICIES, HypothesisSet.from_state),
+    LlmInquiry.name: (LLM_POLICIES, LlmInquiry.from_state),
 }
 
 
@@ -89,7 +93,12 @@ def validate_policy(policy: Policy, domain: str) -> None:
             f"question_selection {policy.question_selection!r} is not one of {', '.join(known)}",
             field="start.policy.question_selection",
         )
-    if policy.stop_rule != "default":
+    if domain == LlmInquiry.name:
+        if policy.stop_rule not in STOP_RULES:
+            raise errors.InvalidArgument(
+                f"stop_rule must be one of {', '.join(STOP_RULES)}", field="start.policy.stop_rule"
+            )
+    elif policy.stop_rule != "default":
         raise errors.InvalidArgument(
             "stop_rule must be 'default' for this domain", field="start.policy.stop_rule"
         )
@@ -112,14 +121,34 @@ def validate_policy(policy: Policy, domain: str) -> None:
         )
 
 
-def start(request: Start) -> Session:
+def normalized(request: Start) -> Start:
+    """The request with the domain's default policy names filled in (the llm domain's questions
+    come from direct prompting and its default stop rule is robust_mi_risk)."""
+    if request.domain != LlmInquiry.name:
+        return request
+    policy = request.policy
+    if policy.question_selection == "eig":
+        policy = replace(policy, question_selection=LLM_POLICIES[0])
+    if policy.stop_rule == "default":
+        policy = replace(policy, stop_rule="robust_mi_risk")
+    return replace(request, policy=policy)
+
+
+def start(request: Start, thresholds: Mapping[str, Mapping[str, Threshold]] | None = None) -> Session:
+    """A new session; `thresholds` are the llm domain's calibrated stop thresholds by rule and
+    homogeneity bucket."""
     if request.domain not in DOMAINS:
         raise errors.InvalidArgument(
             f"domain {request.domain!r} is not one of {', '.join(sorted(DOMAINS))}", field="start.domain"
         )
+    request = normalized(request)
     validate_policy(request.policy, request.domain)
     if request.domain == BullsAndCows.name:
         domain: Domain = BullsAndCows()
+    elif request.domain == LlmInquiry.name:
+        domain = LlmInquiry.from_request(
+            request.policy, request.context, request.hypotheses, request.domain_parameters, thresholds or {}
+        )
     else:
         domain = HypothesisSet.from_request(
             request.hypotheses, request.questions, dict(request.domain_parameters)
@@ -135,9 +164,12 @@ def _domain(session: Session) -> Domain:
     return session.live
 
 
-def advance(session: Session) -> list[InquiryEvent]:
-    """Belief, then Ask or Answer. Mutates the session (pending question or final answer)."""
+async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
+    """Belief, then Ask or Answer. Mutates the session (pending question or final answer).
+    `backend` is what a domain's `think` needs (the models, for the llm domain)."""
     domain = _domain(session)
+    await domain.think(session.policy, session.turn, backend)
+    session.domain_state = domain.state()
     belief = domain.belief()
     if len(session.entropy_path) == session.turn:
         session.entropy_path.append(belief.entropy_bits)
@@ -149,6 +181,9 @@ def advance(session: Session) -> list[InquiryEvent]:
             belief.entropy_bits / belief.max_entropy_bits if belief.max_entropy_bits else 0.0,
             belief.top_hypotheses,
             belief.unknown_mass,
+            belief.homogeneity,
+            belief.homogeneity_bucket,
+            belief.stop_signals,
         )
     ]
     reason, forced = domain.finished(), False
@@ -189,7 +224,7 @@ def advance(session: Session) -> list[InquiryEvent]:
     return events
 
 
-def resume(session: Session) -> list[InquiryEvent]:
+async def resume(session: Session, backend: Any = None) -> list[InquiryEvent]:
     """The events that bring a reconnecting client up to date: the Belief, then the pending
     Ask again (recomputed: selection is deterministic given the state) or the final Answer."""
     if session.answer is None and session.pending is not None:
@@ -197,7 +232,7 @@ def resume(session: Session) -> list[InquiryEvent]:
         session.pending = None
     if session.answer is not None:
         session.answer = None
-    return advance(session)
+    return await advance(session, backend)
 
 
 def _answer(session: Session, domain: Domain, reason: str, forced: bool) -> AnswerEvent:
@@ -227,7 +262,7 @@ def _answer(session: Session, domain: Domain, reason: str, forced: bool) -> Answ
     )
 
 
-def observe(session: Session, question_id: str, answer: str) -> list[InquiryEvent]:
+async def observe(session: Session, question_id: str, answer: str, backend: Any = None) -> list[InquiryEvent]:
     """Apply the answer to the pending question and advance."""
     if session.answer is not None:
         raise errors.FailedPrecondition("the session has already answered", reason="SESSION_FINISHED")
@@ -246,4 +281,4 @@ def observe(session: Session, question_id: str, answer: str) -> list[InquiryEven
     session.actual_gains.append(before - after)
     session.cost_spent += session.pending["cost"]
     session.pending = None
-    return advance(session)
+    return await advance(session, backend)

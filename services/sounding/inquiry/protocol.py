@@ -56,6 +56,8 @@ class Start:
     domain_parameters: Mapping[str, str] = field(default_factory=dict)
     hypotheses: tuple[HypothesisIn, ...] = ()
     questions: tuple[QuestionIn, ...] = ()
+    # Free-text problem description (the llm domain).
+    context: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,18 @@ class ScoredHypothesis:
 
 
 @dataclass(frozen=True)
+class StopSignal:
+    """A stop rule's reading of the state: its score (lower is readier to answer), the threshold
+    in use (calibration version 0: the rule's default) and whether the rule would answer."""
+
+    rule: str
+    score: float
+    threshold: float
+    answers: bool
+    calibration_version: int = 0
+
+
+@dataclass(frozen=True)
 class BeliefEvent:
     session_id: str
     turn: int
@@ -73,6 +87,10 @@ class BeliefEvent:
     normalized_uncertainty: float
     top_hypotheses: list[ScoredHypothesis]
     unknown_mass: float
+    # The llm domain: homogeneity diagnostics of the sampled answers and the stop signals.
+    homogeneity: dict[str, float] | None = None
+    homogeneity_bucket: str = ""
+    stop_signals: list[StopSignal] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -116,6 +134,9 @@ class BeliefView:
     top_hypotheses: list[ScoredHypothesis]
     unknown_mass: float
     map_probability: float
+    homogeneity: dict[str, float] | None = None
+    homogeneity_bucket: str = ""
+    stop_signals: list[StopSignal] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -132,6 +153,12 @@ class Domain(Protocol):
     resumed; `from_state(setup, state)` rebuilds it."""
 
     name: str
+
+    async def think(self, policy: Policy, turn: int, backend: Any) -> None:
+        """Do the state's expensive work (model calls) before belief, finished and choose are
+        read (what it finds is part of `state()`); a no-op for domains that compute everything
+        on demand."""
+        ...
 
     def belief(self) -> BeliefView: ...
 

@@ -8,8 +8,9 @@ stream (or an orchestrator that restarts) resumes with `Resume{session_id}` exac
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sounding import errors
 from sounding.inquiry import engine
@@ -31,19 +32,33 @@ class ObservationRequest:
 InquiryRequest = Start | ResumeRequest | ObservationRequest
 
 
+Thresholds = Callable[[str, str], Awaitable[Mapping[str, Mapping[str, Any]]]]
+
+
 class InquiryService:
-    def __init__(self, store: Store):
+    """`backend` is what domains think with (the models, for the llm domain); `thresholds(task,
+    regime)` gives the llm domain's calibrated stop thresholds when a session starts."""
+
+    def __init__(self, store: Store, backend: Any = None, thresholds: Thresholds | None = None):
         self._store = store
+        self._backend = backend
+        self._thresholds = thresholds
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def run(self, requests: AsyncIterator[InquiryRequest]) -> AsyncIterator[InquiryEvent]:
         first = await anext(requests, None)
         if isinstance(first, Start):
-            session = engine.start(first)
-            events = engine.advance(session)
+            thresholds = None
+            if first.domain == "llm" and self._thresholds is not None:
+                parameters = first.domain_parameters
+                thresholds = await self._thresholds(
+                    parameters.get("task", "generic"), parameters.get("regime", "normal")
+                )
+            session = engine.start(first, thresholds)
+            events = await engine.advance(session, self._backend)
         elif isinstance(first, ResumeRequest):
             session = await self._load(first.session_id)
-            events = engine.resume(session)
+            events = await engine.resume(session, self._backend)
         else:
             raise errors.InvalidArgument("the first message must be start or resume", field="message")
         lock = self._locks.setdefault(session.session_id, asyncio.Lock())
@@ -62,7 +77,7 @@ class InquiryService:
             async for request in requests:
                 if not isinstance(request, ObservationRequest):
                     raise errors.InvalidArgument("after start or resume, send observations", field="message")
-                events = engine.observe(session, request.question_id, request.answer)
+                events = await engine.observe(session, request.question_id, request.answer, self._backend)
                 await self._save(session)
                 for event in events:
                     yield event

@@ -56,6 +56,27 @@ CALIBRATIONS_SCHEMA = pa.schema(
     ]
 )
 
+# One row per assessed state of an llm inquiry whose outcome was observed (robust-MI spec §2.5.2):
+# what the stop rules read there and whether the answer of that state was wrong.
+INQUIRY_STATES_TABLE = "inquiry_states"
+INQUIRY_STATES_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("task", pa.string()),
+        ("regime", pa.string()),
+        ("bucket", pa.string()),
+        ("turn", pa.int64()),
+        # {rule: score} for the rules the state was scored for.
+        ("scores_json", pa.string()),
+        ("error", pa.bool_()),
+        # 1 - the sampled probability of the true answer (split-conformal calibration).
+        ("nonconformity", pa.float64()),
+        # The stated confidence in [0, 1], when the verbalized rule was scored.
+        ("stated_confidence", pa.float64()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+
 OBSERVATIONS_SCHEMA = pa.schema(
     [
         ("sequence", pa.int64()),
@@ -129,6 +150,19 @@ class RetrievalRecord:
 
 
 @dataclass(frozen=True)
+class InquiryState:
+    session_id: str
+    task: str
+    regime: str
+    bucket: str
+    turn: int
+    scores: dict[str, float]
+    error: bool
+    nonconformity: float
+    stated_confidence: float | None = None
+
+
+@dataclass(frozen=True)
 class ObservationRecord:
     sequence: int
     retrieval_id: str
@@ -156,6 +190,7 @@ class LearningLog:
         for name, table_schema in (
             (DEPLOYMENTS_TABLE, DEPLOYMENTS_SCHEMA),
             (CALIBRATIONS_TABLE, CALIBRATIONS_SCHEMA),
+            (INQUIRY_STATES_TABLE, INQUIRY_STATES_SCHEMA),
         ):
             if name not in names:
                 await log._db.create_table(name, schema=table_schema, exist_ok=True)
@@ -167,6 +202,7 @@ class LearningLog:
         log._calibrations = await log._db.open_table(CALIBRATIONS_TABLE)
         log._observations = await log._db.open_table(OBSERVATIONS_TABLE)
         log._deployments = await log._db.open_table(DEPLOYMENTS_TABLE)
+        log._inquiry_states = await log._db.open_table(INQUIRY_STATES_TABLE)
         return log
 
     async def _compact_now_and_then(self) -> None:
@@ -280,3 +316,69 @@ class LearningLog:
             return None
         row = max(rows, key=lambda r: r["version"])
         return row["version"], json.loads(row["params_json"])
+
+    async def calibrations_with_prefix(self, prefix: str) -> dict[str, tuple[int, dict]]:
+        """{target: (version, parameters)} of the latest calibration of every target that starts
+        with `prefix`."""
+        rows = (await self._calibrations.query().to_arrow()).to_pylist()  # a small table
+        latest: dict[str, tuple[int, dict]] = {}
+        for row in rows:
+            if row["target"].startswith(prefix) and row["version"] > latest.get(row["target"], (0, {}))[0]:
+                latest[row["target"]] = (row["version"], json.loads(row["params_json"]))
+        return latest
+
+    async def append_inquiry_states(self, states: Sequence[InquiryState]) -> None:
+        """One commit for the batch: all of it is durable when this returns, or none of it."""
+        if not states:
+            return
+        now = int(time.time() * 1e6)
+        rows = [
+            {
+                "session_id": s.session_id,
+                "task": s.task,
+                "regime": s.regime,
+                "bucket": s.bucket,
+                "turn": s.turn,
+                "scores_json": json.dumps(s.scores),
+                "error": s.error,
+                "nonconformity": s.nonconformity,
+                "stated_confidence": s.stated_confidence,
+                "create_time_us": now,
+            }
+            for s in states
+        ]
+        await self._inquiry_states.add(pa.Table.from_pylist(rows, INQUIRY_STATES_SCHEMA))
+
+    async def inquiry_states(self, task: str, regime: str, bucket: str = "") -> list[InquiryState]:
+        """Recorded states of the task and regime (and homogeneity bucket, if given)."""
+        where = f"task = {sql_string(task)} AND regime = {sql_string(regime)}"
+        if bucket:
+            where += f" AND bucket = {sql_string(bucket)}"
+        rows = (await self._inquiry_states.query().where(where).to_arrow()).to_pylist()
+        return [
+            InquiryState(
+                r["session_id"],
+                r["task"],
+                r["regime"],
+                r["bucket"],
+                r["turn"],
+                json.loads(r["scores_json"]),
+                r["error"],
+                r["nonconformity"],
+                r["stated_confidence"],
+            )
+            for r in rows
+        ]
+
+    async def observed_sessions(self, session_ids: Sequence[str]) -> set[str]:
+        """The sessions among these whose states are already recorded."""
+        ids = sorted({i for i in session_ids if i})
+        if not ids:
+            return set()
+        rows = (
+            await self._inquiry_states.query()
+            .where(f"session_id IN ({', '.join(sql_string(i) for i in ids)})")
+            .select(["session_id"])
+            .to_arrow()
+        )
+        return set(rows.column("session_id").to_pylist())

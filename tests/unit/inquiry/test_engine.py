@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 from sounding.inquiry import engine
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, HypothesisIn, Policy, QuestionIn, Start
@@ -20,25 +22,26 @@ def answer(ask: AskEvent) -> str:
     return "yes" if TRUTH >> int(ask.chosen.question_id[3:]) & 1 else "no"
 
 
-def play(session: engine.Session, events: list, reload_after: int | None = None) -> list:
-    """Answer every Ask truthfully; optionally rebuild the session from its stored JSON."""
-    transcript = list(events)
+def play(session: engine.Session, reload_after: int | None = None) -> list:
+    """Start the session and answer every Ask truthfully; optionally rebuild the session from
+    its stored JSON on the way."""
+    transcript = asyncio.run(engine.advance(session))
     while isinstance(transcript[-1], AskEvent):
         ask = transcript[-1]
         if reload_after is not None and ask.turn == reload_after:
             session = engine.Session.from_json(session.setup_json(), session.to_json())
-            transcript.extend(engine.resume(session))
+            transcript.extend(asyncio.run(engine.resume(session)))
             ask = transcript[-1]
-        transcript.extend(engine.observe(session, ask.chosen.question_id, answer(ask)))
+        transcript.extend(asyncio.run(engine.observe(session, ask.chosen.question_id, answer(ask))))
     return transcript
 
 
 def test_a_reloaded_session_continues_exactly_as_an_uninterrupted_one():
     request = start_request(target_confidence=0.99)
     first = engine.start(request)
-    uninterrupted = play(first, engine.advance(first))
+    uninterrupted = play(first)
     second = engine.start(request)
-    resumed = play(second, engine.advance(second), reload_after=2)
+    resumed = play(second, reload_after=2)
     final, final_resumed = uninterrupted[-1], resumed[-1]
     assert isinstance(final, AnswerEvent) and final.answer == f"h{TRUTH}"
     assert (final_resumed.answer, final_resumed.stopping_reason) == (final.answer, final.stopping_reason)
@@ -53,5 +56,5 @@ def test_the_stored_state_leaves_out_the_setup():
 
 def test_max_turns_forces_the_answer():
     session = engine.start(start_request(max_turns=2))
-    final = play(session, engine.advance(session))[-1]
+    final = play(session)[-1]
     assert final.stopping_reason == "max_queries_reached" and final.forced

@@ -286,6 +286,9 @@ class BullsAndCows:
         self.history.append((guess, code))
         self.solved = code == SOLVED
 
+    async def think(self, policy, turn: int, backend) -> None:
+        """Nothing to precompute: the belief and the choice are computed on demand."""
+
     def finished(self) -> str:
         if self.solved:
             return "confidence_reached"

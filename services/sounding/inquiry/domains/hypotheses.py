@@ -205,6 +205,9 @@ class HypothesisSet:
         self.probabilities, self.unknown_mass = posterior.probabilities, posterior.unknown_mass
         self.asked.append(question_id)
 
+    async def think(self, policy, turn: int, backend) -> None:
+        """Nothing to precompute: the belief and the choice are computed on demand."""
+
     def finished(self) -> str:
         return (
             "no_viable_queries" if self.unknown_mass >= 1.0 - 1e-12 and self.probabilities.sum() == 0 else ""

@@ -359,20 +359,54 @@ class InquireResponse(_message.Message):
     def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ...) -> None: ...
 
 class Belief(_message.Message):
-    __slots__ = ("session_id", "turn", "entropy_bits", "normalized_uncertainty", "top_hypotheses", "unknown_mass")
+    __slots__ = ("session_id", "turn", "entropy_bits", "normalized_uncertainty", "top_hypotheses", "unknown_mass", "homogeneity", "homogeneity_bucket", "stop_signals")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     ENTROPY_BITS_FIELD_NUMBER: _ClassVar[int]
     NORMALIZED_UNCERTAINTY_FIELD_NUMBER: _ClassVar[int]
     TOP_HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_MASS_FIELD_NUMBER: _ClassVar[int]
+    HOMOGENEITY_FIELD_NUMBER: _ClassVar[int]
+    HOMOGENEITY_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    STOP_SIGNALS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     turn: int
     entropy_bits: float
     normalized_uncertainty: float
     top_hypotheses: _containers.RepeatedCompositeFieldContainer[ScoredHypothesis]
     unknown_mass: float
-    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., entropy_bits: _Optional[float] = ..., normalized_uncertainty: _Optional[float] = ..., top_hypotheses: _Optional[_Iterable[_Union[ScoredHypothesis, _Mapping]]] = ..., unknown_mass: _Optional[float] = ...) -> None: ...
+    homogeneity: Homogeneity
+    homogeneity_bucket: str
+    stop_signals: _containers.RepeatedCompositeFieldContainer[StopSignal]
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., entropy_bits: _Optional[float] = ..., normalized_uncertainty: _Optional[float] = ..., top_hypotheses: _Optional[_Iterable[_Union[ScoredHypothesis, _Mapping]]] = ..., unknown_mass: _Optional[float] = ..., homogeneity: _Optional[_Union[Homogeneity, _Mapping]] = ..., homogeneity_bucket: _Optional[str] = ..., stop_signals: _Optional[_Iterable[_Union[StopSignal, _Mapping]]] = ...) -> None: ...
+
+class Homogeneity(_message.Message):
+    __slots__ = ("p_max", "mean_pairwise_similarity", "effective_rank", "exact_repetition_rate", "trigram_jaccard")
+    P_MAX_FIELD_NUMBER: _ClassVar[int]
+    MEAN_PAIRWISE_SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_RANK_FIELD_NUMBER: _ClassVar[int]
+    EXACT_REPETITION_RATE_FIELD_NUMBER: _ClassVar[int]
+    TRIGRAM_JACCARD_FIELD_NUMBER: _ClassVar[int]
+    p_max: float
+    mean_pairwise_similarity: float
+    effective_rank: float
+    exact_repetition_rate: float
+    trigram_jaccard: float
+    def __init__(self, p_max: _Optional[float] = ..., mean_pairwise_similarity: _Optional[float] = ..., effective_rank: _Optional[float] = ..., exact_repetition_rate: _Optional[float] = ..., trigram_jaccard: _Optional[float] = ...) -> None: ...
+
+class StopSignal(_message.Message):
+    __slots__ = ("rule", "score", "threshold", "answers", "calibration_version")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    score: float
+    threshold: float
+    answers: bool
+    calibration_version: int
+    def __init__(self, rule: _Optional[str] = ..., score: _Optional[float] = ..., threshold: _Optional[float] = ..., answers: _Optional[bool] = ..., calibration_version: _Optional[int] = ...) -> None: ...
 
 class ScoredHypothesis(_message.Message):
     __slots__ = ("id", "description", "probability")
@@ -511,7 +545,7 @@ class RejectedObservation(_message.Message):
     def __init__(self, index: _Optional[int] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CalibrateRequest(_message.Message):
-    __slots__ = ("target", "collection", "task", "regime", "bucket", "risk", "alpha")
+    __slots__ = ("target", "collection", "task", "regime", "bucket", "risk", "alpha", "stop_rule", "states")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -519,6 +553,8 @@ class CalibrateRequest(_message.Message):
     BUCKET_FIELD_NUMBER: _ClassVar[int]
     RISK_FIELD_NUMBER: _ClassVar[int]
     ALPHA_FIELD_NUMBER: _ClassVar[int]
+    STOP_RULE_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
     target: CalibrationTarget
     collection: str
     task: str
@@ -526,7 +562,19 @@ class CalibrateRequest(_message.Message):
     bucket: str
     risk: float
     alpha: float
-    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., collection: _Optional[str] = ..., task: _Optional[str] = ..., regime: _Optional[str] = ..., bucket: _Optional[str] = ..., risk: _Optional[float] = ..., alpha: _Optional[float] = ...) -> None: ...
+    stop_rule: str
+    states: _containers.RepeatedCompositeFieldContainer[CalibrationState]
+    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., collection: _Optional[str] = ..., task: _Optional[str] = ..., regime: _Optional[str] = ..., bucket: _Optional[str] = ..., risk: _Optional[float] = ..., alpha: _Optional[float] = ..., stop_rule: _Optional[str] = ..., states: _Optional[_Iterable[_Union[CalibrationState, _Mapping]]] = ...) -> None: ...
+
+class CalibrationState(_message.Message):
+    __slots__ = ("score", "error", "stated_confidence")
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATED_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    error: bool
+    stated_confidence: float
+    def __init__(self, score: _Optional[float] = ..., error: _Optional[bool] = ..., stated_confidence: _Optional[float] = ...) -> None: ...
 
 class CalibrateResponse(_message.Message):
     __slots__ = ("progress", "report")

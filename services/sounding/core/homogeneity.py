@@ -1,0 +1,104 @@
+"""Homogeneity diagnostics of a set of sampled answers (robust-MI spec §4.3, axes 1 and 2).
+
+Semantic collapse: the largest cluster's share `p_max`, the mean pairwise cosine similarity of
+the samples' embeddings, and the effective rank exp(H(λ / Σλ)) of their similarity matrix.
+Surface repetition: the share of sample pairs that are identical strings, and the mean Jaccard
+similarity of their word 3-gram sets. The bucket (§4.3.6) is read from the mean similarity:
+high (≥ 0.9), medium (≥ 0.6), low.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+BUCKETS = ("high", "medium", "low")
+
+
+@dataclass(frozen=True)
+class Homogeneity:
+    p_max: float
+    mean_pairwise_similarity: float
+    effective_rank: float
+    exact_repetition_rate: float
+    trigram_jaccard: float
+
+    @property
+    def bucket(self) -> str:
+        return bucket(self.mean_pairwise_similarity)
+
+
+def bucket(mean_similarity: float) -> str:
+    if mean_similarity >= 0.9:
+        return "high"
+    return "medium" if mean_similarity >= 0.6 else "low"
+
+
+def p_max(labels: Sequence, weights: Sequence[float] | None = None) -> float:
+    """The largest cluster's (weighted) share of the samples."""
+    if not labels:
+        return 0.0
+    weights = [1.0] * len(labels) if weights is None else weights
+    shares: Counter = Counter()
+    for label, weight in zip(labels, weights, strict=True):
+        shares[label] += weight
+    return max(shares.values()) / sum(weights)
+
+
+def mean_pairwise_similarity(vectors: np.ndarray) -> float:
+    """Mean cosine similarity over distinct pairs of L2-normalised rows (1.0 for one sample)."""
+    count = vectors.shape[0]
+    if count < 2:
+        return 1.0
+    similarity = vectors @ vectors.T
+    return float((similarity.sum() - np.trace(similarity)) / (count * (count - 1)))
+
+
+def effective_rank(vectors: np.ndarray) -> float:
+    """exp of the entropy of the normalised eigenvalues of the sample-sample similarity matrix."""
+    if vectors.shape[0] == 0:
+        return 0.0
+    eigenvalues = np.clip(np.linalg.eigvalsh(vectors @ vectors.T), 0.0, None)
+    if eigenvalues.sum() <= 0:
+        return 0.0
+    share = eigenvalues / eigenvalues.sum()
+    share = share[share > 0]
+    return float(np.exp(-(share * np.log(share)).sum()))
+
+
+def exact_repetition_rate(texts: Sequence[str]) -> float:
+    pairs = list(itertools.combinations(texts, 2))
+    return sum(a == b for a, b in pairs) / len(pairs) if pairs else 1.0
+
+
+def _trigrams(text: str) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    if len(words) < 3:
+        return {tuple(words)} if words else set()
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def trigram_jaccard(texts: Sequence[str]) -> float:
+    """Mean Jaccard similarity of word 3-gram sets over sample pairs (texts under three words
+    count as one gram)."""
+    grams = [_trigrams(t) for t in texts]
+    pairs = list(itertools.combinations(grams, 2))
+    if not pairs:
+        return 1.0
+    return float(np.mean([len(a & b) / len(a | b) if a | b else 1.0 for a, b in pairs]))
+
+
+def diagnose(
+    texts: Sequence[str], vectors: np.ndarray, labels: Sequence, weights: Sequence[float] | None = None
+) -> Homogeneity:
+    return Homogeneity(
+        p_max=p_max(labels, weights),
+        mean_pairwise_similarity=mean_pairwise_similarity(vectors),
+        effective_rank=effective_rank(vectors),
+        exact_repetition_rate=exact_repetition_rate(texts),
+        trigram_jaccard=trigram_jaccard(texts),
+    )

@@ -1,0 +1,280 @@
+"""The `llm` inquiry domain: Sounding's language model works on a problem the client describes
+(`context`; for `dc` the suspects as hypotheses), asks the client questions and decides when to
+answer by a stop rule (robust-MI spec §2–§3; rules in core.stop_rules).
+
+At every state the domain first `think`s: it samples answers and self-revisions, scores the
+state for its stop rule (every rule when `domain_parameters["signals"] = "all"`, which the
+AR-Bench harness uses to judge all rules on the same trajectory), and, unless the rule answers,
+generates the next question. The measurements are kept in the session state, so a resumed
+session repeats nothing. The answer is the largest cluster of the revised answers.
+
+Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `samples` (k),
+`diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
+`question_tokens`. Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task,
+regime and rule when the session starts (the homogeneity bucket's own calibration, if any,
+takes precedence), else the rule's default.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from sounding import errors
+from sounding.core import stop_rules
+from sounding.inquiry.llm import assessment, tasks
+from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
+from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
+
+LLM_POLICIES = ("direct_prompting",)
+MAX_SAMPLES = 32
+MAX_CONTEXT_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A rule's threshold in use: the calibrated one (version > 0) or the default."""
+
+    value: float
+    version: int = 0
+    bucket: str = ""
+    # verbalized_confidence: the isotonic map (x, y points) from stated confidence to accuracy.
+    confidence_map: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+
+
+def threshold_prefix(task: str, regime: str) -> str:
+    return f"stop_threshold:{task}:{regime}:"
+
+
+def threshold_key(task: str, regime: str, rule: str, bucket: str = "") -> str:
+    """The calibrations-table target a threshold is stored under."""
+    return f"{threshold_prefix(task, regime)}{rule}:{bucket}"
+
+
+def default_threshold(rule: str) -> Threshold:
+    if rule in stop_rules.SET_RULES:
+        return Threshold(stop_rules.DEFAULT_CONFORMAL_QUANTILE)
+    return Threshold(stop_rules.DEFAULT_THRESHOLDS[rule])
+
+
+class LlmInquiry:
+    name = "llm"
+    stops_on_confidence = False
+
+    def __init__(self, setup: dict, state: dict):
+        self._setup = setup
+        self.problem = tasks.Problem(
+            tasks.TASK_SPECS[setup["task"]],
+            setup["context"],
+            tuple(setup["choices"]),
+            setup["regime"] == "collapse",
+        )
+        self.sampling = SamplingSettings(**setup["sampling"])
+        self.rules: list[str] = setup["rules"]
+        self.stop_rule: str = setup["stop_rule"]
+        self.thresholds = {
+            rule: {bucket: Threshold(**t) for bucket, t in by_bucket.items()}
+            for rule, by_bucket in setup["thresholds"].items()
+        }
+        self.turns: list[list[str]] = state["turns"]
+        self.assessments: list[dict] = state["assessments"]
+        self.next: dict | None = state["next"]
+
+    @classmethod
+    def from_state(cls, setup: dict, state: dict) -> LlmInquiry:
+        return cls(setup, state)
+
+    @classmethod
+    def from_request(
+        cls,
+        policy: Policy,
+        context: str,
+        hypotheses: Sequence,
+        parameters: Mapping[str, str],
+        thresholds: Mapping[str, Mapping[str, Threshold]],
+    ) -> LlmInquiry:
+        task = parameters.get("task", "generic")
+        if task not in tasks.TASKS:
+            raise errors.InvalidArgument(
+                f"task must be one of {', '.join(tasks.TASKS)}", field="start.domain_parameters.task"
+            )
+        regime = parameters.get("regime", "normal")
+        if regime not in assessment.REGIMES:
+            raise errors.InvalidArgument(
+                "regime must be normal or collapse", field="start.domain_parameters.regime"
+            )
+        if not context.strip() and task != "gn":
+            raise errors.InvalidArgument("the llm domain needs a context", field="start.context")
+        if len(context) > MAX_CONTEXT_CHARS:
+            raise errors.InvalidArgument(
+                f"context is longer than {MAX_CONTEXT_CHARS} characters", field="start.context"
+            )
+        choices = [h.description or h.id for h in hypotheses]
+        if task == "dc" and len(choices) < 2:
+            raise errors.InvalidArgument("dc needs the suspects as hypotheses", field="start.hypotheses")
+        diversity = parameters.get("diversity", "weighted")
+        if diversity not in ("weighted", "unweighted", "off"):
+            raise errors.InvalidArgument(
+                "diversity must be weighted, unweighted or off", field="start.domain_parameters.diversity"
+            )
+        signals = parameters.get("signals", "rule")
+        if signals not in ("rule", "all"):
+            raise errors.InvalidArgument(
+                "signals must be rule or all", field="start.domain_parameters.signals"
+            )
+        sampling = SamplingSettings(
+            samples=_integer(parameters, "samples", 4, 2, MAX_SAMPLES),
+            regime=regime,
+            diversity=diversity,
+            answer_tokens=_integer(parameters, "answer_tokens", 0, 0, 1024),
+            question_tokens=_integer(parameters, "question_tokens", 0, 0, 1024),
+        )
+        rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
+        setup = {
+            "task": task,
+            "context": context,
+            "choices": choices,
+            "regime": regime,
+            "sampling": asdict(sampling),
+            "rules": rules,
+            "stop_rule": policy.stop_rule,
+            "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
+            "thresholds": {
+                rule: {b: asdict(t) for b, t in thresholds.get(rule, {"": default_threshold(rule)}).items()}
+                for rule in rules
+            },
+        }
+        return cls(setup, {"turns": [], "assessments": [], "next": None})
+
+    def setup(self) -> dict[str, Any]:
+        return self._setup
+
+    def state(self) -> dict[str, Any]:
+        return {"turns": self.turns, "assessments": self.assessments, "next": self.next}
+
+    def _rng(self, turn: int, purpose: str) -> random.Random:
+        return random.Random(f"{self._setup['seed']}:{turn}:{purpose}")
+
+    def threshold(self, rule: str, bucket: str) -> Threshold:
+        by_bucket = self.thresholds.get(rule) or {"": default_threshold(rule)}
+        return by_bucket.get(bucket) or by_bucket.get("") or default_threshold(rule)
+
+    def signal(self, rule: str, current: dict) -> StopSignal:
+        threshold = self.threshold(rule, current["bucket"])
+        score = current["scores"][rule]
+        if rule in stop_rules.SET_RULES:
+            answers = stop_rules.set_rule_answers(rule, int(score))
+        else:
+            answers = score <= threshold.value
+        return StopSignal(rule, score, threshold.value, answers, threshold.version)
+
+    async def think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
+        """Assess the state (once per turn) and, unless the stop rule answers, find the next
+        question."""
+        if (self.assessments and self.assessments[-1]["turn"] == turn) or self._guessed():
+            return
+        knowno = self.threshold("knowno_set_size", "") if "knowno_set_size" in self.rules else None
+        quantile = (knowno or self.threshold("cip_lite", "")).value
+        verbal = self.threshold("verbalized_confidence", "")
+        confidence_map = None
+        if verbal.confidence_map is not None:
+            xs, ys = verbal.confidence_map
+            confidence_map = lambda c: float(np.interp(c, xs, ys))  # noqa: E731
+        measured: Assessment = await assessment.assess(
+            backend,
+            self.problem,
+            [tuple(t) for t in self.turns],
+            turn,
+            set(self.rules),
+            self.sampling,
+            self._rng(turn, "assess"),
+            quantile,
+            confidence_map,
+        )
+        current = measured.to_json()
+        current["signals"] = [asdict(self.signal(rule, current)) for rule in self.rules]
+        self.assessments.append(current)
+        self.next = None
+        if not self._rule_answers(current) and turn < policy.max_turns:
+            question, rationale = await assessment.next_question(
+                backend, self.problem, [tuple(t) for t in self.turns], self.sampling, self._rng(turn, "ask")
+            )
+            self.next = {"question": question, "rationale": rationale}
+
+    def _rule_answers(self, current: dict) -> bool:
+        return any(s["rule"] == self.stop_rule and s["answers"] for s in current["signals"])
+
+    def belief(self) -> BeliefView:
+        if not self.assessments:
+            return BeliefView(0.0, 0.0, [], 0.0, 0.0)
+        current = self.assessments[-1]
+        distribution = current["distribution"]
+        entropy = stop_rules.semantic_entropy({i: p for i, (_, p) in enumerate(distribution)}) / math.log(2)
+        samples = self.sampling.samples
+        return BeliefView(
+            entropy_bits=entropy,
+            max_entropy_bits=math.log2(samples),
+            top_hypotheses=[
+                ScoredHypothesis(f"cluster-{i}", answer or "(unparsed)", p)
+                for i, (answer, p) in enumerate(distribution)
+            ],
+            unknown_mass=0.0,
+            map_probability=current["answer_share"],
+            homogeneity=current["homogeneity"],
+            homogeneity_bucket=current["bucket"],
+            stop_signals=[StopSignal(**s) for s in current["signals"]],
+        )
+
+    def choose(self, policy: Policy, turn: int) -> Choice | None:
+        if self.next is None:
+            return None
+        chosen = ScoredQuestion(f"q{turn}", self.next["question"], 0.0, 0.0)
+        return Choice(chosen, self.next["rationale"], [])
+
+    def observe(self, question_id: str, question: str, answer: str) -> None:
+        if not answer.strip():
+            raise errors.InvalidArgument("the answer must not be empty", field="observation.answer")
+        self.turns.append([question, answer])
+        self.next = None
+
+    def _guessed(self) -> bool:
+        """gn: the last guess was told all four digits are right and in place."""
+        if self.problem.task.name != "gn" or not self.turns:
+            return False
+        feedback = tasks.bulls_and_cows(self.turns[-1][1])
+        return feedback is not None and feedback[0] == 4
+
+    def finished(self) -> str:
+        if self._guessed():
+            return "confidence_reached"
+        if self.assessments and self._rule_answers(self.assessments[-1]):
+            return "confidence_reached"
+        return ""
+
+    def answer(self) -> tuple[str, float]:
+        if self._guessed():
+            return self.turns[-1][0], 1.0
+        if not self.assessments:
+            return tasks.UNPARSED, 0.0
+        current = self.assessments[-1]
+        return current["answer"], current["answer_share"]
+
+
+def _integer(parameters: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = parameters.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise errors.InvalidArgument(
+            f"{name} must be an integer in [{low}, {high}]", field=f"start.domain_parameters.{name}"
+        )
+    return value

@@ -1,0 +1,1 @@
+"""The llm inquiry domain's parts: task templates, state assessment, outcomes."""

@@ -1,0 +1,358 @@
+"""What the `llm` domain measures at a state: sampled answers, their self-revisions, clusters,
+the stop rules' scores, homogeneity diagnostics, and the next question (robust-MI spec §2.3–§2.6,
+§3.2–§3.5, §4.3).
+
+Plain sampling (the base prompt, k initial answers, each revised once) gives `mi_only` and, from
+its initial answers, the self-consistency, semantic-entropy and conformal-set signals. Robust MI
+runs the three prompt variants with diversity-steered sampling (§2.4.4): candidates are drawn in
+rounds of concurrent generations; one is accepted when its embedding's cosine similarity to every
+accepted answer is at most the threshold, and after the last round the remaining slots take the
+last rejected candidates. Every rejected candidate is a draw from the model that lands next to an
+accepted answer, so the importance weight of an accepted answer is 1 + the rejected draws most
+similar to it: the weighted counts then estimate the model's own answer frequencies (this is the
+acceptance-rate estimate of §2.4.4; `diversity="unweighted"` is the ablation with weights 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+
+from sounding import errors
+from sounding.core import clustering, homogeneity, stop_rules
+from sounding.core.mutual_information import mutual_information
+from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm.tasks import Problem, Variant
+
+Diversity = Literal["weighted", "unweighted", "off"]
+REGIMES = {"normal": (0.7, 0.95), "collapse": (0.1, 1.0)}
+FALLBACK_QUESTIONS = {
+    "dc": "Where were you and what were you doing when the murder happened?",
+    "sp": "Did the person's death happen because of something they did themselves?",
+    "generic": "What else should I know about this problem?",
+}
+
+
+class Backend(Protocol):
+    """The models an assessment needs (the sidecar's client satisfies it through `Models`)."""
+
+    async def text(
+        self, messages: Sequence[dict[str, str]], temperature: float, top_p: float, max_tokens: int
+    ) -> str: ...
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    async def cluster(self, texts: Sequence[str], method: str) -> list[int]: ...
+
+
+class Models:
+    """`Backend` over the sidecar client; a failed clustering falls back to exact strings
+    (§2.3.4)."""
+
+    def __init__(self, client, timeout: float = 600.0):
+        self._client = client
+        self._timeout = timeout
+
+    async def text(self, messages, temperature, top_p, max_tokens) -> str:
+        pieces = []
+        async for piece in self._client.generate(
+            messages, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, timeout=self._timeout
+        ):
+            pieces.append(piece.text)
+        return "".join(pieces)
+
+    async def embed(self, texts):
+        return await self._client.embed(texts, timeout=self._timeout)
+
+    async def cluster(self, texts, method):
+        try:
+            return await self._client.cluster(texts, method, timeout=self._timeout)
+        except errors.SoundingError:
+            return clustering.exact_clusters(texts)
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    samples: int = 4
+    regime: Literal["normal", "collapse"] = "normal"
+    diversity: Diversity = "weighted"
+    # §2.4.4 defaults: 0.90 for answers.
+    similarity_threshold: float = 0.9
+    max_tries: int = 5
+    question_candidates: int = 5
+    # 0: the task's default token budgets.
+    answer_tokens: int = 0
+    question_tokens: int = 0
+
+
+@dataclass
+class PairSamples:
+    """k (initial, revised) answers of one prompt variant, with weights and cluster labels."""
+
+    variant: str
+    initial_texts: list[str]
+    revised_texts: list[str]
+    initial: list[str]
+    revised: list[str]
+    weights: list[float]
+    initial_labels: list[int] = field(default_factory=list)
+    revised_labels: list[int] = field(default_factory=list)
+    mutual_information: float = 0.0
+
+
+@dataclass
+class Assessment:
+    """Everything measured at one state; JSON-serialisable (stored with the session)."""
+
+    turn: int
+    scores: dict[str, float]
+    # The answer now: the largest cluster of the revisions (of the plain initial answers if no
+    # revision parses), and its weighted share.
+    answer: str
+    answer_share: float
+    # Answer clusters of the plain initial samples: (representative answer, share), largest first.
+    distribution: list[tuple[str, float]]
+    homogeneity: dict[str, float]
+    bucket: str
+    verbalized_confidence: float | None = None
+    pairs: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+async def sample_pairs(
+    backend: Backend,
+    problem: Problem,
+    turns,
+    variant: Variant,
+    settings: SamplingSettings,
+    diversity: Diversity,
+    rng: random.Random,
+) -> PairSamples:
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.answer_tokens or problem.task.answer_tokens
+    prompt = tasks.initial_prompt(problem, turns, variant)
+
+    async def draw(count: int) -> list[str]:
+        return list(
+            await asyncio.gather(*(backend.text(prompt, temperature, top_p, tokens) for _ in range(count)))
+        )
+
+    k = settings.samples
+    if diversity == "off":
+        accepted, weights = await draw(k), [1.0] * k
+    else:
+        accepted, weights = await _diverse(backend, draw, problem, k, settings, rng)
+        if diversity == "unweighted":
+            weights = [1.0] * len(accepted)
+    revised_texts = list(
+        await asyncio.gather(
+            *(
+                backend.text(tasks.revision_prompt(problem, turns, y0, variant), temperature, top_p, tokens)
+                for y0 in accepted
+            )
+        )
+    )
+    total = sum(weights)
+    return PairSamples(
+        variant,
+        accepted,
+        revised_texts,
+        [tasks.parse_answer(problem, t, rng) for t in accepted],
+        [tasks.parse_answer(problem, t, rng) for t in revised_texts],
+        [w * len(weights) / total for w in weights],
+    )
+
+
+async def _diverse(backend, draw, problem, k, settings, rng) -> tuple[list[str], list[float]]:
+    accepted: list[str] = []
+    weights: list[float] = []
+    vectors: list[np.ndarray] = []
+    rejected: list[str] = []
+    for attempt in range(settings.max_tries):
+        needed = k - len(accepted)
+        if needed == 0:
+            break
+        candidates = await draw(needed)
+        embedded = await backend.embed([_answer_text(problem, c, rng) for c in candidates])
+        rejected = []
+        for text, vector in zip(candidates, embedded, strict=True):
+            similarities = [float(vector @ v) for v in vectors]
+            if len(accepted) < k and (not similarities or max(similarities) <= settings.similarity_threshold):
+                accepted.append(text)
+                weights.append(1.0)
+                vectors.append(vector)
+            else:
+                rejected.append(text)
+                if similarities:
+                    weights[int(np.argmax(similarities))] += 1.0
+        if attempt == settings.max_tries - 1:
+            for text in rejected[: k - len(accepted)]:
+                # Accepted for want of anything else: its draw was already counted as a rejection.
+                accepted.append(text)
+                weights.append(1.0)
+    return accepted, weights
+
+
+def _answer_text(problem: Problem, text: str, rng: random.Random) -> str:
+    """What diversity is judged on: the parsed answer (the whole text if none parses)."""
+    return tasks.parse_answer(problem, text, rng) or text
+
+
+async def label_answers(backend: Backend, problem: Problem, answers: Sequence[str]) -> list[int]:
+    """Cluster labels of all answers of a state at once; unparsed answers are singletons."""
+    parsed = [(i, a) for i, a in enumerate(answers) if a != tasks.UNPARSED]
+    labels = [0] * len(answers)
+    if parsed:
+        texts = [a for _, a in parsed]
+        method = problem.task.cluster_method
+        found = (
+            clustering.exact_clusters(texts) if method == "exact" else await backend.cluster(texts, method)
+        )
+        for (index, _), label in zip(parsed, found, strict=True):
+            labels[index] = label
+    next_label = max((labels[i] for i, _ in parsed), default=-1) + 1
+    for index, answer in enumerate(answers):
+        if answer == tasks.UNPARSED:
+            labels[index] = next_label
+            next_label += 1
+    return labels
+
+
+async def assess(
+    backend: Backend,
+    problem: Problem,
+    turns,
+    turn: int,
+    rules: set[str],
+    settings: SamplingSettings,
+    rng: random.Random,
+    conformal_quantile: float,
+    confidence_map=None,
+) -> Assessment:
+    """Measure the state for the given stop rules (the plain samples are always drawn: they give
+    the answer distribution and diagnostics)."""
+    jobs = [sample_pairs(backend, problem, turns, "base", settings, "off", rng)]
+    robust = "robust_mi_risk" in rules
+    if robust:
+        jobs += [
+            sample_pairs(backend, problem, turns, v, settings, settings.diversity, rng)
+            for v in tasks.VARIANTS
+        ]
+    verbalized = "verbalized_confidence" in rules
+    temperature, top_p = REGIMES[settings.regime]
+    verbal_job = (
+        backend.text(
+            tasks.verbalized_prompt(problem, turns),
+            temperature,
+            top_p,
+            (settings.answer_tokens or problem.task.answer_tokens) + 16,
+        )
+        if verbalized
+        else asyncio.sleep(0, result="")
+    )
+    *sampled, verbal_text = await asyncio.gather(*jobs, verbal_job)
+    answers = [a for s in sampled for a in (*s.initial, *s.revised)]
+    labels = await label_answers(backend, problem, answers)
+    offset = 0
+    for samples in sampled:
+        k = len(samples.initial)
+        samples.initial_labels = labels[offset : offset + k]
+        samples.revised_labels = labels[offset + k : offset + 2 * k]
+        offset += 2 * k
+        samples.mutual_information = mutual_information(
+            samples.initial_labels, samples.revised_labels, weights=samples.weights
+        )
+    plain = sampled[0]
+    distribution = stop_rules.cluster_distribution(plain.initial_labels)
+    representative = {label: plain.initial[plain.initial_labels.index(label)] for label in distribution}
+    scores: dict[str, float] = {
+        "mi_only": plain.mutual_information,
+        "self_consistency": 1.0 - max(distribution.values()),
+        "semantic_entropy": stop_rules.semantic_entropy(distribution),
+    }
+    set_size = len(stop_rules.prediction_set(distribution, conformal_quantile))
+    scores["knowno_set_size"] = scores["cip_lite"] = float(set_size)
+    if robust:
+        scores["robust_mi_risk"] = max(s.mutual_information for s in sampled[1:])
+    stated = tasks.parse_confidence(verbal_text) if verbalized else None
+    if verbalized:
+        confidence = stated if stated is not None else 0.0
+        if confidence_map is not None:
+            confidence = float(confidence_map(confidence))
+        scores["verbalized_confidence"] = 1.0 - confidence
+    answer, share = _majority(
+        [
+            (a, label, w)
+            for s in sampled
+            for a, label, w in zip(s.revised, s.revised_labels, s.weights, strict=True)
+        ]
+    )
+    if answer == tasks.UNPARSED:  # no revision parsed: the plain initial answers' majority
+        answer, share = _majority(list(zip(plain.initial, plain.initial_labels, plain.weights, strict=True)))
+    vectors = await backend.embed([a or t for a, t in zip(plain.initial, plain.initial_texts, strict=True)])
+    diagnostics = homogeneity.diagnose(plain.initial_texts, vectors, plain.initial_labels)
+    return Assessment(
+        turn=turn,
+        scores=scores,
+        answer=answer,
+        answer_share=share,
+        distribution=[(representative[label], p) for label, p in distribution.items()],
+        homogeneity={k: float(v) for k, v in asdict(diagnostics).items()},
+        bucket=diagnostics.bucket,
+        verbalized_confidence=stated,
+        pairs=[asdict(s) for s in sampled],
+    )
+
+
+def _majority(items: Sequence[tuple[str, int, float]]) -> tuple[str, float]:
+    """The first parsed answer of the heaviest cluster, and the cluster's share of the weight."""
+    totals: dict[int, float] = {}
+    for answer, label, weight in items:
+        totals[label] = totals.get(label, 0.0) + (weight if answer != tasks.UNPARSED else 0.0)
+    if not totals or max(totals.values()) == 0:
+        return tasks.UNPARSED, 0.0
+    best = max(
+        totals, key=lambda label: (totals[label], -min(i for i, x in enumerate(items) if x[1] == label))
+    )
+    answer = next(a for a, label, _ in items if label == best and a != tasks.UNPARSED)
+    return answer, totals[best] / sum(w for _, _, w in items)
+
+
+async def next_question(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
+) -> tuple[str, str]:
+    """Direct prompting (§2.6): the first valid, unasked candidate, with a rationale; a task
+    fallback (a fresh random guess for gn) when the model offers none in two attempts."""
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.question_tokens or problem.task.question_tokens
+    prompt = tasks.question_prompt(problem, turns, settings.question_candidates)
+    for attempt_temperature in (temperature, 0.7):
+        text = await backend.text(prompt, attempt_temperature, top_p, tokens)
+        candidates = tasks.unasked(tasks.parse_questions(problem, text, rng), turns)
+        if candidates:
+            return candidates[0], f"direct prompting: first of {len(candidates)} valid candidates"
+    return _fallback(problem, turns, rng), "fallback: the model offered no valid, unasked question"
+
+
+def _fallback(problem: Problem, turns, rng: random.Random) -> str:
+    asked = {clustering.canonical(q) for q, _ in turns}
+    if problem.task.name == "gn":
+        while True:
+            guess = "".join(rng.sample("0123456789", 4))
+            if guess not in asked:
+                return guess
+    if problem.task.name == "dc":
+        for suspect in problem.choices:
+            question = f"{suspect}: {FALLBACK_QUESTIONS['dc']}"
+            if clustering.canonical(question) not in asked:
+                return question
+        return f"{problem.choices[len(turns) % len(problem.choices)]}: Is there anything else you saw?"
+    base = FALLBACK_QUESTIONS[problem.task.name if problem.task.name in FALLBACK_QUESTIONS else "generic"]
+    return base if clustering.canonical(base) not in asked else f"{base[:-1]} (turn {len(turns) + 1})?"

@@ -1,0 +1,169 @@
+"""InquiryLearning: outcomes of llm inquiries become calibration states, and Calibrate
+(STOP_THRESHOLD) turns recorded (or inline) states into versioned stop thresholds that later
+sessions of the same task and regime use (robust-MI spec §2.5).
+
+An `InquiryOutcome` names a finished or abandoned session and its ground truth; every state the
+session assessed is appended to the `inquiry_states` log in one commit before the
+acknowledgement. Thresholds are stored in the calibrations table under
+`stop_threshold:<task>:<regime>:<rule>:<bucket>` (bucket empty: every state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from sounding import errors
+from sounding.core import homogeneity, stop_rules
+from sounding.inquiry import engine
+from sounding.inquiry.domains.llm import LlmInquiry, Threshold, threshold_key, threshold_prefix
+from sounding.inquiry.llm import outcomes, tasks
+from sounding.inquiry.llm.assessment import REGIMES
+from sounding.learning import stop_thresholds
+from sounding.learning.service import CalibrationProgress, CalibrationReport, Rejected
+from sounding.store.collections import Store
+from sounding.store.learning import InquiryState, LearningLog
+
+
+@dataclass(frozen=True)
+class InquiryOutcome:
+    session_id: str
+    ground_truth: str
+
+
+@dataclass(frozen=True)
+class InlineState:
+    """A state passed to Calibrate directly: the rule's score (for set rules, the
+    nonconformity), whether it erred, and for verbalized_confidence the stated confidence."""
+
+    score: float
+    error: bool
+    stated_confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class StopThresholdRequest:
+    task: str
+    regime: str
+    bucket: str = ""
+    stop_rule: str = "robust_mi_risk"
+    delta: float = 0.1
+    alpha: float = 0.05
+    states: tuple[InlineState, ...] = ()
+
+
+class InquiryLearning:
+    def __init__(self, learning_log: LearningLog, store: Store):
+        self._log = learning_log
+        self._store = store
+        self._lock = asyncio.Lock()
+
+    async def observe(self, indexed: Sequence[tuple[int, InquiryOutcome]]) -> tuple[int, list[Rejected]]:
+        """Record the states of each named session; the others of the stream are still recorded
+        when one is rejected. Returns (recorded outcomes, rejections)."""
+        rejected: list[Rejected] = []
+        records: list[InquiryState] = []
+        accepted = 0
+        async with self._lock:
+            seen = await self._log.observed_sessions([o.session_id for _, o in indexed])
+            for index, outcome in indexed:
+                problem = await self._states(outcome, seen)
+                if isinstance(problem, Rejected):
+                    rejected.append(Rejected(index, problem.code, problem.message))
+                    continue
+                seen.add(outcome.session_id)
+                records.extend(problem)
+                accepted += 1
+            await self._log.append_inquiry_states(records)
+        return accepted, rejected
+
+    async def _states(self, outcome: InquiryOutcome, seen: set[str]) -> list[InquiryState] | Rejected:
+        if not outcome.ground_truth.strip():
+            return Rejected(0, "INVALID_ARGUMENT", "inquiry_outcome.ground_truth must not be empty")
+        stored = await self._store.load_session(outcome.session_id) if outcome.session_id else None
+        if stored is None:
+            return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id!r}")
+        if outcome.session_id in seen:
+            return Rejected(0, "ALREADY_EXISTS", f"session {outcome.session_id!r} was already observed")
+        session = engine.Session.from_json(*stored)
+        if session.domain != LlmInquiry.name:
+            return Rejected(0, "FAILED_PRECONDITION", f"session {outcome.session_id!r} is not an llm inquiry")
+        return outcomes.state_records(
+            outcome.session_id, session.domain_setup, session.domain_state, outcome.ground_truth
+        )
+
+    async def thresholds(self, task: str, regime: str) -> dict[str, dict[str, Threshold]]:
+        """{rule: {bucket: threshold}} of every calibrated rule of the task and regime."""
+        prefix = threshold_prefix(task, regime)
+        found: dict[str, dict[str, Threshold]] = {}
+        for target, (version, params) in (await self._log.calibrations_with_prefix(prefix)).items():
+            rule, bucket = target[len(prefix) :].split(":", 1)
+            mapping = params.get("confidence_map")
+            found.setdefault(rule, {})[bucket] = Threshold(
+                stop_thresholds.threshold_value(params),
+                version,
+                bucket,
+                (tuple(mapping[0]), tuple(mapping[1])) if mapping else None,
+            )
+        return found
+
+    async def calibrate(
+        self, request: StopThresholdRequest
+    ) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+        _validate(request)
+        async with self._lock:
+            yield CalibrationProgress("reading the recorded states", 0.0)
+            if request.states:
+                states = [_inline(request, s) for s in request.states]
+            else:
+                states = await self._log.inquiry_states(request.task, request.regime, request.bucket)
+            yield CalibrationProgress("fitting", 0.4)
+            fitted = stop_thresholds.fit(states, request.stop_rule, request.delta, request.alpha)
+            target = threshold_key(request.task, request.regime, request.stop_rule, request.bucket)
+            previous = (await self._log.calibrations_with_prefix(target)).get(target)
+            version = (previous[0] if previous else 0) + 1
+            await self._log.append_calibration(target, version, fitted.params, fitted.diagnostics)
+            yield CalibrationReport(
+                "stop_threshold",
+                version,
+                fitted.sample_size,
+                True,
+                f"{target} v{version}: {fitted.summary}",
+                fitted.diagnostics,
+                fitted.plot_png,
+            )
+
+
+def _inline(request: StopThresholdRequest, state: InlineState) -> InquiryState:
+    set_rule = request.stop_rule in stop_rules.SET_RULES
+    return InquiryState(
+        "",
+        request.task,
+        request.regime,
+        request.bucket,
+        0,
+        {} if set_rule else {request.stop_rule: state.score},
+        state.error,
+        state.score if set_rule else 0.0,
+        state.stated_confidence,
+    )
+
+
+def _validate(request: StopThresholdRequest) -> None:
+    if request.task not in tasks.TASKS:
+        raise errors.InvalidArgument(f"task must be one of {', '.join(tasks.TASKS)}", field="task")
+    if request.regime not in REGIMES:
+        raise errors.InvalidArgument("regime must be normal or collapse", field="regime")
+    if request.bucket and request.bucket not in homogeneity.BUCKETS:
+        raise errors.InvalidArgument(
+            f"bucket must be empty or one of {', '.join(homogeneity.BUCKETS)}", field="bucket"
+        )
+    if request.stop_rule not in stop_rules.STOP_RULES:
+        raise errors.InvalidArgument(
+            f"stop_rule must be one of {', '.join(stop_rules.STOP_RULES)}", field="stop_rule"
+        )
+    if not 0 < request.delta < 1:
+        raise errors.InvalidArgument("risk must be in (0, 1)", field="risk")
+    if not 0 < request.alpha < 1:
+        raise errors.InvalidArgument("alpha must be in (0, 1)", field="alpha")

@@ -1,0 +1,72 @@
+import math
+
+import numpy as np
+import pytest
+from sounding import errors
+from sounding.learning import stop_thresholds
+from sounding.store.learning import InquiryState
+
+pytestmark = pytest.mark.unit
+
+
+def states(scores, erred, rule="robust_mi_risk", stated=None, nonconformity=None):
+    return [
+        InquiryState(
+            f"s{i}",
+            "dc",
+            "normal",
+            "",
+            0,
+            {rule: score},
+            bool(error),
+            nonconformity[i] if nonconformity is not None else 0.0,
+            stated[i] if stated is not None else None,
+        )
+        for i, (score, error) in enumerate(zip(scores, erred, strict=True))
+    ]
+
+
+def test_the_threshold_answers_the_right_states_and_keeps_the_risk_bound():
+    rng = np.random.default_rng(0)
+    scores = np.concatenate([rng.uniform(0, 0.2, 200), rng.uniform(0.5, 1.0, 100)])
+    erred = np.concatenate([np.zeros(200), np.ones(100)])
+    fitted = stop_thresholds.fit(states(scores, erred), "robust_mi_risk", 0.1, 0.05)
+    assert fitted.params["never_answer"] is False
+    # Every right state is answered; a few wrong ones may join while the bound stays <= delta.
+    assert fitted.params["value"] >= scores[:200].max()
+    assert 200 <= fitted.diagnostics["answered"] < 300
+    assert fitted.diagnostics["risk_upper_bound"] <= 0.1
+    assert fitted.plot_png.startswith(b"\x89PNG")
+
+
+def test_all_wrong_states_never_answer():
+    fitted = stop_thresholds.fit(states(np.linspace(0, 1, 50), np.ones(50), "mi_only"), "mi_only", 0.1, 0.05)
+    assert fitted.params == {"value": None, "never_answer": True, "confidence_map": None}
+    assert stop_thresholds.threshold_value(fitted.params) == -math.inf
+
+
+def test_verbalized_confidence_is_mapped_by_isotonic_regression_first():
+    stated = [0.9] * 40 + [0.5] * 40
+    erred = [0] * 38 + [1] * 2 + [1] * 30 + [0] * 10
+    fitted = stop_thresholds.fit(
+        states([0.0] * 80, erred, "verbalized_confidence", stated=stated), "verbalized_confidence", 0.2, 0.05
+    )
+    xs, ys = fitted.params["confidence_map"]
+    assert np.interp(0.9, xs, ys) == pytest.approx(38 / 40)
+    assert np.interp(0.5, xs, ys) == pytest.approx(10 / 40)
+
+
+def test_set_rules_fit_the_conformal_quantile():
+    nonconformity = [i / 100 for i in range(100)]
+    fitted = stop_thresholds.fit(
+        states([0.0] * 100, [0] * 100, "knowno_set_size", nonconformity=nonconformity),
+        "knowno_set_size",
+        0.1,
+        0.05,
+    )
+    assert fitted.params["value"] == pytest.approx(0.90)  # ceil(101 * 0.9) = 91st smallest
+
+
+def test_too_few_states_is_a_failed_precondition():
+    with pytest.raises(errors.FailedPrecondition):
+        stop_thresholds.fit(states([0.1] * 3, [0] * 3), "robust_mi_risk", 0.1, 0.05)
