@@ -302,12 +302,65 @@ def _print_bulls_and_cows(client, secret: str) -> None:
             )
 
 
+DEMO_CASE = (
+    "The host, Mr. Hale, was found dead in his study at nine in the evening, struck with a brass "
+    "candlestick. The butler heard an argument at half past eight. Victor Crane owed Hale money; "
+    "Anna Byrne was his niece and heir; Lucy Dunn, the cook, was in the kitchen all evening."
+)
+
+
+def _print_llm_inquiry(client) -> None:
+    """A detective case for Sounding's own model (two samples per state, one question), its
+    outcome through Observe, and a stop-threshold calibration from the recorded states."""
+    from sounding_client import (
+        Ask,
+        Belief,
+        Hypothesis,
+        InquiryAnswer,
+        InquiryOutcome,
+        InquiryPolicy,
+        SoundingError,
+    )
+
+    suspects = ["Anna Byrne", "Victor Crane", "Lucy Dunn"]
+    inquiry = client.inquire(
+        "llm",
+        InquiryPolicy(stop_rule="robust_mi_risk", max_turns=1),
+        hypotheses=[Hypothesis(f"s{i}", name) for i, name in enumerate(suspects)],
+        domain_parameters={"task": "dc", "samples": "2", "answer_tokens": "24", "question_tokens": "48"},
+        context=DEMO_CASE,
+        timeout=900,
+    )
+    for event in inquiry:
+        if isinstance(event, Belief):
+            signal = event.stop_signals[0]
+            console.print(
+                f"[bold]belief[/bold] answer now: {event.current_answer or '(none parsed)'}; "
+                f"{signal.rule} {signal.score:.3f} vs threshold {signal.threshold:.3f} "
+                f"({'answer' if signal.answers else 'ask'}); homogeneity {event.homogeneity_bucket}, "
+                f"p_max {event.homogeneity.p_max:.2f}"
+            )
+        elif isinstance(event, Ask):
+            console.print(f"[bold]ask[/bold] {event.question} -> \"I was out walking the dog.\"")
+            inquiry.answer("I was out walking the dog.")
+        elif isinstance(event, InquiryAnswer):
+            console.print(f"[bold]answer[/bold] {event.answer or '(none)'} ({event.stopping_reason})")
+    ack = client.observe([InquiryOutcome(inquiry.session_id, "Victor Crane")])
+    console.print(f"[bold]observe[/bold] the true culprit: recorded {ack.recorded} session's states")
+    try:
+        for event in client.calibrate("stop_threshold", task="dc", regime="normal"):
+            console.print(f"[bold]calibrate[/bold] {event}")
+    except SoundingError as error:
+        console.print(f"[bold]calibrate[/bold] refused: {error.code.name}: {error.message}")
+
+
 @app.command()
 def demo(
     data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
-    with Observe, play an Inquire game, stop the stack."""
+    with Observe, play an Inquire game, let Sounding's model work a detective case, stop the
+    stack."""
     from sounding_client import Client, RetrievalOutcome, SoundingError
 
     from sounding.stack import Stack
@@ -349,6 +402,8 @@ def demo(
                 console.print(f"[bold]calibrate[/bold] refused: {error.code.name}: {error.message}")
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
+            console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
+            _print_llm_inquiry(client)
             console.rule()
     finally:
         with console.status("stopping the stack"):
@@ -446,6 +501,64 @@ def eval_nli(
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+@eval_app.command("arbench")
+def eval_arbench(
+    task: str = typer.Option(..., help="dc, sp or gn"),
+    data: Path = typer.Option(..., exists=True, dir_okay=False, help="an AR-Bench JSON file of the task"),
+    stop_rule: str = typer.Option(
+        "all", help="a stop rule, or 'all': one trajectory per episode with every rule judged on it"
+    ),
+    regime: str = typer.Option("normal", help="normal (T 0.7, top-p 0.95) or collapse (T 0.1, decisive)"),
+    limit: int = typer.Option(20, min=1, help="the first N episodes"),
+    max_turns: int = typer.Option(5, min=1, max=25, help="questions before the answer is forced"),
+    samples: int = typer.Option(4, min=2, max=32, help="k: sampled answers per state and prompt variant"),
+    answer_tokens: int = typer.Option(0, min=0, help="token budget of an answer (0: the task's)"),
+    question_tokens: int = typer.Option(0, min=0, help="token budget of a question list (0: the task's)"),
+    seed: int = typer.Option(0),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack of its own"),
+) -> None:
+    """Play AR-Bench episodes through Inquire's llm domain, the NPC on the same generator
+    backend; accuracy (F1 for sp), questions asked, ECE over visited states and the Spearman
+    correlation between stop score and error, per stop rule."""
+    from sounding_client import Client
+
+    from sounding.core.stop_rules import STOP_RULES
+    from sounding.evaluation import arbench
+    from sounding.stack import serving
+
+    if task not in ("dc", "sp", "gn"):
+        raise typer.BadParameter("dc, sp or gn", param_hint="--task")
+    if stop_rule != "all" and stop_rule not in STOP_RULES:
+        raise typer.BadParameter(f"'all' or one of {', '.join(STOP_RULES)}", param_hint="--stop-rule")
+    if regime not in ("normal", "collapse"):
+        raise typer.BadParameter("normal or collapse", param_hint="--regime")
+    settings = Settings()
+    if not address:  # a stack of its own: its own data directory; greedy NPC replies are cached
+        settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "arbench"})
+    env = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": "1000000"}
+    with serving(settings, address, env) as running, Client(running, timeout=3600) as client:
+        result = arbench.run(
+            client,
+            settings.models.address,
+            task,
+            data,
+            stop_rule,
+            regime,
+            limit,
+            max_turns,
+            samples,
+            console,
+            answer_tokens,
+            question_tokens,
+            seed,
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
+    console.print(f"written to {out}")
 
 
 @eval_app.command("inquiry")

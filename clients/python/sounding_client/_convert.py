@@ -264,6 +264,7 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             b.normalized_uncertainty,
             [t.ScoredHypothesis(h.id, h.description, h.probability) for h in b.top_hypotheses],
             b.unknown_mass,
+            b.current_answer,
             (
                 t.Homogeneity(
                     b.homogeneity.p_max,

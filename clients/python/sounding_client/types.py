@@ -225,6 +225,8 @@ class Belief:
     normalized_uncertainty: float
     top_hypotheses: list[ScoredHypothesis]
     unknown_mass: float
+    # What the session would answer if it stopped now.
+    current_answer: str = ""
     # llm domain only.
     homogeneity: Homogeneity | None = None
     homogeneity_bucket: str = ""

@@ -250,6 +250,7 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                     for h in event.top_hypotheses
                 ],
                 unknown_mass=event.unknown_mass,
+                current_answer=event.current_answer,
                 homogeneity=sounding_pb2.Homogeneity(**event.homogeneity) if event.homogeneity else None,
                 homogeneity_bucket=event.homogeneity_bucket,
                 stop_signals=[

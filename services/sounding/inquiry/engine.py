@@ -181,6 +181,7 @@ async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
             belief.entropy_bits / belief.max_entropy_bits if belief.max_entropy_bits else 0.0,
             belief.top_hypotheses,
             belief.unknown_mass,
+            domain.answer()[0],
             belief.homogeneity,
             belief.homogeneity_bucket,
             belief.stop_signals,

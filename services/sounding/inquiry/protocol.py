@@ -87,6 +87,8 @@ class BeliefEvent:
     normalized_uncertainty: float
     top_hypotheses: list[ScoredHypothesis]
     unknown_mass: float
+    # What the session would answer if it stopped now.
+    current_answer: str = ""
     # The llm domain: homogeneity diagnostics of the sampled answers and the stop signals.
     homogeneity: dict[str, float] | None = None
     homogeneity_bucket: str = ""

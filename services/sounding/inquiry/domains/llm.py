@@ -10,7 +10,9 @@ session repeats nothing. The answer is the largest cluster of the revised answer
 
 Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `samples` (k),
 `diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
-`question_tokens`. Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task,
+`question_tokens`, and `run_to_max_turns` ("true": the stop rule is scored but never ends the
+session early, so an evaluation can replay every rule on one full trajectory). Thresholds come
+from the latest Calibrate(STOP_THRESHOLD) for the task,
 regime and rule when the session starts (the homogeneity bucket's own calibration, if any,
 takes precedence), else the rule's default.
 """
@@ -134,6 +136,11 @@ class LlmInquiry:
             answer_tokens=_integer(parameters, "answer_tokens", 0, 0, 1024),
             question_tokens=_integer(parameters, "question_tokens", 0, 0, 1024),
         )
+        run_to_max_turns = parameters.get("run_to_max_turns", "false")
+        if run_to_max_turns not in ("true", "false"):
+            raise errors.InvalidArgument(
+                "run_to_max_turns must be true or false", field="start.domain_parameters.run_to_max_turns"
+            )
         rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
         setup = {
             "task": task,
@@ -143,6 +150,7 @@ class LlmInquiry:
             "sampling": asdict(sampling),
             "rules": rules,
             "stop_rule": policy.stop_rule,
+            "run_to_max_turns": run_to_max_turns == "true",
             "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
             "thresholds": {
                 rule: {b: asdict(t) for b, t in thresholds.get(rule, {"": default_threshold(rule)}).items()}
@@ -207,6 +215,8 @@ class LlmInquiry:
             self.next = {"question": question, "rationale": rationale}
 
     def _rule_answers(self, current: dict) -> bool:
+        if self._setup["run_to_max_turns"]:
+            return False
         return any(s["rule"] == self.stop_rule and s["answers"] for s in current["signals"])
 
     def belief(self) -> BeliefView:

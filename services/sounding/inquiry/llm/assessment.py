@@ -258,6 +258,7 @@ async def assess(
         else asyncio.sleep(0, result="")
     )
     *sampled, verbal_text = await asyncio.gather(*jobs, verbal_job)
+    sampled[0].variant = "plain"  # the base prompt without diversity steering
     answers = [a for s in sampled for a in (*s.initial, *s.revised)]
     labels = await label_answers(backend, problem, answers)
     offset = 0

@@ -359,7 +359,7 @@ class InquireResponse(_message.Message):
     def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ...) -> None: ...
 
 class Belief(_message.Message):
-    __slots__ = ("session_id", "turn", "entropy_bits", "normalized_uncertainty", "top_hypotheses", "unknown_mass", "homogeneity", "homogeneity_bucket", "stop_signals")
+    __slots__ = ("session_id", "turn", "entropy_bits", "normalized_uncertainty", "top_hypotheses", "unknown_mass", "homogeneity", "homogeneity_bucket", "stop_signals", "current_answer")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     ENTROPY_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -369,6 +369,7 @@ class Belief(_message.Message):
     HOMOGENEITY_FIELD_NUMBER: _ClassVar[int]
     HOMOGENEITY_BUCKET_FIELD_NUMBER: _ClassVar[int]
     STOP_SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_ANSWER_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     turn: int
     entropy_bits: float
@@ -378,7 +379,8 @@ class Belief(_message.Message):
     homogeneity: Homogeneity
     homogeneity_bucket: str
     stop_signals: _containers.RepeatedCompositeFieldContainer[StopSignal]
-    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., entropy_bits: _Optional[float] = ..., normalized_uncertainty: _Optional[float] = ..., top_hypotheses: _Optional[_Iterable[_Union[ScoredHypothesis, _Mapping]]] = ..., unknown_mass: _Optional[float] = ..., homogeneity: _Optional[_Union[Homogeneity, _Mapping]] = ..., homogeneity_bucket: _Optional[str] = ..., stop_signals: _Optional[_Iterable[_Union[StopSignal, _Mapping]]] = ...) -> None: ...
+    current_answer: str
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., entropy_bits: _Optional[float] = ..., normalized_uncertainty: _Optional[float] = ..., top_hypotheses: _Optional[_Iterable[_Union[ScoredHypothesis, _Mapping]]] = ..., unknown_mass: _Optional[float] = ..., homogeneity: _Optional[_Union[Homogeneity, _Mapping]] = ..., homogeneity_bucket: _Optional[str] = ..., stop_signals: _Optional[_Iterable[_Union[StopSignal, _Mapping]]] = ..., current_answer: _Optional[str] = ...) -> None: ...
 
 class Homogeneity(_message.Message):
     __slots__ = ("p_max", "mean_pairwise_similarity", "effective_rank", "exact_repetition_rate", "trigram_jaccard")

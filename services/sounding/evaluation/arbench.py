@@ -1,0 +1,340 @@
+"""`sounding eval arbench`: AR-Bench episodes (detective cases, situation puzzles, guessing
+numbers) played through Inquire's `llm` domain, with the environment's side played here on the
+same generator backend (robust-MI spec §1, §2.1, §4.1–§4.3).
+
+The NPC: in `dc` each suspect role-plays from their hidden profile (their `task` instruction,
+story, testimony and timeline); in `sp` a referee who knows the hidden story answers Yes, No or
+Unknown; in `gn` the feedback is computed from the rule, in AR-Bench's wording. NPC replies are
+greedy, so the sidecar's generation cache makes repeated runs cheaper.
+
+Scoring follows AR-Bench: dc, accuracy against `label` (an index into the shuffled
+`initial_information.suspect`); sp, character-level F1 of the explanation against `bottom`;
+gn, exact match of the final number.
+
+With `--stop-rule all` (the default), each episode runs once to `--max-turns` with every rule
+scored at every state (`signals=all`, `run_to_max_turns`), and each rule is judged on that same
+trajectory: it answers at the first state where it would (its answer being the state's current
+answer), or is forced at the last. This holds the question generator fixed across rules (spec
+§1.1, "Control condition") and costs one trajectory instead of seven. A single rule name runs
+the sessions with that rule actually stopping them.
+
+Per rule: accuracy (or mean F1), mean questions, forced share, ECE over visited states (the
+score mapped to confidence by an isotonic fit on the other half of the episodes, cross-fitted by
+episode parity), the Spearman correlation between score and error over visited states, and the
+error rate among answered states. Per regime: the homogeneity diagnostics averaged over states
+and the redundancy rate of the questions (cosine ≥ 0.9 to an earlier question). Every session's
+ground truth is also sent through Observe, so `Calibrate(STOP_THRESHOLD)` can be fitted from the
+run's states afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from sounding.core.stop_rules import STOP_RULES
+from sounding.core.uncertainty import expected_calibration_error
+from sounding.inquiry.llm import outcomes, tasks
+from sounding.progress import progress_bar
+
+NPC_TOKENS = 64
+REDUNDANT_SIMILARITY = 0.9
+GN_RULES = (
+    "Guess a secret number of 4 distinct digits (0-9, a leading zero allowed). After each guess "
+    "you are told how many digits are right and in the right position, and how many are right "
+    "but in a different position."
+)
+
+
+def load_episodes(task: str, data: Path, limit: int | None) -> list[dict]:
+    """The episodes of an AR-Bench file, each {id, context, choices, truth, npc}."""
+    records = json.loads(data.read_text())
+    episodes = []
+    for index, record in enumerate(records[:limit] if limit else records):
+        episode_id = str(record.get("index", index)) if isinstance(record, dict) else str(index)
+        if task == "gn":
+            episodes.append(_episode(episode_id, GN_RULES, [], record, record))
+        elif task == "sp":
+            episodes.append(_episode(episode_id, record["surface"], [], record["bottom"], record["bottom"]))
+        else:
+            shown = record["initial_information"]
+            victim = shown["victim"]
+            context = (
+                f"Time: {shown['time']}. Location: {shown['location']}.\n"
+                f"Victim: {victim['name']}. {victim['introduction']}\n"
+                f"Cause of death: {victim['cause_of_death']}. Murder weapon: {victim['murder_weapon']}.\n"
+                "Suspects:\n" + "\n".join(f"- {s['name']}: {s['introduction']}" for s in shown["suspect"])
+            )
+            names = [s["name"] for s in shown["suspect"]]
+            profiles = {s["name"]: s for s in record["suspects"]}
+            episodes.append(_episode(episode_id, context, names, names[record["label"]], profiles))
+    return episodes
+
+
+def _episode(episode_id: str, context: str, choices: list[str], truth: str, npc) -> dict:
+    """`npc` is what the environment's side knows: the secret, the hidden story, or the
+    suspects' profiles by name."""
+    return {"id": episode_id, "context": context, "choices": choices, "truth": truth, "npc": npc}
+
+
+def gn_feedback(secret: str, guess: str) -> str:
+    """AR-Bench's GN feedback sentence."""
+    bulls = sum(a == b for a, b in zip(secret, guess, strict=False))
+    cows = len(set(secret) & set(guess)) - bulls
+    return (
+        f"{bulls} digits are present in the answer and in the correct positions \n"
+        f"{cows} digits are present in the answer but in the different positions"
+    )
+
+
+def _profile(profile: dict) -> str:
+    keys = ("introduction", "relationship", "story", "testimony", "timeline", "reason_at_scene", "evidence")
+    parts = []
+    for key in keys:
+        value = profile.get(key)
+        if isinstance(value, list):
+            value = " ".join(
+                f"{v.get('time', '')} {v.get('activity', '')}".strip() if isinstance(v, dict) else str(v)
+                for v in value
+            )
+        if value:
+            parts.append(f"{key.replace('_', ' ').capitalize()}: {value}")
+    return "\n".join(parts)
+
+
+async def npc_reply(models, task: str, episode: dict, question: str) -> str:
+    if task == "gn":
+        guess = question.strip()
+        if len(guess) != 4 or not guess.isdigit() or len(set(guess)) != 4:
+            return "That is not a valid guess: use 4 distinct digits."
+        return gn_feedback(episode["npc"], guess)
+    if task == "sp":
+        referee = (
+            f"You are the referee of a situation puzzle. The hidden story is:\n{episode['npc']}\n"
+            "Answer the player's question about it with exactly one word: Yes, No or Unknown."
+        )
+        messages = [{"role": "system", "content": referee}, {"role": "user", "content": question}]
+    else:
+        suspect = tasks.addressed_suspect(question, episode["choices"])
+        profile = episode["npc"].get(suspect, {})
+        asked = question.split(":", 1)[1].strip() if ":" in question else question
+        role = (
+            f"You are {suspect}, a suspect questioned by a detective. {profile.get('task', '')}\n"
+            f"{_profile(profile)}\nAnswer in one or two sentences, in character."
+        )
+        messages = [{"role": "system", "content": role}, {"role": "user", "content": asked}]
+    pieces = [p.text async for p in models.generate(messages, max_new_tokens=NPC_TOKENS, timeout=600)]
+    text = "".join(pieces).strip()
+    if task == "sp":
+        lowered = text.lower()
+        return next((w.capitalize() for w in ("yes", "no") if lowered.startswith(w)), "Unknown")
+    return text or "I have nothing to say."
+
+
+def play(client, models, task: str, episode: dict, policy, parameters: dict, loop) -> dict:
+    """One episode through Inquire; the trajectory of states (signals, answer, homogeneity)."""
+    from sounding_client import Ask, Belief, Hypothesis, InquiryAnswer
+
+    inquiry = client.inquire(
+        "llm",
+        policy,
+        hypotheses=[Hypothesis(f"s{i}", name) for i, name in enumerate(episode["choices"])],
+        domain_parameters=parameters,
+        context=episode["context"],
+        timeout=3600,
+    )
+    states, questions, final = [], [], None
+    started = time.perf_counter()
+    for event in inquiry:
+        if isinstance(event, Belief):
+            states.append(
+                {
+                    "turn": event.turn,
+                    "answer": event.current_answer,
+                    "signals": {s.rule: [s.score, s.threshold, s.answers] for s in event.stop_signals},
+                    "homogeneity": vars(event.homogeneity) if event.homogeneity else {},
+                    "bucket": event.homogeneity_bucket,
+                }
+            )
+        elif isinstance(event, Ask):
+            reply = loop.run_until_complete(npc_reply(models, task, episode, event.question))
+            questions.append([event.question, reply])
+            inquiry.answer(reply)
+        elif isinstance(event, InquiryAnswer):
+            final = {"answer": event.answer, "stopping_reason": event.stopping_reason, "forced": event.forced}
+    return {
+        "id": episode["id"],
+        "session_id": inquiry.session_id,
+        "truth": episode["truth"] if task != "sp" else episode["truth"][:200],
+        "states": states,
+        "questions": questions,
+        "final": final,
+        "seconds": round(time.perf_counter() - started, 1),
+        "_truth": episode["truth"],
+    }
+
+
+def _score(task: str, answer: str, truth: str, choices: Sequence[str]) -> float:
+    """AR-Bench's score of an answer: 1/0 for dc and gn, character-level F1 for sp."""
+    if task == "sp":
+        return tasks.char_f1(answer, truth)
+    return float(outcomes.is_correct(task, answer, truth, choices))
+
+
+def _answers(rule: str, state: dict) -> bool:
+    return bool(state["signals"].get(rule, (0.0, 0.0, False))[2])
+
+
+def _rule_stop(rule: str, states: list[dict]) -> int:
+    """The state a rule answers at on a trajectory (the last one if it never does)."""
+    return next((i for i, state in enumerate(states) if _answers(rule, state)), len(states) - 1)
+
+
+def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
+    from scipy.stats import spearmanr
+    from sklearn.isotonic import IsotonicRegression
+
+    choices = {e["id"]: e["choices"] for e in episodes}
+    result = {}
+    for rule in rules:
+        stops, scores, visited = [], [], []
+        for parity, episode in enumerate(played):
+            if not episode["states"]:
+                continue
+            stop = _rule_stop(rule, episode["states"])
+            state = episode["states"][stop]
+            scores.append(_score(task, state["answer"], episode["_truth"], choices[episode["id"]]))
+            stops.append((stop, stop == len(episode["states"]) - 1 and not _answers(rule, state)))
+            for s in episode["states"]:
+                if rule in s["signals"]:
+                    erred = not outcomes.is_correct(
+                        task, s["answer"], episode["_truth"], choices[episode["id"]]
+                    )
+                    visited.append((parity % 2, s["signals"][rule][0], erred))
+        entry = {
+            "episodes": len(scores),
+            ("mean_f1" if task == "sp" else "accuracy"): round(float(np.mean(scores)), 4) if scores else None,
+            "mean_questions": round(float(np.mean([s for s, _ in stops])), 3) if stops else None,
+            "forced_rate": round(float(np.mean([f for _, f in stops])), 3) if stops else None,
+            "visited_states": len(visited),
+        }
+        if len(visited) >= 4:
+            fold, score, erred = (np.asarray(v) for v in zip(*visited, strict=True))
+            confidence = np.zeros(len(score))
+            for held_out in (0, 1):
+                train = fold != held_out
+                if train.sum() and (~train).sum():
+                    fitted = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip")
+                    fitted.fit(score[train], 1.0 - erred[train].astype(float))
+                    confidence[~train] = fitted.predict(score[~train])
+            entry["ece_visited_states"] = round(float(expected_calibration_error(confidence, 1.0 - erred)), 4)
+            correlation = (
+                spearmanr(score, erred.astype(float)).statistic if len(set(score)) > 1 else float("nan")
+            )
+            entry["spearman_score_error"] = None if np.isnan(correlation) else round(float(correlation), 4)
+            entry["state_error_rate"] = round(float(erred.mean()), 4)
+        result[rule] = entry
+    return result
+
+
+async def _redundancy(models, played: list[dict]) -> float | None:
+    redundant, total = 0, 0
+    for episode in played:
+        asked = [q for q, _ in episode["questions"]]
+        if len(asked) < 2:
+            continue
+        vectors = await models.embed(asked, timeout=600)
+        for i in range(1, len(asked)):
+            total += 1
+            redundant += bool((vectors[:i] @ vectors[i]).max() >= REDUNDANT_SIMILARITY)
+    return round(redundant / total, 4) if total else None
+
+
+def run(
+    client,
+    models_address: str,
+    task: str,
+    data: Path,
+    stop_rule: str,
+    regime: str,
+    limit: int | None,
+    max_turns: int,
+    samples: int,
+    console: Console,
+    answer_tokens: int = 0,
+    question_tokens: int = 0,
+    seed: int = 0,
+) -> dict:
+    from sounding_client import InquiryOutcome, InquiryPolicy
+
+    from sounding.models.client import ModelsClient
+
+    episodes = load_episodes(task, data, limit)
+    everything = stop_rule == "all"
+    rules = list(STOP_RULES) if everything else [stop_rule]
+    parameters = {
+        "task": task,
+        "regime": regime,
+        "samples": str(samples),
+        "signals": "all" if everything else "rule",
+        "run_to_max_turns": "true" if everything else "false",
+        "answer_tokens": str(answer_tokens),
+        "question_tokens": str(question_tokens),
+    }
+    policy = InquiryPolicy(stop_rule="robust_mi_risk" if everything else stop_rule, max_turns=max_turns)
+    loop = asyncio.new_event_loop()
+
+    async def connect() -> ModelsClient:  # the channel belongs to the loop it is made on
+        return ModelsClient(models_address)
+
+    models = loop.run_until_complete(connect())
+    played = []
+    try:
+        with progress_bar(console) as progress:
+            bar = progress.add_task(f"{task} {regime} episodes", total=len(episodes))
+            for index, episode in enumerate(episodes):
+                seeded = replace(policy, seed=seed * 100_003 + index)
+                played.append(play(client, models, task, episode, seeded, parameters, loop))
+                progress.advance(bar)
+        observed = client.observe([InquiryOutcome(p["session_id"], p["_truth"]) for p in played])
+        redundancy = loop.run_until_complete(_redundancy(models, played))
+    finally:
+        loop.run_until_complete(models.close())
+        loop.close()
+    states = [s for p in played for s in p["states"]]
+    homogeneity = {
+        key: round(float(np.mean([s["homogeneity"][key] for s in states if s["homogeneity"]])), 4)
+        for key in (states[0]["homogeneity"] if states and states[0]["homogeneity"] else {})
+    }
+    buckets = {b: sum(s["bucket"] == b for s in states) for b in ("high", "medium", "low")}
+    return {
+        "task": task,
+        "regime": regime,
+        "data": str(data),
+        "episodes": len(played),
+        "stop_rule": stop_rule,
+        "mode": "one trajectory per episode, every rule judged on it"
+        if everything
+        else "sessions stop by the rule",
+        "settings": {
+            "max_turns": max_turns,
+            "samples": samples,
+            "answer_tokens": answer_tokens,
+            "question_tokens": question_tokens,
+            "seed": seed,
+        },
+        "rules": judge(task, played, episodes, rules),
+        "homogeneity_mean": homogeneity,
+        "homogeneity_buckets": buckets,
+        "question_redundancy_rate": redundancy,
+        "states_recorded_through_observe": observed.recorded,
+        "mean_episode_seconds": round(float(np.mean([p["seconds"] for p in played])), 1) if played else None,
+        "trajectories": [{k: v for k, v in p.items() if k != "_truth"} for p in played],
+    }

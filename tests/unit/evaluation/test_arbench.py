@@ -1,0 +1,55 @@
+import json
+
+import pytest
+from sounding.evaluation import arbench
+from sounding.inquiry.llm.tasks import bulls_and_cows
+
+pytestmark = pytest.mark.unit
+
+
+def test_gn_feedback_uses_ar_bench_wording_and_round_trips():
+    feedback = arbench.gn_feedback("0435", "0453")
+    assert feedback.startswith("2 digits are present in the answer and in the correct positions")
+    assert bulls_and_cows(feedback) == (2, 2)
+    assert bulls_and_cows(arbench.gn_feedback("0435", "0435")) == (4, 0)
+
+
+def test_dc_label_indexes_the_shuffled_suspects(tmp_path):
+    case = {
+        "index": 7,
+        "initial_information": {
+            "time": "Evening",
+            "location": "Library",
+            "victim": {"name": "V", "introduction": "i", "cause_of_death": "c", "murder_weapon": "w"},
+            "suspect": [{"name": "B", "introduction": "b"}, {"name": "A", "introduction": "a"}],
+        },
+        "suspects": [{"name": "A", "task": "You are the murderer."}, {"name": "B", "task": "You saw it."}],
+        "label": 1,
+    }
+    path = tmp_path / "dc.json"
+    path.write_text(json.dumps([case]))
+    (episode,) = arbench.load_episodes("dc", path, None)
+    assert episode["choices"] == ["B", "A"] and episode["truth"] == "A" and episode["id"] == "7"
+    assert episode["npc"]["A"]["task"] == "You are the murderer."
+
+
+def trajectory(truth, states):
+    return {"id": "0", "_truth": truth, "states": states, "questions": []}
+
+
+def state(answer, **signals):
+    return {"answer": answer, "signals": {rule: list(v) for rule, v in signals.items()}}
+
+
+def test_each_rule_is_judged_where_it_would_answer_on_the_shared_trajectory():
+    states = [
+        state("1234", mi_only=(0.5, 0.1, False), self_consistency=(0.1, 0.2, True)),
+        state("5678", mi_only=(0.05, 0.1, True), self_consistency=(0.0, 0.2, True)),
+        state("5678", mi_only=(0.0, 0.1, True), self_consistency=(0.0, 0.2, True)),
+    ]
+    episodes = [{"id": "0", "choices": []}]
+    judged = arbench.judge("gn", [trajectory("5678", states)], episodes, ["mi_only", "self_consistency"])
+    # self_consistency answers at once (wrong); mi_only waits one question and is right.
+    assert (judged["self_consistency"]["accuracy"], judged["self_consistency"]["mean_questions"]) == (0.0, 0)
+    assert (judged["mi_only"]["accuracy"], judged["mi_only"]["mean_questions"]) == (1.0, 1)
+    assert judged["mi_only"]["forced_rate"] == 0.0 and judged["mi_only"]["visited_states"] == 3
