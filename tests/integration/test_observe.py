@@ -69,7 +69,7 @@ def test_calibrate_bandit_needs_outcomes_then_reports_and_versions_the_selector(
 
 def test_calibrate_targets_of_later_issues_are_unimplemented(client):
     with pytest.raises(SoundingError) as refused:
-        list(client.calibrate("stop_threshold"))
+        list(client.calibrate("confidence"))
     assert refused.value.code == grpc.StatusCode.UNIMPLEMENTED
 
 
