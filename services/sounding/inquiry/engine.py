@@ -171,6 +171,7 @@ async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
     await domain.think(session.policy, session.turn, backend)
     session.domain_state = domain.state()
     belief = domain.belief()
+    current = domain.answer()
     if len(session.entropy_path) == session.turn:
         session.entropy_path.append(belief.entropy_bits)
     events: list[InquiryEvent] = [
@@ -181,7 +182,7 @@ async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
             belief.entropy_bits / belief.max_entropy_bits if belief.max_entropy_bits else 0.0,
             belief.top_hypotheses,
             belief.unknown_mass,
-            domain.answer()[0],
+            current[0],
             belief.homogeneity,
             belief.homogeneity_bucket,
             belief.stop_signals,
@@ -210,7 +211,7 @@ async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
         if choice is None:
             reason = "no_viable_queries"
     if reason:
-        events.append(_answer(session, domain, reason, forced))
+        events.append(_answer(session, domain, current, reason, forced))
         return events
     session.turn += 1
     session.pending = {
@@ -236,8 +237,10 @@ async def resume(session: Session, backend: Any = None) -> list[InquiryEvent]:
     return await advance(session, backend)
 
 
-def _answer(session: Session, domain: Domain, reason: str, forced: bool) -> AnswerEvent:
-    text, probability = domain.answer()
+def _answer(
+    session: Session, domain: Domain, current: tuple[str, float], reason: str, forced: bool
+) -> AnswerEvent:
+    text, probability = current
     if reason == "no_viable_queries" and domain.belief().unknown_mass >= 1.0:
         confidence = Provenance.absent("every hypothesis was contradicted by the observations")
     elif probability >= 1.0:
@@ -277,7 +280,6 @@ async def observe(session: Session, question_id: str, answer: str, backend: Any 
     before = domain.belief().entropy_bits
     domain.observe(question_id, session.pending["question"], answer)
     after = domain.belief().entropy_bits
-    session.domain_state = domain.state()
     session.predicted_gains.append(session.pending["predicted_gain"])
     session.actual_gains.append(before - after)
     session.cost_spent += session.pending["cost"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -345,8 +346,6 @@ def bulls_and_cows(feedback: str) -> tuple[int, int] | None:
 
 def char_f1(predicted: str, truth: str) -> float:
     """Character-level F1 (bag of non-space characters, case-folded), as AR-Bench scores SP."""
-    from collections import Counter
-
     p = Counter(c for c in predicted.lower() if not c.isspace())
     t = Counter(c for c in truth.lower() if not c.isspace())
     overlap = sum((p & t).values())
