@@ -341,7 +341,7 @@ def _print_llm_inquiry(client) -> None:
                 f"p_max {event.homogeneity.p_max:.2f}"
             )
         elif isinstance(event, Ask):
-            console.print(f"[bold]ask[/bold] {event.question} -> \"I was out walking the dog.\"")
+            console.print(f'[bold]ask[/bold] {event.question} -> "I was out walking the dog."')
             inquiry.answer("I was out walking the dog.")
         elif isinstance(event, InquiryAnswer):
             console.print(f"[bold]answer[/bold] {event.answer or '(none)'} ({event.stopping_reason})")

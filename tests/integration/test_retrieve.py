@@ -26,6 +26,8 @@ def test_streams_plan_each_arm_fused_and_final(client, demo_collection):
     results = [e for e in events if isinstance(e, StrategyResult)]
     assert sorted(r.arm for r in results) == ["dense", "lexical"]
     assert all(len(r.hits) == 3 and r.latency_ms > 0 for r in results)
+    # Nothing generated, nothing cached: an arm costs its latency.
+    assert all(r.cost_ms == pytest.approx(r.latency_ms) for r in results)
     assert isinstance(events[-2], Fused) and isinstance(events[-1], Final)
     final = events[-1]
     assert final.retrieval_id == events[0].retrieval_id

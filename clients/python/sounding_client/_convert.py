@@ -112,7 +112,7 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
         )
     if kind == "strategy_result":
         r = message.strategy_result
-        return t.StrategyResult(r.arm, [hit(h) for h in r.hits], r.latency_ms, r.generated_text)
+        return t.StrategyResult(r.arm, [hit(h) for h in r.hits], r.latency_ms, r.generated_text, r.cost_ms)
     if kind == "fused":
         return t.Fused([hit(h) for h in message.fused.hits], list(message.fused.arms))
     if kind == "expansion":

@@ -47,6 +47,8 @@ class StrategyResult:
     hits: list[Hit]
     latency_ms: float
     generated_text: str = ""
+    # latency_ms plus the decode time of generations served from the sidecar's cache.
+    cost_ms: float = 0.0
 
 
 @dataclass(frozen=True)

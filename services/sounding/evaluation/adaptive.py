@@ -16,13 +16,15 @@ registered arm selectable. Then:
 The stack caches greedy generations, so the adaptive passes reuse the all-arms pass's generated
 text (identical to decoding again) and an interrupted run resumes where it stopped decoding.
 
-Per system: nDCG@10, recall@100 and mean arm executions per query; adaptive's mean end-to-end
-latency (queries one at a time, as a client sees them, generations served from the cache); each
-fixed arm's mean latency inside its worker, measured in the all-arms pass with four queries in
-flight (so under load, and decoding unless an earlier run cached the generation). The regret
+Per system: nDCG@10, recall@100, mean arm executions per query and mean arm cost per query (each
+arm's `cost_ms`: its latency with cached generations counted at the time decoding them took, the
+figure the selector's latency penalty charges); adaptive's mean end-to-end latency (queries one at
+a time, as a client sees them, generations served from the cache); each fixed arm's mean latency
+inside its worker, measured in the all-arms pass with four queries in flight (so under load, and
+decoding unless an earlier run cached the generation). The regret
 curve over the train stream compares, query by query, the nDCG@10 of the best fixed arm in
 hindsight (best mean over the train queries) with the adaptive result's; its growth is summarised
-by the slope of log cumulative regret against log t over the second half of the stream.
+by `regret_growth`.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def run(
             generations), so the arms' latencies are measured under that load."""
             per_arm = {arm: {} for arm in arms}
             arm_latency = {arm: [] for arm in arms}
+            arm_cost = {arm: [] for arm in arms}
             fused = {}
 
             def one(query_id: str, text: str) -> None:
@@ -92,6 +95,7 @@ def run(
                             query_id, [h.document_id for h in event.hits]
                         )
                         arm_latency[event.arm].append(event.latency_ms)
+                        arm_cost[event.arm].append(event.cost_ms)
                     elif isinstance(event, Final):
                         fused[query_id] = without_self(query_id, [h.document_id for h in event.hits])
 
@@ -100,23 +104,26 @@ def run(
                 for done in as_completed([pool.submit(one, q, t) for q, t in queries]):
                     done.result()
                     progress.advance(task)
-            return per_arm, arm_latency, fused
+            return per_arm, arm_latency, arm_cost, fused
 
         def adaptive(queries, dataset, label):
-            rankings, executions, latency, modes = {}, [], [], []
+            rankings, executions, latency, cost, modes = {}, [], [], [], []
             with progress_bar(console) as progress:
                 task = progress.add_task(f"adaptive, {label}", total=len(queries))
                 for query_id, text in queries:
                     started = time.perf_counter()
-                    plan, final = None, None
+                    plan, final, query_cost = None, None, 0.0
                     for event in client.retrieve(
                         collection, text, top_k=TOP_K + 1, omit_text=True, expansion=no_loop
                     ):
                         if isinstance(event, Plan):
                             plan = event
+                        elif isinstance(event, StrategyResult):
+                            query_cost += event.cost_ms
                         elif isinstance(event, Final):
                             final = event
                     latency.append((time.perf_counter() - started) * 1000)
+                    cost.append(query_cost)
                     ranked = without_self(query_id, [h.document_id for h in final.hits])
                     rankings[query_id] = ranked
                     chosen = [a for a in plan.arms if a.chosen]
@@ -128,12 +135,14 @@ def run(
                     if ack.recorded != 1:
                         raise RuntimeError(f"Observe did not record {query_id}: {ack.rejected}")
                     progress.advance(task)
-            return rankings, executions, latency, modes
+            return rankings, executions, latency, cost, modes
 
-        train_arms, _, _ = all_arms(train_queries, train_split)
-        test_arms, test_arm_latency, test_fused = all_arms(test_queries, split)
-        train_adaptive, train_executions, _, train_modes = adaptive(train_queries, train, train_split)
-        test_adaptive, test_executions, test_latency, test_modes = adaptive(test_queries, test, split)
+        train_arms, _, _, _ = all_arms(train_queries, train_split)
+        test_arms, test_arm_latency, test_arm_cost, test_fused = all_arms(test_queries, split)
+        train_adaptive, train_executions, _, _, train_modes = adaptive(train_queries, train, train_split)
+        test_adaptive, test_executions, test_latency, test_cost, test_modes = adaptive(
+            test_queries, test, split
+        )
 
     test_ids = [q for q, _ in test_queries]
     systems = {
@@ -141,16 +150,19 @@ def run(
             **beir_scores(test_arms[arm], test.qrels, test_ids),
             "arm_executions_per_query": 1.0,
             "mean_arm_latency_ms_under_load": round(float(np.mean(test_arm_latency[arm])), 1),
+            "mean_arm_cost_ms": round(float(np.mean(test_arm_cost[arm])), 1),
         }
         for arm in arms
     }
     systems["all_arms_fused"] = {
         **beir_scores(test_fused, test.qrels, test_ids),
         "arm_executions_per_query": float(len(arms)),
+        "mean_arm_cost_ms_per_query": round(sum(systems[a]["mean_arm_cost_ms"] for a in arms), 1),
     }
     systems["adaptive"] = {
         **beir_scores(test_adaptive, test.qrels, test_ids),
         "arm_executions_per_query": round(float(np.mean(test_executions)), 3),
+        "mean_arm_cost_ms_per_query": round(float(np.mean(test_cost)), 1),
         "mean_latency_ms_generations_cached": round(float(np.mean(test_latency)), 1),
         "modes": {m: test_modes.count(m) for m in sorted(set(test_modes))},
     }
@@ -200,23 +212,34 @@ def _regret(per_arm: dict[str, dict[str, list[str]]], adaptive: dict[str, list[s
     }
     best = max(values, key=lambda arm: values[arm].mean())
     chosen = np.array([ndcg_at_k(adaptive[q], dataset.qrels[q], 10) for q in ids])
-    cumulative = np.cumsum(values[best] - chosen)
+    regret = values[best] - chosen
     half = len(ids) // 2
-    t = np.arange(1, len(ids) + 1)
-    positive = cumulative[half:] > 0
-    slope = (
-        float(np.polyfit(np.log(t[half:][positive]), np.log(cumulative[half:][positive]), 1)[0])
-        if positive.sum() >= 2
-        else None
-    )
     return {
         "best_fixed_arm": best,
-        "cumulative": [round(float(v), 4) for v in cumulative],
-        "mean_regret_first_half": round(float((values[best] - chosen)[:half].mean()), 4) if half else None,
-        "mean_regret_second_half": round(float((values[best] - chosen)[half:].mean()), 4) if half else None,
-        "log_log_slope_second_half": None if slope is None else round(slope, 3),
-        "note": "regret_t = nDCG@10(best fixed arm) - nDCG@10(adaptive) on train query t; a "
-        "log-log slope below 1 (or a non-positive cumulative regret) means sublinear growth",
+        "cumulative": [round(float(v), 4) for v in np.cumsum(regret)],
+        "mean_regret_first_half": round(float(regret[:half].mean()), 4) if half else None,
+        "mean_regret_second_half": round(float(regret[half:].mean()), 4) if half else None,
+        **regret_growth(np.cumsum(regret)),
+        "note": "regret_t = nDCG@10(best fixed arm) - nDCG@10(adaptive) on train query t",
+    }
+
+
+def regret_growth(cumulative: np.ndarray) -> dict:
+    """How cumulative regret R(t) grows. While R stays positive over the second half of the
+    stream, the slope of log R against log t there (below 1: sublinear). Otherwise that slope
+    means nothing: R returned to zero or below, and growth counts as sublinear when it ends there
+    (the adaptive stream did at least as well as the best fixed arm over the whole stream)."""
+    t = np.arange(1, len(cumulative) + 1)
+    half = len(cumulative) // 2
+    second = cumulative[half:]
+    slope = None
+    if len(second) >= 2 and (second > 0).all():
+        slope = round(float(np.polyfit(np.log(t[half:]), np.log(second), 1)[0]), 3)
+    return {
+        "final_cumulative": round(float(cumulative[-1]), 4),
+        "max_cumulative": round(float(cumulative.max()), 4),
+        "log_log_slope_second_half": slope,
+        "sublinear": bool(slope < 1) if slope is not None else bool(cumulative[-1] <= 0),
     }
 
 

@@ -98,6 +98,7 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
                 ],
                 latency_ms=result.latency_ms,
                 generated_text=result.generated_text,
+                cost_ms=result.cost_ms,
             )
         )
     if isinstance(event, p.FusedEvent):
@@ -365,9 +366,7 @@ def stop_threshold_request(request: sounding_pb2.CalibrateRequest):
         delta=request.risk or 0.1,
         alpha=request.alpha or 0.05,
         states=tuple(
-            InlineState(
-                s.score, s.error, s.stated_confidence if s.HasField("stated_confidence") else None
-            )
+            InlineState(s.score, s.error, s.stated_confidence if s.HasField("stated_confidence") else None)
             for s in request.states
         ),
     )

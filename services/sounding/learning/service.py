@@ -389,10 +389,13 @@ def _contributions(record: RetrievalRecord, used: Sequence[str]) -> dict[str, fl
 
 def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, float]:
     """§5.4 for each arm that ran: the share of the used documents it found, the feedback bonus,
-    and its latency penalty."""
+    and its latency penalty, charged on the arm's cost (its latency with cached generations counted
+    at their decode time; retrievals logged before costs were kept have only their latency)."""
     return {
         arm: reward(
-            contribution(ran["document_ids"], outcome.used_document_ids), outcome.feedback, ran["latency_ms"]
+            contribution(ran["document_ids"], outcome.used_document_ids),
+            outcome.feedback,
+            ran.get("cost_ms", ran["latency_ms"]),
         )
         for arm, ran in record.arms.items()
     }

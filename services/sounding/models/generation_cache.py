@@ -3,7 +3,8 @@
 Only greedy requests (temperature 0, no seed) are cached: for them the same messages and limits
 give the same text, so a repeated query costs a lookup instead of a decode. Entries live in one
 SQLite file; the oldest are evicted beyond `max_entries`. A generation is stored only when it ran
-to its end (a cancelled caller stores nothing), and a hit streams the stored text as one piece.
+to its end (a cancelled caller stores nothing), with the time decoding it took; a hit streams the
+stored text as one piece carrying that time, so callers can still count what the text costs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -22,7 +24,8 @@ CREATE TABLE IF NOT EXISTS generations (
     key TEXT PRIMARY KEY,
     text TEXT NOT NULL,
     finish_reason TEXT NOT NULL,
-    stored INTEGER NOT NULL
+    stored INTEGER NOT NULL,
+    decode_ms REAL
 )
 """
 
@@ -40,6 +43,9 @@ class CachedGenerator:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(generations)")}
+        if "decode_ms" not in columns:  # a cache written before decode times were kept
+            self._db.execute("ALTER TABLE generations ADD COLUMN decode_ms REAL")
         self._sequence = self._db.execute("SELECT COALESCE(MAX(stored), 0) FROM generations").fetchone()[0]
 
     def key(self, messages: Sequence[dict[str, str]], params: GenerationParams) -> str | None:
@@ -54,16 +60,17 @@ class CachedGenerator:
     def lookup(self, key: str) -> Piece | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT text, finish_reason FROM generations WHERE key = ?", (key,)
+                "SELECT text, finish_reason, decode_ms FROM generations WHERE key = ?", (key,)
             ).fetchone()
-        return Piece(row[0], row[1]) if row else None
+        return Piece(row[0], row[1], row[2] or 0.0) if row else None
 
-    def store(self, key: str, text: str, finish_reason: str) -> None:
+    def store(self, key: str, text: str, finish_reason: str, decode_ms: float) -> None:
         with self._lock:
             self._sequence += 1
             self._db.execute(
-                "INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)",
-                (key, text, finish_reason, self._sequence),
+                "INSERT OR REPLACE INTO generations (key, text, finish_reason, stored, decode_ms) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (key, text, finish_reason, self._sequence, decode_ms),
             )
             self._db.execute(
                 "DELETE FROM generations WHERE stored <= ?", (self._sequence - self._max_entries,)
@@ -78,8 +85,10 @@ class CachedGenerator:
             yield cached
             return
         pieces: list[str] = []
+        started = time.perf_counter()
         async for piece in self._inner.stream(messages, params):
             pieces.append(piece.text)
             if piece.finish_reason and key:
-                self.store(key, "".join(pieces), piece.finish_reason)
+                decode_ms = (time.perf_counter() - started) * 1000
+                self.store(key, "".join(pieces), piece.finish_reason, decode_ms)
             yield piece

@@ -35,6 +35,8 @@ class GenerationParams:
 class Piece:
     text: str
     finish_reason: str = ""
+    # On a generation served from the cache: how long decoding it took when it was produced.
+    cached_decode_ms: float = 0.0
 
 
 class Generator(Protocol):

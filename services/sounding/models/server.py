@@ -226,6 +226,7 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
                         finish_reason=piece.finish_reason,
                         completion_tokens=tokens,
                         model=generator.model_name,
+                        cached_decode_ms=piece.cached_decode_ms,
                     )
             except errors.SoundingError as error:
                 await abort(context, error)

@@ -30,6 +30,13 @@ class ArmResult:
     hits: list[ChunkHit]
     latency_ms: float
     generated_text: str = ""
+    # Decode time of the arm's generations that the sidecar served from its cache.
+    cached_decode_ms: float = 0.0
+
+    @property
+    def cost_ms(self) -> float:
+        """What the arm costs on a query it has not seen (the selector's latency penalty)."""
+        return self.latency_ms + self.cached_decode_ms
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ class StrategyRunner:
             attributes={"arm": arm, "collection": request.collection, "limit": request.limit},
         ):
             started = time.perf_counter()
-            hits, generated = await strategy.search(request, self._models, self._reader)
+            found = await strategy.search(request, self._models, self._reader)
             latency_ms = (time.perf_counter() - started) * 1000
-            return ArmResult(arm=arm, hits=hits, latency_ms=latency_ms, generated_text=generated)
+            return ArmResult(arm, found.hits, latency_ms, found.generated_text, found.cached_decode_ms)
 
     async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
         with telemetry.tracer().start_as_current_span(

@@ -231,6 +231,7 @@ class RetrievalService:
                         arm: {
                             "document_ids": [h.document_id for h in result.hits],
                             "latency_ms": result.latency_ms,
+                            "cost_ms": result.cost_ms,
                             "exploration": any(a.exploration for a in plan.arms if a.arm == arm),
                         }
                         for arm, result in landed.items()

@@ -14,12 +14,14 @@
   those entities is embedded and searched. Without a graph (or a match in it) this is `dense`.
 
 The generating arms decode greedily, so the same query yields the same text (and the sidecar
-batches the arms' concurrent generations).
+batches the arms' concurrent generations). When the sidecar serves a generation from its cache,
+the arm reports the time decoding it took, so its cost stays what a new query would cost.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Protocol
 
 from sounding.core.entities import extract_entities
@@ -29,17 +31,29 @@ from sounding.retrieval.protocol import ArmRequest
 from sounding.store.reader import ChunkHit, ChunkReader
 
 
+@dataclass(frozen=True)
+class Found:
+    """What an arm found: hits (one per document, best first), any text it generated to search
+    with, and the decode time of its generations that the sidecar served from its cache."""
+
+    hits: list[ChunkHit]
+    generated_text: str = ""
+    cached_decode_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Generated:
+    text: str
+    cached_decode_ms: float = 0.0
+
+
 class Strategy(Protocol):
     name: str
     # Whether the arm searches with the query's embedding (which the orchestrator computes and
     # passes along); arms that do not can start before it is ready.
     uses_query_vector: bool
 
-    async def search(
-        self, request: ArmRequest, models: ModelsClient, reader: ChunkReader
-    ) -> tuple[list[ChunkHit], str]:
-        """Hits (one per document, best first) and any text the strategy generated."""
-        ...
+    async def search(self, request: ArmRequest, models: ModelsClient, reader: ChunkReader) -> Found: ...
 
 
 class Dense:
@@ -53,7 +67,7 @@ class Dense:
         vector = request.query_vector
         if vector is None:
             vector = (await models.embed([request.query], timeout=request.timeout_s))[0]
-        return await reader.vector_search(request.collection, vector, request.limit), ""
+        return Found(await reader.vector_search(request.collection, vector, request.limit))
 
 
 class Lexical:
@@ -63,13 +77,15 @@ class Lexical:
     uses_query_vector = False
 
     async def search(self, request, models, reader):
-        return await reader.text_search(request.collection, request.query, request.limit), ""
+        return Found(await reader.text_search(request.collection, request.query, request.limit))
 
 
-async def generate_text(models: ModelsClient, system: str, user: str, max_new_tokens: int, timeout) -> str:
+async def generate_text(
+    models: ModelsClient, system: str, user: str, max_new_tokens: int, timeout
+) -> Generated:
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    pieces = [p.text async for p in models.generate(messages, max_new_tokens=max_new_tokens, timeout=timeout)]
-    return "".join(pieces).strip()
+    pieces = [p async for p in models.generate(messages, max_new_tokens=max_new_tokens, timeout=timeout)]
+    return Generated("".join(p.text for p in pieces).strip(), sum(p.cached_decode_ms for p in pieces))
 
 
 class HyDE:
@@ -85,8 +101,9 @@ class HyDE:
         passage = await generate_text(
             models, self.system, request.query, self.max_new_tokens, request.timeout_s
         )
-        vector = (await models.embed([passage or request.query], timeout=request.timeout_s))[0]
-        return await reader.vector_search(request.collection, vector, request.limit), passage
+        vector = (await models.embed([passage.text or request.query], timeout=request.timeout_s))[0]
+        hits = await reader.vector_search(request.collection, vector, request.limit)
+        return Found(hits, passage.text, passage.cached_decode_ms)
 
 
 class Query2Doc:
@@ -102,8 +119,11 @@ class Query2Doc:
         expansion = await generate_text(
             models, self.system, request.query, self.max_new_tokens, request.timeout_s
         )
-        vector = (await models.embed([f"{request.query} {expansion}".strip()], timeout=request.timeout_s))[0]
-        return await reader.vector_search(request.collection, vector, request.limit), expansion
+        vector = (
+            await models.embed([f"{request.query} {expansion.text}".strip()], timeout=request.timeout_s)
+        )[0]
+        hits = await reader.vector_search(request.collection, vector, request.limit)
+        return Found(hits, expansion.text, expansion.cached_decode_ms)
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")
@@ -131,8 +151,10 @@ class MultiQuery:
     max_new_tokens = 72
 
     async def search(self, request, models, reader):
-        text = await generate_text(models, self.system, request.query, self.max_new_tokens, request.timeout_s)
-        queries = [request.query, *parse_variations(text, request.query, self.variations)]
+        generated = await generate_text(
+            models, self.system, request.query, self.max_new_tokens, request.timeout_s
+        )
+        queries = [request.query, *parse_variations(generated.text, request.query, self.variations)]
         if request.query_vector is None:
             vectors = await models.embed(queries, timeout=request.timeout_s)
         else:
@@ -150,7 +172,7 @@ class MultiQuery:
                     best[hit.document_id] = hit
         fused = weighted_rrf(rankings, limit=request.limit)
         hits = [ChunkHit(item.key, best[item.key].chunk_id, item.score) for item in fused]
-        return hits, "\n".join(queries[1:])
+        return Found(hits, "\n".join(queries[1:]), generated.cached_decode_ms)
 
 
 class Grounded:
@@ -173,18 +195,19 @@ class Grounded:
         related = graph.related(known, self.related_limit) if known else []
         if not related:
             reason = "no knowledge graph yet" if graph is None else "no graph entity matches the query"
-            return await reader.vector_search(request.collection, vector, request.limit), f"[{reason}]"
+            return Found(await reader.vector_search(request.collection, vector, request.limit), f"[{reason}]")
         prompt = (
             f"Query: {request.query}\nKnown entities: {', '.join(known)}\n"
             f"Related entities: {', '.join(related)}"
         )
-        text = await generate_text(models, self.system, prompt, self.max_new_tokens, request.timeout_s)
+        generated = await generate_text(models, self.system, prompt, self.max_new_tokens, request.timeout_s)
+        text = generated.text
         mentioned = [e for e in related if e in text.lower()] or related[: self.known_limit]
         expanded = f"{request.query} {'; '.join(mentioned)}"
         expanded_vector = (await models.embed([expanded], timeout=request.timeout_s))[0]
         hits = await reader.vector_search(request.collection, expanded_vector, request.limit)
         trace = f"{text}\n[graph: known {known}; related {related}; searched with {mentioned}]"
-        return hits, trace
+        return Found(hits, trace, generated.cached_decode_ms)
 
 
 STRATEGIES: dict[str, Strategy] = {

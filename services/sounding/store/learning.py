@@ -34,7 +34,8 @@ RETRIEVALS_SCHEMA = pa.schema(
         ("mode", pa.string()),
         ("context", pa.list_(pa.float64())),
         ("embedding", pa.list_(pa.float32())),
-        # {arm: {"document_ids": [...], "latency_ms": float, "exploration": bool}} for arms that ran.
+        # For the arms that ran:
+        # {arm: {"document_ids": [...], "latency_ms": float, "cost_ms": float, "exploration": bool}}.
         ("arms_json", pa.string()),
         ("create_time_us", pa.int64()),
         # The miss rate the retrieval stated, before any calibration (what Calibrate fits).

@@ -54,8 +54,18 @@ def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), i
         context.tolist(),
         [1.0, 0.0],
         {
-            "dense": {"document_ids": list(dense_found), "latency_ms": 0.0, "exploration": False},
-            "lexical": {"document_ids": list(lexical_found), "latency_ms": 1000.0, "exploration": False},
+            "dense": {
+                "document_ids": list(dense_found),
+                "latency_ms": 0.0,
+                "cost_ms": 0.0,
+                "exploration": False,
+            },
+            "lexical": {
+                "document_ids": list(lexical_found),
+                "latency_ms": 1000.0,
+                "cost_ms": 1000.0,
+                "exploration": False,
+            },
         },
     )
 
@@ -68,6 +78,22 @@ def test_rewards_credit_each_arm_for_what_it_contributed():
     outcome = RetrievalOutcome("r1", used_document_ids=("d1", "d3"), feedback="helpful")
     # dense found d1 of the two used: 0.5 + 0.3; lexical found d3: 0.5 + 0.3 − 1000/5000.
     assert rewards(record("r1"), outcome) == pytest.approx({"dense": 0.8, "lexical": 0.6})
+
+
+def test_the_latency_penalty_is_charged_on_cost_so_a_cached_generation_is_not_cheap():
+    cached = record("r1")
+    cached.arms["dense"].update(latency_ms=40.0, cost_ms=9000.0)
+    outcome = RetrievalOutcome("r1", used_document_ids=("d1", "d3"))
+    # dense: 0.5 − min(9000/5000, 0.2); its 40 ms latency would have cost only 0.008.
+    assert rewards(cached, outcome)["dense"] == pytest.approx(0.3)
+
+
+def test_a_retrieval_logged_before_costs_were_kept_is_charged_its_latency():
+    legacy = record("r1")
+    for ran in legacy.arms.values():
+        del ran["cost_ms"]
+    outcome = RetrievalOutcome("r1", used_document_ids=("d1", "d3"))
+    assert rewards(legacy, outcome) == pytest.approx({"dense": 0.5, "lexical": 0.3})
 
 
 def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():

@@ -1,4 +1,5 @@
 import asyncio
+import sqlite3
 
 import pytest
 from sounding.models.generation_cache import CachedGenerator
@@ -10,13 +11,15 @@ pytestmark = pytest.mark.unit
 class CountingGenerator:
     model_name = "counting"
 
-    def __init__(self):
+    def __init__(self, seconds_per_piece: float = 0.0):
         self.calls = 0
+        self.seconds_per_piece = seconds_per_piece
 
     async def stream(self, messages, params):
         self.calls += 1
         words = messages[-1]["content"].split()
         for index, word in enumerate(words):
+            await asyncio.sleep(self.seconds_per_piece)
             yield Piece(word + " ", "stop" if index == len(words) - 1 else "")
 
 
@@ -40,6 +43,38 @@ def test_a_repeated_greedy_request_is_answered_from_the_cache(tmp_path):
     assert inner.calls == 1
     assert text(first) == text(second) == ("one two three ", "stop")
     assert len(second) == 1
+
+
+def test_a_hit_carries_the_time_decoding_took_and_a_fresh_generation_none(tmp_path):
+    cached = CachedGenerator(CountingGenerator(0.05), "m", tmp_path / "g.sqlite", max_entries=10)
+    messages = [{"role": "user", "content": "one two three"}]
+    fresh = collect(cached, messages, GenerationParams())
+    (hit,) = collect(cached, messages, GenerationParams())
+    assert all(p.cached_decode_ms == 0.0 for p in fresh)
+    assert 150 <= hit.cached_decode_ms < 5000
+
+
+def test_a_cache_written_before_decode_times_were_kept_is_upgraded_in_place(tmp_path):
+    path = tmp_path / "g.sqlite"
+    messages = [{"role": "user", "content": "alpha beta"}]
+    legacy = sqlite3.connect(path)
+    legacy.execute(
+        "CREATE TABLE generations (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
+        "finish_reason TEXT NOT NULL, stored INTEGER NOT NULL)"
+    )
+    key = CachedGenerator(CountingGenerator(), "m", tmp_path / "other.sqlite", 10).key(
+        messages, GenerationParams()
+    )
+    legacy.execute("INSERT INTO generations VALUES (?, 'old text', 'stop', 1)", (key,))
+    legacy.commit()
+    legacy.close()
+    inner = CountingGenerator()
+    cached = CachedGenerator(inner, "m", path, 10)
+    (hit,) = collect(cached, messages, GenerationParams())
+    assert (hit.text, hit.cached_decode_ms, inner.calls) == ("old text", 0.0, 0)
+    collect(cached, [{"role": "user", "content": "new words"}], GenerationParams())
+    (again,) = collect(cached, [{"role": "user", "content": "new words"}], GenerationParams())
+    assert again.cached_decode_ms > 0
 
 
 def test_the_cache_survives_a_restart(tmp_path):

@@ -65,6 +65,7 @@ class FakeModels:
 
         class Piece:
             text = self.text
+            cached_decode_ms = 0.0
 
         yield Piece()
 

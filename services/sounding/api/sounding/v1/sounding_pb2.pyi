@@ -116,16 +116,18 @@ class PlannedArm(_message.Message):
     def __init__(self, arm: _Optional[str] = ..., chosen: _Optional[bool] = ..., score: _Optional[float] = ..., exploration: _Optional[bool] = ..., fusion_weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class StrategyResult(_message.Message):
-    __slots__ = ("arm", "hits", "latency_ms", "generated_text")
+    __slots__ = ("arm", "hits", "latency_ms", "generated_text", "cost_ms")
     ARM_FIELD_NUMBER: _ClassVar[int]
     HITS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     GENERATED_TEXT_FIELD_NUMBER: _ClassVar[int]
+    COST_MS_FIELD_NUMBER: _ClassVar[int]
     arm: str
     hits: _containers.RepeatedCompositeFieldContainer[Hit]
     latency_ms: float
     generated_text: str
-    def __init__(self, arm: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., latency_ms: _Optional[float] = ..., generated_text: _Optional[str] = ...) -> None: ...
+    cost_ms: float
+    def __init__(self, arm: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., latency_ms: _Optional[float] = ..., generated_text: _Optional[str] = ..., cost_ms: _Optional[float] = ...) -> None: ...
 
 class Fused(_message.Message):
     __slots__ = ("hits", "arms")

@@ -61,16 +61,18 @@ class GenerateRequest(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("text", "finish_reason", "completion_tokens", "model")
+    __slots__ = ("text", "finish_reason", "completion_tokens", "model", "cached_decode_ms")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    CACHED_DECODE_MS_FIELD_NUMBER: _ClassVar[int]
     text: str
     finish_reason: str
     completion_tokens: int
     model: str
-    def __init__(self, text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., completion_tokens: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
+    cached_decode_ms: float
+    def __init__(self, text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., completion_tokens: _Optional[int] = ..., model: _Optional[str] = ..., cached_decode_ms: _Optional[float] = ...) -> None: ...
 
 class EntailRequest(_message.Message):
     __slots__ = ("pairs",)
