@@ -522,7 +522,8 @@ def eval_arbench(
 ) -> None:
     """Play AR-Bench episodes through Inquire's llm domain, the NPC on the same generator
     backend; accuracy (F1 for sp), questions asked, ECE over visited states and the Spearman
-    correlation between stop score and error, per stop rule."""
+    correlation between stop score and error, per stop rule. Played episodes are kept in
+    `<out>.journal.jsonl` until the result is written, so an interrupted run resumes there."""
     from sounding_client import Client
 
     from sounding.core.stop_rules import STOP_RULES
@@ -535,28 +536,34 @@ def eval_arbench(
         raise typer.BadParameter(f"'all' or one of {', '.join(STOP_RULES)}", param_hint="--stop-rule")
     if regime not in ("normal", "collapse"):
         raise typer.BadParameter("normal or collapse", param_hint="--regime")
+    journal = out.with_name(out.name + ".journal.jsonl")
     settings = Settings()
     if not address:  # a stack of its own: its own data directory; greedy NPC replies are cached
         settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "arbench"})
     env = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": "1000000"}
     with serving(settings, address, env) as running, Client(running, timeout=3600) as client:
-        result = arbench.run(
-            client,
-            settings.models.address,
-            task,
-            data,
-            stop_rule,
-            regime,
-            limit,
-            max_turns,
-            samples,
-            console,
-            answer_tokens,
-            question_tokens,
-            seed,
-        )
+        try:
+            result = arbench.run(
+                client,
+                settings.models.address,
+                task,
+                data,
+                stop_rule,
+                regime,
+                limit,
+                max_turns,
+                samples,
+                console,
+                answer_tokens,
+                question_tokens,
+                seed,
+                journal,
+            )
+        except arbench.JournalMismatch as error:
+            raise typer.BadParameter(str(error), param_hint="--out") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
+    journal.unlink(missing_ok=True)
     console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
     console.print(f"written to {out}")
 

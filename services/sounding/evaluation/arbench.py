@@ -23,14 +23,16 @@ score mapped to confidence by an isotonic fit on the other half of the episodes,
 episode parity), the Spearman correlation between score and error over visited states, and the
 error rate among answered states. Per regime: the homogeneity diagnostics averaged over states
 and the redundancy rate of the questions (cosine ≥ 0.9 to an earlier question). Every session's
-ground truth is also sent through Observe, so `Calibrate(STOP_THRESHOLD)` can be fitted from the
-run's states afterwards.
+ground truth is sent through Observe as soon as it ends, so `Calibrate(STOP_THRESHOLD)` can be
+fitted from the run's states afterwards. A journal keeps the played episodes, so a run that stops
+(an episode of a detective case costs minutes on two cores) resumes where it was.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -271,7 +273,11 @@ def run(
     answer_tokens: int = 0,
     question_tokens: int = 0,
     seed: int = 0,
+    journal: Path | None = None,
 ) -> dict:
+    """Plays the episodes and judges them. Each played episode goes through Observe at once and,
+    with a `journal`, is appended to it; a later run with the same settings and journal plays only
+    the episodes it lacks (so a long run can stop and resume, and `limit` can grow)."""
     from sounding_client import InquiryOutcome, InquiryPolicy
 
     from sounding.models.client import ModelsClient
@@ -288,6 +294,15 @@ def run(
         "answer_tokens": str(answer_tokens),
         "question_tokens": str(question_tokens),
     }
+    settings = {
+        "max_turns": max_turns,
+        "samples": samples,
+        "answer_tokens": answer_tokens,
+        "question_tokens": question_tokens,
+        "seed": seed,
+    }
+    header = {"task": task, "data": str(data), "stop_rule": stop_rule, "regime": regime, **settings}
+    done = read_journal(journal, header) if journal else {}
     policy = InquiryPolicy(stop_rule="robust_mi_risk" if everything else stop_rule, max_turns=max_turns)
     loop = asyncio.new_event_loop()
 
@@ -300,10 +315,17 @@ def run(
         with progress_bar(console) as progress:
             bar = progress.add_task(f"{task} {regime} episodes", total=len(episodes))
             for index, episode in enumerate(episodes):
-                seeded = replace(policy, seed=seed * 100_003 + index)
-                played.append(play(client, models, task, episode, seeded, parameters, loop))
+                if episode["id"] in done:
+                    played.append(done[episode["id"]])
+                else:
+                    seeded = replace(policy, seed=seed * 100_003 + index)
+                    record = play(client, models, task, episode, seeded, parameters, loop)
+                    ack = client.observe([InquiryOutcome(record["session_id"], record["_truth"])])
+                    record["states_observed"] = ack.recorded
+                    if journal:
+                        append_journal(journal, header, record)
+                    played.append(record)
                 progress.advance(bar)
-        observed = client.observe([InquiryOutcome(p["session_id"], p["_truth"]) for p in played])
         redundancy = loop.run_until_complete(_redundancy(models, played))
     finally:
         loop.run_until_complete(models.close())
@@ -323,18 +345,40 @@ def run(
         "mode": "one trajectory per episode, every rule judged on it"
         if everything
         else "sessions stop by the rule",
-        "settings": {
-            "max_turns": max_turns,
-            "samples": samples,
-            "answer_tokens": answer_tokens,
-            "question_tokens": question_tokens,
-            "seed": seed,
-        },
+        "settings": settings,
         "rules": judge(task, played, episodes, rules),
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,
         "question_redundancy_rate": redundancy,
-        "states_recorded_through_observe": observed.recorded,
+        "states_recorded_through_observe": sum(p["states_observed"] for p in played),
         "mean_episode_seconds": round(float(np.mean([p["seconds"] for p in played])), 1) if played else None,
         "trajectories": [{k: v for k, v in p.items() if k != "_truth"} for p in played],
     }
+
+
+class JournalMismatch(ValueError):
+    """A journal written with other settings than the run's."""
+
+
+def read_journal(journal: Path, header: dict) -> dict[str, dict]:
+    """The episodes a journal holds, by id; it must have been written with the same settings."""
+    if not journal.exists():
+        return {}
+    lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    if lines and lines[0] != {"header": header}:
+        raise JournalMismatch(
+            f"{journal} was written with other settings ({lines[0].get('header')}); "
+            "remove it or run with those settings"
+        )
+    return {record["id"]: record for record in lines[1:]}
+
+
+def append_journal(journal: Path, header: dict, record: dict) -> None:
+    """Appends one played episode (the header first, on a new journal), flushed to disk."""
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    with journal.open("a") as file:
+        if file.tell() == 0:
+            file.write(json.dumps({"header": header}) + "\n")
+        file.write(json.dumps(record) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
