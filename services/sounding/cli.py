@@ -139,7 +139,9 @@ def up(
     try:
         _start(stack)
         console.print("Ctrl-C stops everything.")
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        # Also when started in the background, where the shell leaves SIGINT ignored.
+        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop_signal, signal.default_int_handler)
         while all(p.poll() is None for p in (stack.models, stack.orchestrator)):
             time.sleep(0.5)
         console.print("[red]a process exited; stopping the stack[/red]")

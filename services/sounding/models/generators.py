@@ -301,4 +301,5 @@ class OpenAIGenerator:
                     if text or finish:
                         yield Piece(text, finish)
         except httpx.HTTPError as error:
-            raise Unavailable(f"generator endpoint unreachable: {error}") from error
+            # A timeout's message is empty: name the error's kind too.
+            raise Unavailable(f"generator endpoint unreachable: {type(error).__name__} {error}".rstrip()) from error
