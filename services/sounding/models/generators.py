@@ -302,4 +302,5 @@ class OpenAIGenerator:
                         yield Piece(text, finish)
         except httpx.HTTPError as error:
             # A timeout's message is empty: name the error's kind too.
-            raise Unavailable(f"generator endpoint unreachable: {type(error).__name__} {error}".rstrip()) from error
+            reason = f"{type(error).__name__} {error}".rstrip()
+            raise Unavailable(f"generator endpoint unreachable: {reason}") from error
