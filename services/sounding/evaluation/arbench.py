@@ -321,7 +321,7 @@ def run(
                     seeded = replace(policy, seed=seed * 100_003 + index)
                     record = play(client, models, task, episode, seeded, parameters, loop)
                     ack = client.observe([InquiryOutcome(record["session_id"], record["_truth"])])
-                    record["states_observed"] = ack.recorded
+                    record["outcome_recorded"] = ack.recorded == 1
                     if journal:
                         append_journal(journal, header, record)
                     played.append(record)
@@ -350,7 +350,7 @@ def run(
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,
         "question_redundancy_rate": redundancy,
-        "states_recorded_through_observe": sum(p["states_observed"] for p in played),
+        "outcomes_recorded_through_observe": sum(p["outcome_recorded"] for p in played),
         "mean_episode_seconds": round(float(np.mean([p["seconds"] for p in played])), 1) if played else None,
         "trajectories": [{k: v for k, v in p.items() if k != "_truth"} for p in played],
     }
