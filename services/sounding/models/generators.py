@@ -55,6 +55,27 @@ def bundled_smollm2_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
 
 
+def converted_smollm2(cache_dir: Path) -> Path:
+    """The bundled GGUF de-quantised into a plain transformers model directory (made once, about
+    30 s; any transformers-based server can load it too)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    converted = cache_dir / "smollm2-135m-instruct"
+    if not (converted / "config.json").exists():
+        gguf = bundled_smollm2_gguf()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The de-quantised weights are plain tensors; drop the GGUF marker so they serialise.
+        model.hf_quantizer = None
+        model.config.__dict__.pop("quantization_config", None)
+        partial = converted.with_name(converted.name + ".partial")
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        partial.rename(converted)
+    return converted
+
+
 @dataclass(eq=False)
 class _Job:
     """One caller's generation inside a batch; pieces reach the caller through `pieces`."""
@@ -148,21 +169,9 @@ class LocalGenerator:
     model_name = "SmolLM2-135M-Instruct"
 
     def __init__(self, cache_dir: Path, device: str, max_batch_size: int = 8, max_wait_ms: float = 5.0):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        converted = cache_dir / "smollm2-135m-instruct"
-        if not (converted / "config.json").exists():
-            gguf = bundled_smollm2_gguf()
-            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            # The de-quantised weights are plain tensors; drop the GGUF marker so they serialise.
-            model.hf_quantizer = None
-            model.config.__dict__.pop("quantization_config", None)
-            partial = converted.with_name(converted.name + ".partial")
-            model.save_pretrained(partial)
-            tokenizer.save_pretrained(partial)
-            partial.rename(converted)
+        converted = converted_smollm2(cache_dir)
         self._tokenizer = AutoTokenizer.from_pretrained(converted)
         self._model = AutoModelForCausalLM.from_pretrained(converted).to(device).eval()
         self._device = device
