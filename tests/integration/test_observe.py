@@ -85,6 +85,8 @@ def test_strategy_metrics_describe_what_ran_and_what_was_observed(client, demo_c
     assert all(0 <= a.selection_rate <= 1 and 0 <= a.exploration_share <= 1 for a in arms.values())
     assert sum(a.runs for a in arms.values()) > sum(a.runs for a in before.arms)
     assert arms["dense"].mean_latency_ms > 0
+    # Nothing generated: an arm's cost is its latency.
+    assert arms["dense"].mean_cost_ms == pytest.approx(arms["dense"].mean_latency_ms)
     assert 0 <= after.selection_entropy_bits <= 1.0  # two arms: at most one bit
 
 

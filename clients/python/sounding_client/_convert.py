@@ -397,6 +397,7 @@ def strategy_metrics(message: sounding_pb2.GetStrategyMetricsResponse) -> t.Stra
                 a.exploration_share,
                 a.runs,
                 a.observed_runs,
+                a.mean_cost_ms,
             )
             for a in message.arms
         ],

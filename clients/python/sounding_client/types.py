@@ -380,6 +380,8 @@ class ArmMetrics:
     exploration_share: float
     runs: int
     observed_runs: int
+    # Latency with cached generations counted at their decode time: what the selector charges.
+    mean_cost_ms: float = 0.0
 
 
 @dataclass(frozen=True)

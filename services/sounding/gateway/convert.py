@@ -400,6 +400,7 @@ def strategy_metrics(metrics) -> sounding_pb2.GetStrategyMetricsResponse:
                 selection_rate=m.selection_rate,
                 contribution_rate=m.contribution_rate,
                 mean_latency_ms=m.mean_latency_ms,
+                mean_cost_ms=m.mean_cost_ms,
                 mean_reward=m.mean_reward,
                 exploration_share=m.exploration_share,
                 runs=m.runs,

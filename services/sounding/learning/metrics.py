@@ -19,7 +19,7 @@ from sounding.core.information import entropy_bits
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One logged retrieval: how it was planned and, per arm that ran, its latency and whether
+    """One logged retrieval: how it was planned and, per arm that ran, its latency, cost and whether
     exploration chose it."""
 
     mode: str
@@ -42,6 +42,7 @@ class ArmMetrics:
     exploration_share: float
     runs: int
     observed_runs: int
+    mean_cost_ms: float
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ def strategy_metrics(
                 exploration_share=_mean([bool(run.get("exploration")) for run in ran]),
                 runs=len(ran),
                 observed_runs=len(rewards),
+                # Runs logged before costs were kept have only their latency.
+                mean_cost_ms=_mean([run.get("cost_ms", run["latency_ms"]) for run in ran]),
             )
         )
     selections = np.array([sum(arm in r.arms for r in planned) for arm in arms], dtype=float)

@@ -43,6 +43,8 @@ class Found:
 
 @dataclass(frozen=True)
 class Generated:
+    """A generation's text and, when the sidecar served it from its cache, its decode time."""
+
     text: str
     cached_decode_ms: float = 0.0
 

@@ -644,7 +644,7 @@ class GetStrategyMetricsResponse(_message.Message):
     def __init__(self, arms: _Optional[_Iterable[_Union[ArmMetrics, _Mapping]]] = ..., selection_entropy_bits: _Optional[float] = ..., cumulative_regret: _Optional[float] = ..., planned_retrievals: _Optional[int] = ..., observations: _Optional[int] = ..., pruned_arms: _Optional[_Iterable[str]] = ..., selector_version: _Optional[int] = ...) -> None: ...
 
 class ArmMetrics(_message.Message):
-    __slots__ = ("arm", "selection_rate", "contribution_rate", "mean_latency_ms", "mean_reward", "exploration_share", "runs", "observed_runs")
+    __slots__ = ("arm", "selection_rate", "contribution_rate", "mean_latency_ms", "mean_reward", "exploration_share", "runs", "observed_runs", "mean_cost_ms")
     ARM_FIELD_NUMBER: _ClassVar[int]
     SELECTION_RATE_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTION_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -653,6 +653,7 @@ class ArmMetrics(_message.Message):
     EXPLORATION_SHARE_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_COST_MS_FIELD_NUMBER: _ClassVar[int]
     arm: str
     selection_rate: float
     contribution_rate: float
@@ -661,4 +662,5 @@ class ArmMetrics(_message.Message):
     exploration_share: float
     runs: int
     observed_runs: int
-    def __init__(self, arm: _Optional[str] = ..., selection_rate: _Optional[float] = ..., contribution_rate: _Optional[float] = ..., mean_latency_ms: _Optional[float] = ..., mean_reward: _Optional[float] = ..., exploration_share: _Optional[float] = ..., runs: _Optional[int] = ..., observed_runs: _Optional[int] = ...) -> None: ...
+    mean_cost_ms: float
+    def __init__(self, arm: _Optional[str] = ..., selection_rate: _Optional[float] = ..., contribution_rate: _Optional[float] = ..., mean_latency_ms: _Optional[float] = ..., mean_reward: _Optional[float] = ..., exploration_share: _Optional[float] = ..., runs: _Optional[int] = ..., observed_runs: _Optional[int] = ..., mean_cost_ms: _Optional[float] = ...) -> None: ...
