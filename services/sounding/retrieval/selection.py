@@ -52,18 +52,38 @@ class StrategySelector:
         self.config = config
         self.bandit = LinUCB(self.arms, features.DIMENSION, config.alpha)
         self.queries_planned = 0
-        self._history_embeddings: list[np.ndarray] = []
-        self._history_outcomes: list[float] = []
+        # Observed queries' unit embeddings and best-arm rewards, in buffers that grow by doubling,
+        # so a lookup is one matrix-vector product over the rows in use, not a copy of the history.
+        self._history_embeddings = np.empty((0, 0))
+        self._history_outcomes = np.empty(0)
+        self._history_size = 0
 
     def similar_outcomes(self, embedding: Sequence[float]) -> float:
         """Mean best-arm reward of the most similar observed queries (cosine), or NO_HISTORY."""
-        if not self._history_embeddings:
+        if not self._history_size:
             return features.NO_HISTORY
-        matrix = np.stack(self._history_embeddings)
         query = np.asarray(embedding, dtype=float)
-        similarity = matrix @ (query / (np.linalg.norm(query) or 1.0))
-        nearest = np.argsort(-similarity, kind="stable")[:SIMILAR_QUERIES]
-        return float(np.mean([self._history_outcomes[i] for i in nearest]))
+        similarity = self._history_embeddings[: self._history_size] @ (query / (np.linalg.norm(query) or 1.0))
+        count = min(SIMILAR_QUERIES, self._history_size)
+        nearest = np.argpartition(-similarity, count - 1)[:count]
+        return float(self._history_outcomes[nearest].mean())
+
+    def _remember(self, embedding: Sequence[float], outcome: float) -> None:
+        vector = np.asarray(embedding, dtype=float)
+        if self._history_size == len(self._history_outcomes):
+            capacity = max(64, 2 * self._history_size)
+            self._history_embeddings = np.concatenate(
+                [
+                    self._history_embeddings.reshape(-1, len(vector)),
+                    np.empty((capacity - self._history_size, len(vector))),
+                ]
+            )
+            self._history_outcomes = np.concatenate(
+                [self._history_outcomes, np.empty(capacity - self._history_size)]
+            )
+        self._history_embeddings[self._history_size] = vector / (np.linalg.norm(vector) or 1.0)
+        self._history_outcomes[self._history_size] = outcome
+        self._history_size += 1
 
     def plan(self, context: np.ndarray, requested: Sequence[str] = ()) -> Plan:
         """Requested arms run as given; otherwise the bandit and the exploration schedule choose."""
@@ -111,6 +131,4 @@ class StrategySelector:
             if arm in self.bandit.arms:
                 self.bandit.update(arm, context, value)
         if rewards:
-            vector = np.asarray(embedding, dtype=float)
-            self._history_embeddings.append(vector / (np.linalg.norm(vector) or 1.0))
-            self._history_outcomes.append(max(rewards.values()))
+            self._remember(embedding, max(rewards.values()))

@@ -69,3 +69,16 @@ def test_similar_outcomes_average_the_nearest_observed_queries():
     chooser.learn(context(0), [1.0, 0.0], {"dense": 0.8, "lexical": 0.2})
     chooser.learn(context(0), [0.0, 1.0], {"dense": 0.0, "lexical": 0.4})
     assert chooser.similar_outcomes([1.0, 0.1]) == pytest.approx((0.8 + 0.4) / 2)
+
+
+def test_similar_outcomes_over_a_long_history_are_the_nearest_queries_rewards():
+    rng = np.random.default_rng(7)
+    chooser = selector()
+    embeddings = rng.normal(size=(300, 8))  # past the buffer's first growths
+    outcomes = rng.uniform(size=300)
+    for embedding, outcome in zip(embeddings, outcomes, strict=True):
+        chooser.learn(context(0), embedding, {"dense": outcome})
+    query = rng.normal(size=8)
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    nearest = np.argsort(-(unit @ (query / np.linalg.norm(query))))[:5]
+    assert chooser.similar_outcomes(query) == pytest.approx(outcomes[nearest].mean())
