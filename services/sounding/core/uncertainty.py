@@ -34,6 +34,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from sounding.core.entities import extract_entities
+from sounding.core.neighbours import NearestValues
 
 BORDERLINE = (0.3, 0.5)
 DEFAULT_HISTORICAL_MISS_RATE = 0.3
@@ -77,26 +78,20 @@ class MissHistory:
     PRIOR_WEIGHT = 2.0
 
     def __init__(self) -> None:
-        self._vectors: list[np.ndarray] = []
-        self._missed: list[float] = []
+        self._outcomes = NearestValues(np.float32)
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._outcomes)
 
     def add(self, embedding: Sequence[float], missed: bool) -> None:
-        vector = np.asarray(embedding, dtype=np.float32)
-        self._vectors.append(vector / max(float(np.linalg.norm(vector)), 1e-12))
-        self._missed.append(float(missed))
+        self._outcomes.add(embedding, float(missed))
 
     def miss_rate(self, embedding: Sequence[float]) -> float | None:
         """None before any retrieval was observed."""
-        if not self._vectors:
+        if not len(self._outcomes):
             return None
-        query = np.asarray(embedding, dtype=np.float32)
-        similarity = np.stack(self._vectors) @ (query / max(float(np.linalg.norm(query)), 1e-12))
-        nearest = np.argsort(-similarity, kind="stable")[: self.NEIGHBOURS]
-        misses = float(np.sum(np.asarray(self._missed)[nearest]))
-        return (misses + self.PRIOR_WEIGHT * DEFAULT_HISTORICAL_MISS_RATE) / (
+        nearest = self._outcomes.nearest(embedding, self.NEIGHBOURS)
+        return (float(nearest.sum()) + self.PRIOR_WEIGHT * DEFAULT_HISTORICAL_MISS_RATE) / (
             len(nearest) + self.PRIOR_WEIGHT
         )
 

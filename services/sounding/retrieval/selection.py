@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sounding.core.bandit import ArmScore, ExplorationSchedule, LinUCB, fusion_weights, select_arms
+from sounding.core.neighbours import NearestValues
 from sounding.retrieval import features
 from sounding.retrieval.protocol import PlannedArm
 
@@ -52,38 +53,14 @@ class StrategySelector:
         self.config = config
         self.bandit = LinUCB(self.arms, features.DIMENSION, config.alpha)
         self.queries_planned = 0
-        # Observed queries' unit embeddings and best-arm rewards, in buffers that grow by doubling,
-        # so a lookup is one matrix-vector product over the rows in use, not a copy of the history.
-        self._history_embeddings = np.empty((0, 0))
-        self._history_outcomes = np.empty(0)
-        self._history_size = 0
+        # Observed queries' embeddings with their best-arm rewards.
+        self._outcomes = NearestValues()
 
     def similar_outcomes(self, embedding: Sequence[float]) -> float:
         """Mean best-arm reward of the most similar observed queries (cosine), or NO_HISTORY."""
-        if not self._history_size:
+        if not len(self._outcomes):
             return features.NO_HISTORY
-        query = np.asarray(embedding, dtype=float)
-        similarity = self._history_embeddings[: self._history_size] @ (query / (np.linalg.norm(query) or 1.0))
-        count = min(SIMILAR_QUERIES, self._history_size)
-        nearest = np.argpartition(-similarity, count - 1)[:count]
-        return float(self._history_outcomes[nearest].mean())
-
-    def _remember(self, embedding: Sequence[float], outcome: float) -> None:
-        vector = np.asarray(embedding, dtype=float)
-        if self._history_size == len(self._history_outcomes):
-            capacity = max(64, 2 * self._history_size)
-            self._history_embeddings = np.concatenate(
-                [
-                    self._history_embeddings.reshape(-1, len(vector)),
-                    np.empty((capacity - self._history_size, len(vector))),
-                ]
-            )
-            self._history_outcomes = np.concatenate(
-                [self._history_outcomes, np.empty(capacity - self._history_size)]
-            )
-        self._history_embeddings[self._history_size] = vector / (np.linalg.norm(vector) or 1.0)
-        self._history_outcomes[self._history_size] = outcome
-        self._history_size += 1
+        return float(self._outcomes.nearest(embedding, SIMILAR_QUERIES).mean())
 
     def plan(self, context: np.ndarray, requested: Sequence[str] = ()) -> Plan:
         """Requested arms run as given; otherwise the bandit and the exploration schedule choose."""
@@ -131,4 +108,4 @@ class StrategySelector:
             if arm in self.bandit.arms:
                 self.bandit.update(arm, context, value)
         if rewards:
-            self._remember(embedding, max(rewards.values()))
+            self._outcomes.add(embedding, max(rewards.values()))

@@ -1,0 +1,45 @@
+"""Past queries' embeddings, each with a value, for "what happened to the most similar queries"
+(the selector's similar-outcomes feature, the historical miss-rate signal)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class NearestValues:
+    """Unit vectors with one value each, in buffers that grow by doubling: a lookup is one
+    matrix-vector product over the rows in use, never a copy of the whole history."""
+
+    INITIAL_CAPACITY = 64
+
+    def __init__(self, dtype: type = np.float64) -> None:
+        self._dtype = dtype
+        self._vectors = np.empty((0, 0), dtype=dtype)
+        self._values = np.empty(0)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, embedding: Sequence[float], value: float) -> None:
+        vector = np.asarray(embedding, dtype=self._dtype)
+        if self._size == len(self._values):
+            grow = max(self.INITIAL_CAPACITY, self._size)
+            self._vectors = np.concatenate(
+                [self._vectors.reshape(-1, len(vector)), np.empty((grow, len(vector)), self._dtype)]
+            )
+            self._values = np.concatenate([self._values, np.empty(grow)])
+        self._vectors[self._size] = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        self._values[self._size] = value
+        self._size += 1
+
+    def nearest(self, embedding: Sequence[float], count: int) -> np.ndarray:
+        """The values of the `count` most cosine-similar vectors (all of them if fewer; ties
+        broken arbitrarily but deterministically)."""
+        if self._size <= count:
+            return self._values[: self._size].copy()
+        query = np.asarray(embedding, dtype=self._dtype)
+        similarity = self._vectors[: self._size] @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        return self._values[np.argpartition(-similarity, count - 1)[:count]]

@@ -1,0 +1,28 @@
+import numpy as np
+import pytest
+from sounding.core.neighbours import NearestValues
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nearest_values_match_a_full_sort_across_buffer_growth(dtype):
+    rng = np.random.default_rng(3)
+    embeddings, values = rng.normal(size=(200, 6)), rng.uniform(size=200)
+    history = NearestValues(dtype)
+    for count, (embedding, value) in enumerate(zip(embeddings, values, strict=True), start=1):
+        history.add(embedding * rng.uniform(0.5, 3.0), value)  # the scale must not matter
+        if count in (1, 5, 64, 65, 200):
+            query = rng.normal(size=6)
+            unit = embeddings[:count] / np.linalg.norm(embeddings[:count], axis=1, keepdims=True)
+            expected = values[:count][np.argsort(-(unit @ query))[:5]]
+            assert sorted(history.nearest(query, 5)) == pytest.approx(sorted(expected), rel=1e-6)
+    assert len(history) == 200
+
+
+def test_fewer_vectors_than_asked_give_all_values():
+    history = NearestValues()
+    assert len(history.nearest([1.0, 0.0], 3)) == 0
+    history.add([1.0, 0.0], 0.25)
+    history.add([0.0, 1.0], 0.75)
+    assert sorted(history.nearest([1.0, 1.0], 3)) == [0.25, 0.75]
