@@ -18,6 +18,8 @@ class EmbedderSettings(BaseModel):
     # How long the first request of a batch waits for company before the batch runs. With 0 a
     # lone request runs at once, and requests arriving while a batch encodes still form the next.
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
+    # Batches of at most this many texts encode on one CPU thread (see models.embedder.Embedder).
+    single_thread_max_texts: int = Field(4, ge=0, le=4096)
 
 
 class GeneratorSettings(BaseModel):

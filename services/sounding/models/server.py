@@ -241,7 +241,11 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     device = select_device(settings.models.device)
     encode_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
     embedder = await asyncio.get_running_loop().run_in_executor(
-        encode_thread, Embedder, device, settings.models.embedder.max_batch_size
+        encode_thread,
+        Embedder,
+        device,
+        settings.models.embedder.max_batch_size,
+        settings.models.embedder.single_thread_max_texts,
     )
     batcher = MicroBatcher(
         embedder.encode,

@@ -157,9 +157,7 @@ class RetrievalService:
             mentioned = sum(entity in graph_entities for entity in phrases)
             context = self._learning.features(query.query, embedding, mentioned)
             plan = self._learning.plan(context, query.arms)
-            yield PlanEvent(retrieval_id, plan.arms)
-
-            weights = plan.weights
+            # Chosen arms start before the Plan event is written (writing waits on the stream).
             request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
             running = set(pending.values())
             pending.update(
@@ -169,6 +167,9 @@ class RetrievalService:
                     if arm not in running
                 }
             )
+            yield PlanEvent(retrieval_id, plan.arms)
+
+            weights = plan.weights
             while pending:
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
@@ -176,10 +177,11 @@ class RetrievalService:
                     result = task.result()  # an arm's error propagates; `finally` cancels the rest
                     landed[result.arm] = result
                     yield StrategyResultEvent(result)
-                    fused = _fuse(landed, weights, fusion_k, query.top_k)
                     if len(landed) > 1:
+                        fused = _fuse(landed, weights, fusion_k, query.top_k)
                         yield FusedEvent(fused, list(landed))
             if len(landed) == 1:
+                fused = _fuse(landed, weights, fusion_k, query.top_k)
                 yield FusedEvent(fused, list(landed))
 
             dense, lexical = landed.get("dense"), landed.get("lexical")

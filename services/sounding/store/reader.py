@@ -130,7 +130,8 @@ class ChunkReader:
             rows = (
                 await table.query()
                 .nearest_to_text(query)
-                .select(["chunk_id", "document_id"])
+                # Naming `_score` keeps LanceDB from logging a deprecation warning per search.
+                .select(["chunk_id", "document_id", "_score"])
                 .limit(count)
                 .to_arrow()
             ).to_pylist()
