@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -38,10 +38,14 @@ class Embedder:
         self._model = SentenceTransformer(str(bundled_model_dir()), device=device)
         self._batch_size = batch_size
         self._single_thread_max_texts = single_thread_max_texts if device == "cpu" else 0
+        # Limits the calling thread's OpenMP team only (torch.set_num_threads would also change
+        # the count that threads started meanwhile, such as the generator's, keep for good).
+        self._threadpools = ThreadpoolController()
         self.dimension = int(self._model.get_embedding_dimension())
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        with _torch_threads(1 if len(texts) <= self._single_thread_max_texts else None):
+        small = len(texts) <= self._single_thread_max_texts
+        with self._threadpools.limit(limits=1, user_api="openmp") if small else nullcontext():
             vectors = self._model.encode(
                 texts,
                 batch_size=self._batch_size,
@@ -50,19 +54,3 @@ class Embedder:
                 show_progress_bar=False,
             )
         return np.ascontiguousarray(vectors, dtype=np.float32)
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count for the calling thread (None: unchanged), restored after."""
-    if threads is None:
-        yield
-        return
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)

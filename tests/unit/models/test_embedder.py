@@ -1,0 +1,51 @@
+import threading
+
+import numpy as np
+import pytest
+import torch
+from sounding.models.embedder import Embedder
+
+pytestmark = pytest.mark.unit
+
+
+class ThreadCountRecorder:
+    """Stands in for the model: records torch's thread count in the encoding thread and in a
+    thread started during the encode."""
+
+    def __init__(self):
+        self.counts: list[tuple[int, int]] = []
+
+    def encode(self, texts, **_):
+        started = []
+        other = threading.Thread(target=lambda: started.append(torch.get_num_threads()))
+        other.start()
+        other.join()
+        self.counts.append((torch.get_num_threads(), started[0]))
+        return np.zeros((len(texts), 384), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return Embedder("cpu", single_thread_max_texts=2)
+
+
+def test_small_calls_encode_on_one_thread_and_nothing_else_changes(embedder):
+    torch.set_num_threads(2)
+    recorder = embedder._model = ThreadCountRecorder()
+    embedder.encode(["a query"])
+    embedder.encode(["one", "two", "three"])
+    assert recorder.counts == [(1, 2), (2, 2)]
+    assert torch.get_num_threads() == 2
+
+
+def test_a_failed_encode_restores_the_thread_count(embedder):
+    torch.set_num_threads(2)
+
+    class Failing:
+        def encode(self, texts, **_):
+            raise RuntimeError("encode failed")
+
+    embedder._model = Failing()
+    with pytest.raises(RuntimeError):
+        embedder.encode(["a query"])
+    assert torch.get_num_threads() == 2
