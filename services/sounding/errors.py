@@ -1,7 +1,8 @@
 """Domain errors. The gateway turns them into gRPC statuses with google.rpc details.
 
 Each carries a canonical gRPC code name, an UPPER_SNAKE reason (ErrorInfo) and, for bad input,
-the offending field (BadRequest field violation). They pickle, so they cross Ray task boundaries.
+the offending field (BadRequest field violation). They pickle, so they cross process boundaries
+(the strategy workers' calls).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 With no endpoint, no SDK provider is installed and the API's no-op tracer and meter are used, so
 spans and measurements cost next to nothing. Trace context crosses process boundaries
-explicitly: `inject()` gives a carrier dict for Ray task arguments or gRPC metadata, `extract()`
+explicitly: `inject()` gives a carrier dict for strategy-worker call arguments or gRPC metadata, `extract()`
 turns it back into a context.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import grpc
 from google.rpc import error_details_pb2
@@ -89,15 +89,51 @@ def confidence(message: common_pb2.Confidence) -> t.Confidence:
 
 
 def hit(message: sounding_pb2.Hit) -> t.Hit:
+    # Positional arguments and no copy of an empty map: this runs for every hit of every event.
+    metadata = message.metadata
     return t.Hit(
-        document_id=message.document_id,
-        chunk_id=message.chunk_id,
-        score=message.score,
-        text=message.text,
-        title=message.title,
-        contributions=[t.ArmRank(c.arm, c.rank, c.score) for c in message.contributions],
-        metadata=dict(message.metadata),
+        message.document_id,
+        message.chunk_id,
+        message.score,
+        message.text,
+        message.title,
+        [t.ArmRank(c.arm, c.rank, c.score) for c in message.contributions],
+        dict(metadata) if metadata else {},
     )
+
+
+class Hits(Sequence[t.Hit]):
+    """An event's hits, decoded from the response on first use: a caller that reads only the
+    Final event's hits pays nothing for those of the events before it."""
+
+    __slots__ = ("_messages", "_hits")
+
+    def __init__(self, messages: Sequence[sounding_pb2.Hit]):
+        self._messages: Sequence[sounding_pb2.Hit] | None = messages
+        self._hits: list[t.Hit] | None = None
+
+    def _decoded(self) -> list[t.Hit]:
+        if self._hits is None:
+            self._hits = [hit(m) for m in self._messages]
+            self._messages = None
+        return self._hits
+
+    def __getitem__(self, index):
+        return self._decoded()[index]
+
+    def __len__(self) -> int:
+        return len(self._decoded() if self._messages is None else self._messages)
+
+    def __iter__(self) -> Iterator[t.Hit]:
+        return iter(self._decoded())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return self._decoded() == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
 
 
 def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
@@ -112,9 +148,9 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
         )
     if kind == "strategy_result":
         r = message.strategy_result
-        return t.StrategyResult(r.arm, [hit(h) for h in r.hits], r.latency_ms, r.generated_text, r.cost_ms)
+        return t.StrategyResult(r.arm, Hits(r.hits), r.latency_ms, r.generated_text, r.cost_ms)
     if kind == "fused":
-        return t.Fused([hit(h) for h in message.fused.hits], list(message.fused.arms))
+        return t.Fused(Hits(message.fused.hits), list(message.fused.arms))
     if kind == "expansion":
         e = message.expansion
         return t.Expansion(
@@ -131,7 +167,7 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
         u = f.uncertainty
         return t.Final(
             retrieval_id=f.retrieval_id,
-            hits=[hit(h) for h in f.hits],
+            hits=Hits(f.hits),
             uncertainty=t.Uncertainty(
                 miss_rate=confidence(u.miss_rate),
                 coverage_estimate=confidence(u.coverage_estimate),

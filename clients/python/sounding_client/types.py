@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArmRank:
     arm: str
     rank: int
     score: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hit:
     document_id: str
     chunk_id: str
@@ -44,7 +45,7 @@ class Plan:
 @dataclass(frozen=True)
 class StrategyResult:
     arm: str
-    hits: list[Hit]
+    hits: Sequence[Hit]
     latency_ms: float
     generated_text: str = ""
     # latency_ms plus the decode time of generations served from the sidecar's cache.
@@ -53,7 +54,7 @@ class StrategyResult:
 
 @dataclass(frozen=True)
 class Fused:
-    hits: list[Hit]
+    hits: Sequence[Hit]
     arms: list[str]
 
 
@@ -126,7 +127,7 @@ class Uncertainty:
 @dataclass(frozen=True)
 class Final:
     retrieval_id: str
-    hits: list[Hit]
+    hits: Sequence[Hit]
     uncertainty: Uncertainty
     confidence: Confidence
     latency_ms: float

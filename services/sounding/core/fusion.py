@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 DEFAULT_RRF_K = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Contribution:
     arm: str
     rank: int
     score: float
 
 
-@dataclass
+@dataclass(slots=True)
 class FusedItem:
     key: str
     score: float
@@ -39,18 +39,21 @@ def weighted_rrf(
     if k <= 0:
         raise ValueError("k must be positive")
     fused: dict[str, FusedItem] = {}
+    best_rank: dict[str, int] = {}
     for arm, ranking in rankings.items():
         weight = 1.0 if weights is None else weights.get(arm, 1.0)
-        seen: set[str] = set()
+        keys = [key for key, _ in ranking]
+        if len(set(keys)) != len(keys):
+            repeated = next(key for i, key in enumerate(keys) if key in keys[:i])
+            raise ValueError(f"arm {arm!r} ranks {repeated!r} twice")
         for rank, (key, arm_score) in enumerate(ranking, start=1):
-            if key in seen:
-                raise ValueError(f"arm {arm!r} ranks {key!r} twice")
-            seen.add(key)
-            item = fused.setdefault(key, FusedItem(key=key, score=0.0))
+            item = fused.get(key)
+            if item is None:
+                item = fused[key] = FusedItem(key, 0.0)
+                best_rank[key] = rank
+            elif rank < best_rank[key]:
+                best_rank[key] = rank
             item.score += weight / (k + rank)
-            item.contributions.append(Contribution(arm=arm, rank=rank, score=arm_score))
-    ordered = sorted(
-        fused.values(),
-        key=lambda item: (-item.score, min(c.rank for c in item.contributions), item.key),
-    )
+            item.contributions.append(Contribution(arm, rank, arm_score))
+    ordered = sorted(fused.values(), key=lambda item: (-item.score, best_rank[item.key], item.key))
     return ordered if limit is None else ordered[:limit]

@@ -5,7 +5,8 @@ Service systems (over gRPC, one Retrieve per query and system, arms named in the
 `dense`, `lexical`, `fused` (both arms, RRF). References (in this process, same machine, same
 moment): `ref_bm25s`, `ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF,
 k = 60). Each reference's latency covers the whole query path (tokenise or encode the query,
-score, fuse). A hit whose id equals the query id is dropped, as BEIR does.
+score, fuse). Systems take turns query by query, so a drift in the machine's speed affects them
+alike. A hit whose id equals the query id is dropped, as BEIR does.
 
 Ingestion goes through the service into a collection named by the corpus content hash, so a
 second run reuses it (`--fresh` re-ingests); the in-process corpus embeddings are cached the same
@@ -66,15 +67,25 @@ def run(
         ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
         ingest_record["inprocess_encode_cached"] = encode["cached"]
 
-        systems: dict[str, dict] = {}
+        references = _References(dataset, corpus_vectors)
         # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
         no_loop = ExpansionOptions(max_iterations=0)
         service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": ["dense", "lexical"]}
-        with progress_bar(console) as progress:
-            for name, arms in service_arms.items():
-                task = progress.add_task(f"service {name}", total=len(dataset.queries))
-                rankings, latencies = {}, []
-                for query_id, text in dataset.queries.items():
+        names = [*service_arms, *references.names]
+        rankings: dict[str, dict[str, list[str]]] = {name: {} for name in names}
+        latencies: dict[str, list[float]] = {name: [] for name in names}
+        # Query by query, the references and then each service system, so that every system is
+        # timed under the same conditions (this machine's speed drifts over minutes).
+        with (
+            threadpoolctl.threadpool_limits(1, user_api="blas"),  # as in the strategy workers
+            progress_bar(console) as progress,
+        ):
+            task = progress.add_task("references and service", total=len(dataset.queries))
+            for query_id, text in dataset.queries.items():
+                for name, (ranking, latency_ms) in references.search(text).items():
+                    rankings[name][query_id] = without_self(query_id, ranking)
+                    latencies[name].append(latency_ms)
+                for name, arms in service_arms.items():
                     started = time.perf_counter()
                     final = next(
                         e
@@ -83,11 +94,13 @@ def run(
                         )
                         if isinstance(e, Final)
                     )
-                    latencies.append((time.perf_counter() - started) * 1000)
-                    rankings[query_id] = without_self(query_id, [h.document_id for h in final.hits])
-                    progress.advance(task)
-                systems[name] = {**_score(rankings, dataset), **percentiles(latencies)}
-        systems.update(_references(dataset, corpus_vectors, console))
+                    ranking = [h.document_id for h in final.hits]  # decoded within the timing
+                    latencies[name].append((time.perf_counter() - started) * 1000)
+                    rankings[name][query_id] = without_self(query_id, ranking)
+                progress.advance(task)
+        systems = {
+            name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in names
+        }
 
     fused_p50 = systems["fused"]["latency_ms_p50"]
     return {
@@ -177,45 +190,50 @@ def _encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarra
     return {**result, "cached": False}, vectors
 
 
-def _references(dataset, corpus_vectors: np.ndarray, console) -> dict[str, dict]:
-    import bm25s
+class _References:
+    """The in-process references: bm25s, MiniLM exact cosine scan, and their RRF (k = 60).
+    `search` times each over the whole query path (tokenise or encode, score, fuse)."""
 
-    embedder = _embedder()
-    ids = [d["_id"] for d in dataset.corpus]
-    retriever = bm25s.BM25()
-    retriever.index(
-        bm25s.tokenize([beir.document_text(d) for d in dataset.corpus], stopwords="en", show_progress=False),
-        show_progress=False,
-    )
-    rankings: dict[str, dict[str, list[str]]] = {"ref_bm25s": {}, "ref_minilm": {}, "ref_rrf": {}}
-    latencies: dict[str, list[float]] = {name: [] for name in rankings}
-    # One BLAS thread, as in the service's strategy workers (see StrategyRunner.open).
-    with threadpoolctl.threadpool_limits(1, user_api="blas"), progress_bar(console) as progress:
-        task = progress.add_task("in-process references", total=len(dataset.queries))
-        for query_id, text in dataset.queries.items():
-            started = time.perf_counter()
-            tokens = bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)
-            documents, _ = retriever.retrieve(tokens, k=TOP_K + 1, show_progress=False, n_threads=1)
-            lexical = [ids[i] for i in documents[0]]
-            lexical_done = time.perf_counter()
-            query_vector = embedder.encode([text])[0]
-            scores = corpus_vectors @ query_vector
-            top = np.argpartition(-scores, TOP_K)[: TOP_K + 1]
-            dense = [ids[i] for i in top[np.argsort(-scores[top])]]
-            dense_done = time.perf_counter()
-            fused = [
-                item.key
-                for item in weighted_rrf(
-                    {"dense": [(d, 0.0) for d in dense], "lexical": [(d, 0.0) for d in lexical]},
-                    limit=TOP_K + 1,
-                )
-            ]
-            fused_done = time.perf_counter()
-            latencies["ref_bm25s"].append((lexical_done - started) * 1000)
-            latencies["ref_minilm"].append((dense_done - lexical_done) * 1000)
-            latencies["ref_rrf"].append((fused_done - started) * 1000)
-            rankings["ref_bm25s"][query_id] = without_self(query_id, lexical)
-            rankings["ref_minilm"][query_id] = without_self(query_id, dense)
-            rankings["ref_rrf"][query_id] = without_self(query_id, fused)
-            progress.advance(task)
-    return {name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in rankings}
+    names = ("ref_bm25s", "ref_minilm", "ref_rrf")
+
+    def __init__(self, dataset: beir.BeirDataset, corpus_vectors: np.ndarray):
+        import bm25s
+
+        self._bm25s = bm25s
+        self._embedder = _embedder()
+        self._vectors = corpus_vectors
+        self._ids = [d["_id"] for d in dataset.corpus]
+        self._retriever = bm25s.BM25()
+        self._retriever.index(
+            bm25s.tokenize(
+                [beir.document_text(d) for d in dataset.corpus], stopwords="en", show_progress=False
+            ),
+            show_progress=False,
+        )
+
+    def search(self, text: str) -> dict[str, tuple[list[str], float]]:
+        """Each reference's ranking (TOP_K + 1 ids, best first) and latency in ms."""
+        ids = self._ids
+        started = time.perf_counter()
+        tokens = self._bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)
+        documents, _ = self._retriever.retrieve(tokens, k=TOP_K + 1, show_progress=False, n_threads=1)
+        lexical = [ids[i] for i in documents[0]]
+        lexical_done = time.perf_counter()
+        query_vector = self._embedder.encode([text])[0]
+        scores = self._vectors @ query_vector
+        top = np.argpartition(-scores, TOP_K)[: TOP_K + 1]
+        dense = [ids[i] for i in top[np.argsort(-scores[top])]]
+        dense_done = time.perf_counter()
+        fused = [
+            item.key
+            for item in weighted_rrf(
+                {"dense": [(d, 0.0) for d in dense], "lexical": [(d, 0.0) for d in lexical]},
+                limit=TOP_K + 1,
+            )
+        ]
+        fused_done = time.perf_counter()
+        return {
+            "ref_bm25s": (lexical, (lexical_done - started) * 1000),
+            "ref_minilm": (dense, (dense_done - lexical_done) * 1000),
+            "ref_rrf": (fused, (fused_done - started) * 1000),
+        }

@@ -55,20 +55,22 @@ def confidence(value: Provenance) -> common_pb2.Confidence:
     return common_pb2.Confidence(absent=common_pb2.Absent(reason=value.reason))
 
 
-def _hit(hit: p.FusedHit) -> sounding_pb2.Hit:
-    # Fields are set only when present and ranks added in place: this runs for every hit of
-    # every Fused and Final event, and takes half the time of building it from keywords.
-    message = sounding_pb2.Hit(document_id=hit.document_id, chunk_id=hit.chunk_id, score=hit.score)
-    add_rank = message.contributions.add
-    for c in hit.contributions:
-        add_rank(arm=c.arm, rank=c.rank, score=c.score)
-    if hit.text:
-        message.text = hit.text
-    if hit.title:
-        message.title = hit.title
-    if hit.metadata:
-        message.metadata.update(hit.metadata)
-    return message
+def _add_hits(repeated, hits: list[p.FusedHit]) -> None:
+    # Hits and ranks are added in place and optional fields set only when present: this runs
+    # for every hit of every Fused and Final event, and takes a third of the time of building
+    # each message from keywords.
+    add_hit = repeated.add
+    for hit in hits:
+        message = add_hit(document_id=hit.document_id, chunk_id=hit.chunk_id, score=hit.score)
+        add_rank = message.contributions.add
+        for c in hit.contributions:
+            add_rank(arm=c.arm, rank=c.rank, score=c.score)
+        if hit.text:
+            message.text = hit.text
+        if hit.title:
+            message.title = hit.title
+        if hit.metadata:
+            message.metadata.update(hit.metadata)
 
 
 def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
@@ -104,9 +106,9 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
             )
         )
     if isinstance(event, p.FusedEvent):
-        return sounding_pb2.RetrieveResponse(
-            fused=sounding_pb2.Fused(hits=[_hit(h) for h in event.hits], arms=event.arms)
-        )
+        response = sounding_pb2.RetrieveResponse(fused=sounding_pb2.Fused(arms=event.arms))
+        _add_hits(response.fused.hits, event.hits)
+        return response
     if isinstance(event, p.ExpansionEvent):
         return sounding_pb2.RetrieveResponse(
             expansion=sounding_pb2.Expansion(
@@ -121,10 +123,9 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
             )
         )
     u = event.uncertainty
-    return sounding_pb2.RetrieveResponse(
+    response = sounding_pb2.RetrieveResponse(
         final=sounding_pb2.Final(
             retrieval_id=event.retrieval_id,
-            hits=[_hit(h) for h in event.hits],
             uncertainty=sounding_pb2.RetrievalUncertainty(
                 miss_rate=confidence(u.miss_rate),
                 coverage_estimate=confidence(u.coverage_estimate),
@@ -156,6 +157,8 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
             latency_ms=event.latency_ms,
         )
     )
+    _add_hits(response.final.hits, event.hits)
+    return response
 
 
 def collection(info: CollectionInfo, stats: CollectionStats) -> corpus_pb2.Collection:

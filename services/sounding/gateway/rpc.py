@@ -1,6 +1,6 @@
 """Per-RPC plumbing shared by the servicers: a server span under the caller's trace, and domain
 errors turned into gRPC statuses with details. Client cancels and deadlines cancel the handler's
-task; the services release their work (Ray tasks, sidecar calls) in their `finally` blocks."""
+task; the services release their work (strategy-worker calls, sidecar calls) in their `finally` blocks."""
 
 from __future__ import annotations
 

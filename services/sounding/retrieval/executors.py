@@ -1,23 +1,24 @@
 """Executors: where arms run. `InProcessExecutor` in the orchestrator's event loop;
-`RayExecutor` on a pool of Ray strategy workers (async actors holding a StrategyRunner).
+`RayExecutor` on a pool of Ray strategy workers (async actors holding a StrategyRunner), called
+over a direct channel (`retrieval.channel`).
 
-Cancelling the task awaiting `run` cancels the arm: in process directly, on Ray through
-`ray.cancel`, which cancels the worker's coroutine and with it its sidecar call.
+Cancelling the task awaiting `run` cancels the arm: in process directly; on a worker through the
+channel, which cancels the worker's coroutine and with it its sidecar call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
-import logging
+import secrets
 from collections.abc import Mapping
 
 from sounding import errors, telemetry
 from sounding.config import Settings
+from sounding.retrieval.channel import ChannelClient, ChannelServer
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.runner import StrategyRunner
-
-log = logging.getLogger(__name__)
 
 
 class InProcessExecutor:
@@ -48,37 +49,52 @@ class InProcessExecutor:
 
 
 class StrategyWorker:
-    """Body of the Ray actor: one warm StrategyRunner per worker process."""
+    """Body of the Ray actor: one warm StrategyRunner per worker process, served over a
+    `ChannelServer` (Ray only starts, places and restarts the actor and tells its address)."""
 
-    def __init__(self, models_address: str, store_uri: str, exact_scan_max_chunks: int):
+    def __init__(self, models_address: str, store_uri: str, exact_scan_max_chunks: int, secret: bytes):
         self._args = (models_address, store_uri, exact_scan_max_chunks)
+        self._secret = secret
         self._runner: StrategyRunner | None = None
+        self._channel: ChannelServer | None = None
+        self._address: tuple[str, int] | None = None
         self._lock = asyncio.Lock()
         telemetry.setup("sounding-worker")
 
-    async def _ready(self) -> StrategyRunner:
+    async def address(self) -> tuple[str, int]:
+        """Opens the runner and the channel (once); the channel's (host, port)."""
+        import ray
+
         async with self._lock:
-            if self._runner is None:
+            if self._address is None:
                 self._runner = await StrategyRunner.open(*self._args)
-            return self._runner
+                self._channel = ChannelServer(
+                    {
+                        "run": self._runner.run,
+                        "expand": self._runner.expand,
+                        "forget": self._forget,
+                        "calls_in_flight": self._calls_in_flight,
+                    },
+                    self._secret,
+                )
+                self._address = await self._channel.start(ray.util.get_node_ip_address())
+            return self._address
 
-    async def warm(self) -> bool:
-        await self._ready()
-        return True
+    async def _forget(self, collection: str) -> None:
+        self._runner.forget(collection)
 
-    async def run(self, arm: str, request: ArmRequest, trace_carrier: dict[str, str]) -> ArmResult:
-        return await (await self._ready()).run(arm, request, trace_carrier)
-
-    async def expand(self, request: ExpansionRequest, trace_carrier: dict[str, str]) -> ExpansionResult:
-        return await (await self._ready()).expand(request, trace_carrier)
-
-    async def forget(self, collection: str) -> None:
-        (await self._ready()).forget(collection)
+    async def _calls_in_flight(self) -> int:
+        """Calls running on this worker, not counting this one."""
+        return self._channel.calls_in_flight - 1
 
 
 class RayExecutor:
-    def __init__(self, workers: list):
+    """Arms on a pool of Ray actors, restarted by Ray when they die; each call goes to the next
+    worker in turn, over its channel."""
+
+    def __init__(self, workers: list, channels: list[ChannelClient]):
         self._workers = workers
+        self._channels = channels
         self._next = itertools.cycle(range(len(workers)))
 
     @classmethod
@@ -90,47 +106,48 @@ class RayExecutor:
         actor = ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1, max_task_retries=0)(
             StrategyWorker
         )
+        secret = secrets.token_bytes(32)
         workers = [
             actor.remote(
                 settings.models.address,
                 settings.store_uri,
                 settings.retrieval.exact_scan_max_chunks,
+                secret,
             )
             for _ in range(settings.retrieval.strategy_workers)
         ]
-        await asyncio.gather(*(w.warm.remote() for w in workers))
-        return cls(workers)
+        channels = [ChannelClient(functools.partial(_address, worker), secret) for worker in workers]
+        await asyncio.gather(*(channel.call("calls_in_flight") for channel in channels))
+        return cls(workers, channels)
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
-        worker = self._workers[next(self._next)]
-        return await self._await(worker.run.remote(arm, request, dict(trace_carrier)))
+        return await self._channels[next(self._next)].call("run", arm, request, dict(trace_carrier))
 
     async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
-        worker = self._workers[next(self._next)]
-        return await self._await(worker.expand.remote(request, dict(trace_carrier)))
-
-    @staticmethod
-    async def _await(ref):
-        """The task's result; cancelling the caller cancels the task; errors as Sounding's."""
-        import ray
-
-        try:
-            return await ref
-        except asyncio.CancelledError:
-            ray.cancel(ref)
-            raise
-        except ray.exceptions.RayTaskError as error:
-            if isinstance(error.cause, errors.SoundingError):
-                raise error.cause from None
-            raise
-        except ray.exceptions.RayActorError as error:
-            raise errors.Unavailable(f"strategy worker failed: {error}") from None
+        return await self._channels[next(self._next)].call("expand", request, dict(trace_carrier))
 
     async def forget(self, collection: str) -> None:
-        await asyncio.gather(*(w.forget.remote(collection) for w in self._workers))
+        await asyncio.gather(*(channel.call("forget", collection) for channel in self._channels))
+
+    async def calls_in_flight(self) -> list[int]:
+        """Per worker, the calls it is running (a cancelled arm's call is gone from it)."""
+        return list(await asyncio.gather(*(channel.call("calls_in_flight") for channel in self._channels)))
 
     async def close(self) -> None:
         import ray
 
+        for channel in self._channels:
+            await channel.close()
         for worker in self._workers:
             ray.kill(worker)
+
+
+async def _address(worker) -> tuple[str, int]:
+    """A worker's channel address; after a restart, the new one (the call is retried until the
+    restarted actor answers)."""
+    import ray
+
+    try:
+        return await worker.address.options(max_task_retries=-1).remote()
+    except ray.exceptions.RayActorError as error:
+        raise errors.Unavailable(f"strategy worker failed: {error}") from None

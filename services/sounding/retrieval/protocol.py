@@ -115,7 +115,7 @@ class PlanEvent:
     arms: list[PlannedArm]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FusedHit:
     document_id: str
     chunk_id: str

@@ -26,7 +26,7 @@ from sounding.config import ExpansionSettings
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
-from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
+from sounding.core.fusion import DEFAULT_RRF_K, Contribution, weighted_rrf
 from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
 from sounding.learning.calibration import MissRateCalibration
@@ -137,8 +137,10 @@ class RetrievalService:
         await self._store.get_collection(query.collection)
         retrieval_id = uuid.uuid4().hex
         carrier = telemetry.inject()
+        # The query's embedding is asked for first; requested arms that do not search with it
+        # start meanwhile, those that do as soon as it is here, chosen arms once planned.
+        embedded = asyncio.ensure_future(self._models.embed([query.query], timeout=query.timeout_s))
         stats = asyncio.ensure_future(self._store.stats(query.collection))
-        # Requested arms that do not use the query's embedding start while it is computed.
         early = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s)
         pending = {
             asyncio.ensure_future(self._executor.run(arm, early, carrier)): arm
@@ -149,24 +151,28 @@ class RetrievalService:
         fusion_k = query.fusion_k or self._default_fusion_k
         fused: list[FusedHit] = []
         try:
-            embedding = np.asarray(
-                (await self._models.embed([query.query], timeout=query.timeout_s))[0], dtype=np.float32
-            )
+            embedding = np.asarray((await embedded)[0], dtype=np.float32)
+            request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
+
+            def start(arms):
+                running = set(pending.values())
+                pending.update(
+                    {
+                        asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm
+                        for arm in arms
+                        if arm not in running
+                    }
+                )
+
+            start(query.arms)
+            await asyncio.sleep(0)  # the started arms send their requests before planning runs
             graph_entities = await self._graphs.entity_names(query.collection)
             phrases = extract_entities(query.query)
             mentioned = sum(entity in graph_entities for entity in phrases)
             context = self._learning.features(query.query, embedding, mentioned)
             plan = self._learning.plan(context, query.arms)
             # Chosen arms start before the Plan event is written (writing waits on the stream).
-            request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
-            running = set(pending.values())
-            pending.update(
-                {
-                    asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm
-                    for arm in plan.chosen
-                    if arm not in running
-                }
-            )
+            start(plan.chosen)
             yield PlanEvent(retrieval_id, plan.arms)
 
             weights = plan.weights
@@ -249,9 +255,9 @@ class RetrievalService:
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
         finally:
-            for task in [*pending, stats]:
+            for task in [*pending, stats, embedded]:
                 task.cancel()
-            await asyncio.gather(*pending, stats, return_exceptions=True)
+            await asyncio.gather(*pending, stats, embedded, return_exceptions=True)
 
     async def _with_text(self, collection: str, hits: list[FusedHit]) -> list[FusedHit]:
         rows = await self._store.fetch_chunks(collection, [h.chunk_id for h in hits])
@@ -273,23 +279,19 @@ class RetrievalService:
 def _fuse(
     landed: dict[str, ArmResult], weights: dict[str, float], fusion_k: float, top_k: int
 ) -> list[FusedHit]:
-    """Weighted RRF over documents; each document is represented by its best-ranked chunk."""
+    """Weighted RRF over documents; each document is represented by its best-ranked chunk (on a
+    tie, that of the arm that landed first)."""
     rankings = {arm: [(h.document_id, h.score) for h in r.hits] for arm, r in landed.items()}
-    best_chunk: dict[str, tuple[int, str]] = {}
-    for result in landed.values():
-        for rank, hit in enumerate(result.hits, start=1):
-            current = best_chunk.get(hit.document_id)
-            if current is None or rank < current[0]:
-                best_chunk[hit.document_id] = (rank, hit.chunk_id)
-    return [
-        FusedHit(
-            document_id=item.key,
-            chunk_id=best_chunk[item.key][1],
-            score=item.score,
-            contributions=item.contributions,
-        )
-        for item in weighted_rrf(rankings, weights, k=fusion_k, limit=top_k)
-    ]
+    chunks = {arm: {h.document_id: h.chunk_id for h in r.hits} for arm, r in landed.items()}
+    fused = []
+    for item in weighted_rrf(rankings, weights, k=fusion_k, limit=top_k):
+        best = min(item.contributions, key=_rank)
+        fused.append(FusedHit(item.key, chunks[best.arm][item.key], item.score, item.contributions))
+    return fused
+
+
+def _rank(contribution: Contribution) -> int:
+    return contribution.rank
 
 
 def _loop_recall(miss_rate: float, calibration: MissRateCalibration | None) -> Provenance:

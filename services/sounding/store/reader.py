@@ -26,7 +26,7 @@ from sounding.store.graph import GraphSnapshot
 OVERFETCH_MARGIN = 1.25
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkHit:
     document_id: str
     chunk_id: str
