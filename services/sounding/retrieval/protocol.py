@@ -22,6 +22,9 @@ class ArmRequest:
     timeout_s: float | None = None
     # The query's embedding, when the orchestrator already computed it.
     query_vector: np.ndarray | None = None
+    # The collection's current version, when the orchestrator read it: a worker whose snapshot
+    # has it searches without asking LanceDB for the version first.
+    collection_version: int | None = None
 
 
 @dataclass(frozen=True)

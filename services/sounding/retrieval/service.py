@@ -152,7 +152,15 @@ class RetrievalService:
         fused: list[FusedHit] = []
         try:
             embedding = np.asarray((await embedded)[0], dtype=np.float32)
-            request = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, embedding)
+            collection_stats = await stats  # read while the query was embedded
+            request = ArmRequest(
+                query.collection,
+                query.query,
+                query.top_k,
+                query.timeout_s,
+                embedding,
+                collection_stats.version,
+            )
 
             def start(arms):
                 running = set(pending.values())
@@ -225,7 +233,7 @@ class RetrievalService:
             fused = loop.fused
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
-            uncertainty = _uncertainty(await stats, signals, loop, gaps, dense, calibration)
+            uncertainty = _uncertainty(collection_stats, signals, loop, gaps, dense, calibration)
             stated_miss_rate = signals.miss_rate()
             self._learning.remember(
                 RetrievalRecord(

@@ -58,6 +58,11 @@ class Strategy(Protocol):
     async def search(self, request: ArmRequest, models: ModelsClient, reader: ChunkReader) -> Found: ...
 
 
+async def _nearest(reader: ChunkReader, request: ArmRequest, vector) -> list[ChunkHit]:
+    """The chunks nearest `vector`, best per document, at the version the request names."""
+    return await reader.vector_search(request.collection, vector, request.limit, request.collection_version)
+
+
 class Dense:
     """The query's embedding (from the sidecar unless the request carries it), then the nearest
     chunks by cosine similarity."""
@@ -69,7 +74,7 @@ class Dense:
         vector = request.query_vector
         if vector is None:
             vector = (await models.embed([request.query], timeout=request.timeout_s))[0]
-        return Found(await reader.vector_search(request.collection, vector, request.limit))
+        return Found(await _nearest(reader, request, vector))
 
 
 class Lexical:
@@ -79,7 +84,11 @@ class Lexical:
     uses_query_vector = False
 
     async def search(self, request, models, reader):
-        return Found(await reader.text_search(request.collection, request.query, request.limit))
+        return Found(
+            await reader.text_search(
+                request.collection, request.query, request.limit, request.collection_version
+            )
+        )
 
 
 async def generate_text(
@@ -104,7 +113,7 @@ class HyDE:
             models, self.system, request.query, self.max_new_tokens, request.timeout_s
         )
         vector = (await models.embed([passage.text or request.query], timeout=request.timeout_s))[0]
-        hits = await reader.vector_search(request.collection, vector, request.limit)
+        hits = await _nearest(reader, request, vector)
         return Found(hits, passage.text, passage.cached_decode_ms)
 
 
@@ -124,7 +133,7 @@ class Query2Doc:
         vector = (
             await models.embed([f"{request.query} {expansion.text}".strip()], timeout=request.timeout_s)
         )[0]
-        hits = await reader.vector_search(request.collection, vector, request.limit)
+        hits = await _nearest(reader, request, vector)
         return Found(hits, expansion.text, expansion.cached_decode_ms)
 
 
@@ -167,7 +176,7 @@ class MultiQuery:
         rankings = {}
         best: dict[str, ChunkHit] = {}
         for index, vector in enumerate(vectors):
-            hits = await reader.vector_search(request.collection, vector, request.limit)
+            hits = await _nearest(reader, request, vector)
             rankings[str(index)] = [(h.document_id, h.score) for h in hits]
             for hit in hits:
                 if hit.document_id not in best or hit.score > best[hit.document_id].score:
@@ -197,7 +206,7 @@ class Grounded:
         related = graph.related(known, self.related_limit) if known else []
         if not related:
             reason = "no knowledge graph yet" if graph is None else "no graph entity matches the query"
-            return Found(await reader.vector_search(request.collection, vector, request.limit), f"[{reason}]")
+            return Found(await _nearest(reader, request, vector), f"[{reason}]")
         prompt = (
             f"Query: {request.query}\nKnown entities: {', '.join(known)}\n"
             f"Related entities: {', '.join(related)}"
@@ -207,7 +216,7 @@ class Grounded:
         mentioned = [e for e in related if e in text.lower()] or related[: self.known_limit]
         expanded = f"{request.query} {'; '.join(mentioned)}"
         expanded_vector = (await models.embed([expanded], timeout=request.timeout_s))[0]
-        hits = await reader.vector_search(request.collection, expanded_vector, request.limit)
+        hits = await _nearest(reader, request, expanded_vector)
         trace = f"{text}\n[graph: known {known}; related {related}; searched with {mentioned}]"
         return Found(hits, trace, generated.cached_decode_ms)
 

@@ -49,6 +49,8 @@ class CollectionStats:
     graph_entity_count: int = 0
     graph_edge_count: int = 0
     graph_current: bool = False
+    # The chunks table's version these counts are of.
+    version: int | None = None
 
 
 class Store:
@@ -244,7 +246,9 @@ class Store:
         await table.optimize(cleanup_older_than=VERSION_RETENTION)
 
     async def stats(self, name: str) -> CollectionStats:
-        """Document, chunk and indexed-chunk counts, cached per table version."""
+        """Document, chunk and indexed-chunk counts of the table's current version (cached per
+        version). This process is the only writer: a version read here includes every write
+        acknowledged before."""
         table = await self.chunks(name)
         version = await table.version()
         cached = self._stats.get(name)
@@ -254,7 +258,7 @@ class Store:
         document_count = await table.count_rows("chunk_index = 0")
         index = await table.index_stats(schema.TEXT_INDEX)
         indexed = chunk_count - (index.num_unindexed_rows if index else chunk_count)
-        stats = CollectionStats(document_count, chunk_count, indexed)
+        stats = CollectionStats(document_count, chunk_count, indexed, version=version)
         self._stats[name] = (version, stats)
         return stats
 

@@ -104,9 +104,13 @@ class ChunkReader:
                     cached = self._graphs[collection] = await GraphSnapshot.load(*tables)
         return cached
 
-    async def vector_search(self, collection: str, vector: np.ndarray, limit: int) -> list[ChunkHit]:
+    async def vector_search(
+        self, collection: str, vector: np.ndarray, limit: int, version: int | None = None
+    ) -> list[ChunkHit]:
+        """Best chunk per document by cosine similarity; `version`, when given, is the collection's
+        current version (read by the only writer)."""
         table = await self._table(collection)
-        snapshot = await self._snapshot(collection, table)
+        snapshot = await self._snapshot(collection, table, version)
         if snapshot.matrix is not None:
             return _exact_scan(snapshot, vector, limit)
 
@@ -122,9 +126,11 @@ class ChunkReader:
 
         return await _documents(fetch, limit, snapshot.chunks_per_document)
 
-    async def text_search(self, collection: str, query: str, limit: int) -> list[ChunkHit]:
+    async def text_search(
+        self, collection: str, query: str, limit: int, version: int | None = None
+    ) -> list[ChunkHit]:
         table = await self._table(collection)
-        snapshot = await self._snapshot(collection, table)
+        snapshot = await self._snapshot(collection, table, version)
 
         async def fetch(count: int) -> list[ChunkHit]:
             rows = (
@@ -139,9 +145,13 @@ class ChunkReader:
 
         return await _documents(fetch, limit, snapshot.chunks_per_document)
 
-    async def _snapshot(self, collection: str, table: lancedb.AsyncTable) -> _VectorSnapshot:
-        version = await table.version()
+    async def _snapshot(
+        self, collection: str, table: lancedb.AsyncTable, known_version: int | None = None
+    ) -> _VectorSnapshot:
         snapshot = self._snapshots.get(collection)
+        if snapshot is not None and known_version is not None and snapshot.version == known_version:
+            return snapshot
+        version = await table.version()
         if snapshot is not None and snapshot.version == version:
             return snapshot
         async with self._snapshot_locks.setdefault(collection, asyncio.Lock()):

@@ -58,3 +58,60 @@ def test_exact_scan_collapses_to_documents_and_orders_by_cosine():
     expected = list(best.items())[:3]
     assert [(h.document_id, h.chunk_id) for h in hits] == [(d, c) for d, (c, _) in expected]
     assert [h.score for h in hits] == pytest.approx([s for _, (_, s) in expected])
+
+
+def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(tmp_path):
+    """The orchestrator reads the version (Store.stats) and passes it to the workers' readers:
+    a reader whose snapshot has that version skips LanceDB's version check, and one whose
+    snapshot is older loads the new version."""
+    import pyarrow as pa
+    from sounding.store import schema
+    from sounding.store.collections import Store
+    from sounding.store.reader import ChunkReader
+
+    def rows(document_ids, direction):
+        vector = np.asarray(direction, dtype=np.float32) / np.linalg.norm(direction)
+        return pa.Table.from_pylist(
+            [
+                {
+                    "chunk_id": f"{d}#0",
+                    "document_id": d,
+                    "chunk_index": 0,
+                    "title": d,
+                    "text": d,
+                    "search_text": d,
+                    "metadata_json": "{}",
+                    "vector": vector.tolist(),
+                }
+                for d in document_ids
+            ],
+            schema.chunks_schema(2),
+        )
+
+    async def run():
+        store = await Store.open(str(tmp_path))
+        await store.create_collection("c", "", "test", 2, 400, 50)
+        await store.write_documents("c", rows(["a"], [1.0, 0.0]), ["a"])
+        reader = await ChunkReader.open(str(tmp_path), exact_scan_max_chunks=100)
+        first = await store.stats("c")
+        before = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, first.version)
+        await store.write_documents("c", rows(["b"], [0.0, 1.0]), ["b"])
+        second = await store.stats("c")
+        table = await reader._table("c")
+        asked = []
+        original = table.version
+
+        async def counted_version():
+            asked.append(1)
+            return await original()
+
+        table.version = counted_version
+        after = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, second.version)
+        again = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, second.version)
+        return first.version, second.version, before, after, again, len(asked)
+
+    first, second, before, after, again, asked = asyncio.run(run())
+    assert second > first
+    assert [h.document_id for h in before] == ["a"]
+    assert [h.document_id for h in after] == ["b", "a"] == [h.document_id for h in again]
+    assert asked == 1  # once to load the newer version, not for the search at a known version
