@@ -2,8 +2,8 @@
 
 Ray starts, places and restarts the workers; the calls themselves travel over one TCP
 connection per worker, to the address of the worker's node (so workers on other nodes of a Ray
-cluster are reached the same way). A Ray actor call took 3–6 ms round trip on the 2-core
-machine this was built on, this channel about 1.5 ms (bench/README.md, "Retrieve latency"), and
+cluster are reached the same way). A Ray actor call took 3–7 ms round trip on the 2-core
+machine this was built on, this channel about 1.5 ms (bench/README.md, SciFact retrieval), and
 a Retrieve's dense arm makes one such call after the query is embedded.
 
 Wire format: frames of a 4-byte big-endian length and a pickle. The client first sends the
