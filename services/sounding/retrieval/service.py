@@ -18,6 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from operator import attrgetter
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from sounding.config import ExpansionSettings
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
-from sounding.core.fusion import DEFAULT_RRF_K, Contribution, weighted_rrf
+from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
 from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
 from sounding.learning.calibration import MissRateCalibration
@@ -293,13 +294,9 @@ def _fuse(
     chunks = {arm: {h.document_id: h.chunk_id for h in r.hits} for arm, r in landed.items()}
     fused = []
     for item in weighted_rrf(rankings, weights, k=fusion_k, limit=top_k):
-        best = min(item.contributions, key=_rank)
+        best = min(item.contributions, key=attrgetter("rank"))
         fused.append(FusedHit(item.key, chunks[best.arm][item.key], item.score, item.contributions))
     return fused
-
-
-def _rank(contribution: Contribution) -> int:
-    return contribution.rank
 
 
 def _loop_recall(miss_rate: float, calibration: MissRateCalibration | None) -> Provenance:

@@ -1,6 +1,7 @@
 """The worker call channel over a real loopback connection, in one event loop."""
 
 import asyncio
+import contextlib
 
 import pytest
 from sounding import errors
@@ -44,33 +45,35 @@ def client_of(address: tuple[str, int], secret: bytes = SECRET) -> ChannelClient
     return ChannelClient(locate, secret)
 
 
+@contextlib.asynccontextmanager
+async def connected(worker: Worker, secret: bytes = SECRET):
+    """A server for `worker` and a client presenting `secret`, both closed afterwards."""
+    server, address = await serve(worker)
+    client = client_of(address, secret)
+    try:
+        yield server, client
+    finally:
+        await client.close()
+        await server.close()
+
+
 def test_concurrent_calls_share_a_connection_and_get_their_own_replies():
     async def run():
-        server, address = await serve(Worker())
-        client = client_of(address)
-        try:
+        async with connected(Worker()) as (_, client):
             # The slower call is sent first: replies arrive out of order.
             return await asyncio.gather(*(client.call("echo", {"n": n}, 0.05 * (3 - n)) for n in range(4)))
-        finally:
-            await client.close()
-            await server.close()
 
     assert asyncio.run(run()) == [{"n": n} for n in range(4)]
 
 
 def test_a_handlers_error_is_raised_to_the_caller_with_its_details():
     async def run():
-        server, address = await serve(Worker())
-        client = client_of(address)
-        try:
+        async with connected(Worker()) as (_, client):
             with pytest.raises(errors.InvalidArgument) as raised:
                 await client.call("fail", "top_k")
             with pytest.raises(errors.SoundingError, match="no method 'missing'"):
                 await client.call("missing")
             return raised.value, await client.call("echo", "still serving")
-        finally:
-            await client.close()
-            await server.close()
 
     error, after = asyncio.run(run())
     assert (error.field, error.code, error.message) == ("top_k", "INVALID_ARGUMENT", "bad value")
@@ -80,9 +83,7 @@ def test_a_handlers_error_is_raised_to_the_caller_with_its_details():
 def test_cancelling_the_caller_cancels_the_call_on_the_worker():
     async def run():
         worker = Worker()
-        server, address = await serve(worker)
-        client = client_of(address)
-        try:
+        async with connected(worker) as (server, client):
             call = asyncio.ensure_future(client.call("hang"))
             await asyncio.wait_for(worker.started.wait(), 5)
             assert server.calls_in_flight == 1
@@ -90,9 +91,6 @@ def test_cancelling_the_caller_cancels_the_call_on_the_worker():
             await asyncio.wait_for(worker.cancelled.wait(), 5)
             await asyncio.sleep(0.01)
             return server.calls_in_flight, await client.call("echo", 1)
-        finally:
-            await client.close()
-            await server.close()
 
     assert asyncio.run(run()) == (0, 1)
 
@@ -116,15 +114,10 @@ def test_a_closed_connection_cancels_the_workers_calls():
 
 def test_a_wrong_secret_is_refused_before_anything_is_unpickled():
     async def run():
-        server, address = await serve(Worker())
-        client = client_of(address, secret=b"x" * 32)
-        try:
+        async with connected(Worker(), secret=b"x" * 32) as (server, client):
             with pytest.raises(errors.Unavailable):
                 await asyncio.wait_for(client.call("echo", 1), 5)
             return server.calls_in_flight
-        finally:
-            await client.close()
-            await server.close()
 
     assert asyncio.run(run()) == 0
 
