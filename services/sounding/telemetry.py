@@ -8,10 +8,15 @@ turns it back into a context.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TypeVar
 
 from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+T = TypeVar("T")
 
 _configured = False
 
@@ -67,3 +72,46 @@ def extract(carrier: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> co
     if carrier is None:
         return context.get_current()
     return propagate.extract(dict(carrier))
+
+
+async def traced_stream(
+    stream: AsyncIterator[T],
+    name: str,
+    parent: context.Context | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Mapping[str, object] | None = None,
+) -> AsyncIterator[T]:
+    """`stream`'s items under a span `name`: the span is current while `stream` computes each
+    item (so spans and carriers made there are its children), never while the consumer holds one.
+
+    A span made current with `start_as_current_span` around a `yield` has to be detached in the
+    context that attached it, and a consumer may close the generator from another (gRPC does
+    when a client cancels a stream): OpenTelemetry then logs "Failed to detach context" with a
+    traceback. Here every attach is undone before the item is handed on, and closing the
+    stream (normally, on an error, or by the consumer) closes `stream` under the span too.
+    `stream` should not have started yet."""
+    span = tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
+    span_context = trace.set_span_in_context(span, parent)
+    try:
+        while True:
+            token = context.attach(span_context)
+            try:
+                item = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except (asyncio.CancelledError, GeneratorExit):
+                raise
+            except BaseException as error:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+                raise
+            finally:
+                context.detach(token)
+            yield item
+    finally:
+        token = context.attach(span_context)
+        try:
+            await stream.aclose()
+        finally:
+            context.detach(token)
+            span.end()

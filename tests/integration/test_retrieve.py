@@ -1,5 +1,6 @@
 import ast
 import asyncio
+import os
 import re
 import time
 
@@ -179,3 +180,29 @@ def test_the_expansion_loop_streams_each_step_and_keeps_its_trace(client, demo_c
     off = list(client.retrieve("demo", query, top_k=5, expansion=ExpansionOptions(max_iterations=0)))
     assert not any(isinstance(e, Expansion) for e in off)
     assert off[-1].uncertainty.query_expansions == []
+
+
+def _session_processes(session_id: int) -> dict[int, tuple[str, int]]:
+    """pid -> (command line, niceness) of the processes in a session."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                fields = stat.read().rsplit(")", 1)[1].split()
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # gone meanwhile
+        # After the command: state, ppid, pgrp, session, …, nice is the 17th field.
+        if int(fields[3]) == session_id:
+            found[int(entry)] = (command, int(fields[16]))
+    return found
+
+
+def test_strategy_workers_run_at_the_orchestrators_priority(stack, client, demo_collection):
+    """Ray would start them at niceness 15; they serve a Retrieve's arms."""
+    processes = _session_processes(stack.orchestrator.pid)
+    workers = [nice for command, nice in processes.values() if command.startswith("ray::StrategyWorker")]
+    assert len(workers) == stack.settings.retrieval.strategy_workers
+    assert workers == [processes[stack.orchestrator.pid][1]] * len(workers)

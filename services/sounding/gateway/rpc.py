@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from contextlib import aclosing
 
 from opentelemetry.trace import SpanKind
 
@@ -26,9 +27,15 @@ def rpc(name: str):
 
             @functools.wraps(handler)
             async def stream(self, request, context):
-                with span(context):
+                responses = telemetry.traced_stream(
+                    handler(self, request, context),
+                    name,
+                    telemetry.extract(context.invocation_metadata()),
+                    SpanKind.SERVER,
+                )
+                async with aclosing(responses):
                     try:
-                        async for response in handler(self, request, context):
+                        async for response in responses:
                             yield response
                     except errors.SoundingError as error:
                         await abort(context, error)

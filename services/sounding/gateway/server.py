@@ -48,6 +48,11 @@ def start_ray(settings: Settings) -> None:
         ray.init(address=settings.ray_address, log_to_driver=False)
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # Ray starts its workers at niceness 15, made for batch tasks; the strategy workers serve
+        # a Retrieve's arms and sit on its critical path. With another process busy on this
+        # 2-core machine, niceness 15 made Retrieve p50 about 5% slower than 0
+        # (bench/README.md). On a cluster, set RAY_worker_niceness=0 on the nodes.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         with warnings.catch_warnings():
             # Ray forks and immediately execs its daemons; lancedb's fork warning does not apply.
             warnings.filterwarnings("ignore", message="lancedb fork support")

@@ -8,6 +8,7 @@ deadline is never spent waiting on a dead peer.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Literal
 
 import grpc
@@ -134,12 +135,21 @@ class ModelsClient:
         )
         if seed is not None:
             request.seed = seed
-        with telemetry.tracer().start_as_current_span("models.Generate", kind=SpanKind.CLIENT):
-            call = self._stub.Generate(request, timeout=timeout, metadata=tuple(telemetry.inject().items()))
-            try:
-                async for piece in call:
-                    yield piece
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error, "models sidecar Generate") from None
-            finally:
-                call.cancel()
+        pieces = telemetry.traced_stream(
+            self._generate(request, timeout), "models.Generate", kind=SpanKind.CLIENT
+        )
+        async with aclosing(pieces):
+            async for piece in pieces:
+                yield piece
+
+    async def _generate(
+        self, request: models_pb2.GenerateRequest, timeout: float | None
+    ) -> AsyncIterator[models_pb2.GenerateResponse]:
+        call = self._stub.Generate(request, timeout=timeout, metadata=tuple(telemetry.inject().items()))
+        try:
+            async for piece in call:
+                yield piece
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error, "models sidecar Generate") from None
+        finally:
+            call.cancel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import aclosing
 
 import grpc
 import numpy as np
@@ -191,45 +192,51 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
         return clustering.refine_with_entailment(labels, by_pair)
 
     async def Generate(self, request, context):
-        with telemetry.tracer().start_as_current_span(
+        pieces = telemetry.traced_stream(
+            self._generate(request, context),
             "models.Generate",
-            context=telemetry.extract(context.invocation_metadata()),
-            kind=SpanKind.SERVER,
-        ):
-            if not request.messages:
-                await abort(context, errors.InvalidArgument("messages must not be empty", field="messages"))
-            if not 0 <= request.max_new_tokens <= MAX_NEW_TOKENS:
-                await abort(
-                    context,
-                    errors.InvalidArgument(
-                        f"max_new_tokens must be in [0, {MAX_NEW_TOKENS}]", field="max_new_tokens"
-                    ),
-                )
-            if request.temperature < 0 or not 0 <= request.top_p <= 1:
-                field = "temperature" if request.temperature < 0 else "top_p"
-                await abort(context, errors.InvalidArgument(f"{field} out of range", field=field))
-            params = GenerationParams(
-                max_new_tokens=request.max_new_tokens or 256,
-                temperature=request.temperature,
-                top_p=request.top_p or 1.0,
-                seed=request.seed if request.HasField("seed") else None,
-                stop=tuple(request.stop),
+            telemetry.extract(context.invocation_metadata()),
+            SpanKind.SERVER,
+        )
+        async with aclosing(pieces):
+            async for piece in pieces:
+                yield piece
+
+    async def _generate(self, request, context):
+        if not request.messages:
+            await abort(context, errors.InvalidArgument("messages must not be empty", field="messages"))
+        if not 0 <= request.max_new_tokens <= MAX_NEW_TOKENS:
+            await abort(
+                context,
+                errors.InvalidArgument(
+                    f"max_new_tokens must be in [0, {MAX_NEW_TOKENS}]", field="max_new_tokens"
+                ),
             )
-            messages = [{"role": m.role or "user", "content": m.content} for m in request.messages]
-            generator = await self.generator()
-            tokens = 0
-            try:
-                async for piece in generator.stream(messages, params):
-                    tokens += 1 if piece.text else 0
-                    yield models_pb2.GenerateResponse(
-                        text=piece.text,
-                        finish_reason=piece.finish_reason,
-                        completion_tokens=tokens,
-                        model=generator.model_name,
-                        cached_decode_ms=piece.cached_decode_ms,
-                    )
-            except errors.SoundingError as error:
-                await abort(context, error)
+        if request.temperature < 0 or not 0 <= request.top_p <= 1:
+            field = "temperature" if request.temperature < 0 else "top_p"
+            await abort(context, errors.InvalidArgument(f"{field} out of range", field=field))
+        params = GenerationParams(
+            max_new_tokens=request.max_new_tokens or 256,
+            temperature=request.temperature,
+            top_p=request.top_p or 1.0,
+            seed=request.seed if request.HasField("seed") else None,
+            stop=tuple(request.stop),
+        )
+        messages = [{"role": m.role or "user", "content": m.content} for m in request.messages]
+        generator = await self.generator()
+        tokens = 0
+        try:
+            async for piece in generator.stream(messages, params):
+                tokens += 1 if piece.text else 0
+                yield models_pb2.GenerateResponse(
+                    text=piece.text,
+                    finish_reason=piece.finish_reason,
+                    completion_tokens=tokens,
+                    model=generator.model_name,
+                    cached_decode_ms=piece.cached_decode_ms,
+                )
+        except errors.SoundingError as error:
+            await abort(context, error)
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:

@@ -21,6 +21,7 @@ Layout (`FEATURE_NAMES`, length `DIMENSION`), every value roughly in [0, 1] (the
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -96,12 +97,11 @@ def entity_count(query: str) -> int:
     return count
 
 
+@functools.cache
 def _projection(embedding_dimension: int) -> np.ndarray:
     rng = np.random.default_rng(PROJECTION_SEED)
     return rng.standard_normal((PROJECTION_DIMENSION, embedding_dimension)) / math.sqrt(PROJECTION_DIMENSION)
 
-
-_PROJECTIONS: dict[int, np.ndarray] = {}
 
 
 def query_features(
@@ -111,7 +111,7 @@ def query_features(
     vector = np.asarray(embedding, dtype=float)
     norm = np.linalg.norm(vector)
     unit = vector / norm if norm else vector
-    projection = _PROJECTIONS.setdefault(len(unit), _projection(len(unit)))
+    projection = _projection(len(unit))
     kind = question_type(query)
     return np.concatenate(
         [

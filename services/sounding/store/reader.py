@@ -13,6 +13,7 @@ import asyncio
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 import lancedb
 import numpy as np
@@ -26,8 +27,10 @@ from sounding.store.graph import GraphSnapshot
 OVERFETCH_MARGIN = 1.25
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkHit:
+class ChunkHit(NamedTuple):
+    """A chunk found for a document (a tuple: arms' results cross process boundaries pickled,
+    and tuples pickle in half the time of dataclass instances)."""
+
     document_id: str
     chunk_id: str
     score: float
