@@ -436,6 +436,9 @@ def eval_retrieval(
     ),
     train_limit: int = typer.Option(None, help="adaptive mode: only the first N train queries"),
     test_limit: int = typer.Option(None, help="adaptive mode: only the first N test queries"),
+    background_load: float = typer.Option(
+        0.0, min=0.0, max=0.95, help="keep one core busy this share of the time while the queries run"
+    ),
 ) -> None:
     """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
     in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates.
@@ -454,7 +457,7 @@ def eval_retrieval(
         return
     from sounding.evaluation.retrieval import run
 
-    result = run(data, split, address, fresh, Settings(), console)
+    result = run(data, split, address, fresh, Settings(), console, background_load)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     console.print_json(json.dumps(result["systems"]))

@@ -12,6 +12,9 @@ Ingestion goes through the service into a collection named by the corpus content
 second run reuses it (`--fresh` re-ingests); the in-process corpus embeddings are cached the same
 way. The ingest rate is documents per second from the first batch sent to the last acknowledged,
 beside the in-process encode rate of the same documents.
+
+With `background_load` > 0 a process keeps one core busy for that share of the time while the
+queries run (`evaluation.load`), to see how the ratios hold on a busy host.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from rich.console import Console
 
 from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
-from sounding.evaluation import beir
+from sounding.evaluation import beir, load
 from sounding.evaluation.metrics import beir_scores, percentiles, without_self
 from sounding.progress import progress_bar
 
@@ -39,7 +42,13 @@ def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[st
 
 
 def run(
-    data: Path, split: str, address: str | None, fresh: bool, settings: Settings, console: Console
+    data: Path,
+    split: str,
+    address: str | None,
+    fresh: bool,
+    settings: Settings,
+    console: Console,
+    background_load: float = 0.0,
 ) -> dict:
     from sounding_client import Client, ExpansionOptions, Final, SoundingError
 
@@ -78,6 +87,7 @@ def run(
         # timed under the same conditions (this machine's speed drifts over minutes).
         with (
             threadpoolctl.threadpool_limits(1, user_api="blas"),  # as in the strategy workers
+            load.background_load(background_load) as load_record,
             progress_bar(console) as progress,
         ):
             task = progress.add_task("references and service", total=len(dataset.queries))
@@ -110,6 +120,7 @@ def run(
         "top_k": TOP_K,
         "systems": systems,
         "ingest": ingest_record,
+        "background_load": load_record,
         "comparisons": {
             "fused_p50_over_ref_rrf_p50": round(fused_p50 / systems["ref_rrf"]["latency_ms_p50"], 3),
             "dense_ndcg_minus_ref_minilm": round(
