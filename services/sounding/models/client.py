@@ -8,7 +8,6 @@ deadline is never spent waiting on a dead peer.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 from typing import Literal
 
 import grpc
@@ -114,7 +113,7 @@ class ModelsClient:
             raise from_rpc_error(error, "models sidecar Embed") from None
         return response.model, response.dimension
 
-    async def generate(
+    def generate(
         self,
         messages: Sequence[dict[str, str]],
         *,
@@ -125,7 +124,8 @@ class ModelsClient:
         stop: Sequence[str] = (),
         timeout: float | None = None,
     ) -> AsyncIterator[models_pb2.GenerateResponse]:
-        """Streams generated text pieces; the last one carries the finish reason."""
+        """Streams generated text pieces; the last one carries the finish reason. Closing the
+        stream early cancels the generation."""
         request = models_pb2.GenerateRequest(
             messages=[models_pb2.ChatMessage(**m) for m in messages],
             max_new_tokens=max_new_tokens,
@@ -135,12 +135,8 @@ class ModelsClient:
         )
         if seed is not None:
             request.seed = seed
-        pieces = telemetry.traced_stream(
-            self._generate(request, timeout), "models.Generate", kind=SpanKind.CLIENT
-        )
-        async with aclosing(pieces):
-            async for piece in pieces:
-                yield piece
+        pieces = self._generate(request, timeout)
+        return telemetry.traced_stream(pieces, "models.Generate", kind=SpanKind.CLIENT)
 
     async def _generate(
         self, request: models_pb2.GenerateRequest, timeout: float | None
