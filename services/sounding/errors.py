@@ -56,6 +56,19 @@ class DeadlineExceeded(SoundingError):
     default_reason = "DEADLINE_EXCEEDED"
 
 
+class ResourceExhausted(SoundingError):
+    code = "RESOURCE_EXHAUSTED"
+    default_reason = "RESOURCE_EXHAUSTED"
+
+
 class Unimplemented(SoundingError):
     code = "UNIMPLEMENTED"
     default_reason = "UNIMPLEMENTED"
+
+
+def of_code(code: str, message: str, *, reason: str | None = None) -> SoundingError:
+    """The domain error for a canonical code name (a plain SoundingError, INTERNAL, for a code
+    without a class of its own, which keeps the name as its reason)."""
+    kinds = {kind.code: kind for kind in SoundingError.__subclasses__()}
+    kind = kinds.get(code, SoundingError)
+    return kind(message, reason=reason or (code if kind is SoundingError else None))

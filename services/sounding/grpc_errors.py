@@ -46,6 +46,7 @@ _BY_CODE = {
     grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
 }
 
 

@@ -2,6 +2,7 @@
 
 from sounding_client.client import AsyncClient, Client, Inquiry
 from sounding_client.types import (
+    ArmFailure,
     ArmMetrics,
     ArmRank,
     Ask,
@@ -55,6 +56,7 @@ __all__ = [
     "Question",
     "ScoredHypothesis",
     "ScoredQuestion",
+    "ArmFailure",
     "ArmMetrics",
     "ArmRank",
     "CalibrateEvent",

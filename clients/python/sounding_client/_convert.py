@@ -189,6 +189,7 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
             ),
             confidence=confidence(f.confidence),
             latency_ms=f.latency_ms,
+            failed_arms=[t.ArmFailure(a.arm, a.code, a.message) for a in f.failed_arms],
         )
     raise ValueError(f"unknown Retrieve event {kind!r}")
 

@@ -125,12 +125,23 @@ class Uncertainty:
 
 
 @dataclass(frozen=True)
+class ArmFailure:
+    """An arm (or "expansion:<strategy>") left out of a result: the canonical code and why."""
+
+    arm: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Final:
     retrieval_id: str
     hits: Sequence[Hit]
     uncertainty: Uncertainty
     confidence: Confidence
     latency_ms: float
+    # Arms that failed or ran out of time; the hits are what the others found.
+    failed_arms: Sequence[ArmFailure] = ()
 
 
 RetrieveEvent = Plan | StrategyResult | Fused | Expansion | Final

@@ -10,7 +10,7 @@ first appearance, so equal inputs give equal labels.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -55,44 +55,57 @@ def embedding_clusters(
     return renumber(model.fit_predict(np.asarray(vectors, dtype=np.float64)).tolist())
 
 
-def within_cluster_pairs(labels: Sequence[int]) -> list[tuple[int, int]]:
-    """Every ordered pair (i, j), i != j, of members of the same cluster: the NLI queries that
-    `refine_with_entailment` needs."""
-    members: dict[int, list[int]] = {}
-    for index, label in enumerate(labels):
-        members.setdefault(label, []).append(index)
-    return [(i, j) for group in members.values() for i in group for j in group if i != j]
+Entail = Callable[[list[tuple[int, int]]], Awaitable[Sequence[Sequence[float]]]]
 
 
-def refine_with_entailment(
-    labels: Sequence[int], probabilities: Mapping[tuple[int, int], Sequence[float]]
-) -> list[int]:
+async def refine_with_entailment(labels: Sequence[int], entail: Entail, max_pairs: int) -> list[int]:
     """Split each cluster (greedily, in order) so that a member joins a sub-cluster only if it
     and the sub-cluster's first member entail each other (entailment the most probable class,
-    both ways) and neither contradicts the other. `probabilities[(i, j)]` is (entailment,
-    neutral, contradiction) with text i as premise and j as hypothesis."""
+    both ways) and neither contradicts the other. `entail(pairs)` gives (entailment, neutral,
+    contradiction) for each (premise, hypothesis) pair of indices.
 
-    def contradicts(i: int, j: int) -> bool:
-        entailment, _, contradiction = probabilities[(i, j)]
-        return entailment < SPLIT_MAX_ENTAILMENT and contradiction > SPLIT_MIN_CONTRADICTION
+    Scored in rounds: in each, every cluster's first member not yet placed founds a sub-cluster,
+    and every member still unplaced is scored against it both ways, all in one `entail` call. That
+    is the greedy order (a member tries the sub-clusters in the order they were founded) with at
+    most 2·n pairs a round. Once `max_pairs` would be exceeded, the members still unplaced each
+    found a sub-cluster of their own (more clusters, never a wrong merge)."""
 
-    def entails(i: int, j: int) -> bool:
-        entailment, neutral, contradiction = probabilities[(i, j)]
-        return entailment >= max(neutral, contradiction)
+    def contradicts(p: Sequence[float]) -> bool:
+        return p[0] < SPLIT_MAX_ENTAILMENT and p[2] > SPLIT_MIN_CONTRADICTION
 
-    def together(i: int, j: int) -> bool:
-        return not (contradicts(i, j) or contradicts(j, i)) and entails(i, j) and entails(j, i)
+    def entails(p: Sequence[float]) -> bool:
+        return p[0] >= max(p[1], p[2])
 
-    refined = [0] * len(labels)
-    heads: dict[int, list[int]] = {}  # candidate cluster -> first member of each sub-cluster
-    next_label = 0
+    unplaced: dict[int, list[int]] = {}
     for index, label in enumerate(labels):
-        for head in heads.setdefault(label, []):
-            if together(head, index):
-                refined[index] = refined[head]
-                break
-        else:
-            heads[label].append(index)
-            refined[index] = next_label
-            next_label += 1
+        unplaced.setdefault(label, []).append(index)
+    refined = list(range(len(labels)))
+    spent = 0
+    while any(unplaced.values()):
+        heads = {label: members.pop(0) for label, members in unplaced.items() if members}
+        pairs = [
+            pair
+            for label, head in heads.items()
+            for member in unplaced[label]
+            for pair in ((head, member), (member, head))
+        ]
+        if not pairs:
+            break
+        if spent + len(pairs) > max_pairs:
+            break  # every member still unplaced stays in a sub-cluster of its own
+        spent += len(pairs)
+        scored = dict(zip(pairs, await entail(pairs), strict=True))
+        for label, head in heads.items():
+            remaining = []
+            for member in unplaced[label]:
+                forward, backward = scored[(head, member)], scored[(member, head)]
+                if (
+                    not (contradicts(forward) or contradicts(backward))
+                    and entails(forward)
+                    and entails(backward)
+                ):
+                    refined[member] = head
+                else:
+                    remaining.append(member)
+            unplaced[label] = remaining
     return renumber(refined)

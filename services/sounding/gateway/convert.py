@@ -6,6 +6,7 @@ from google.protobuf import timestamp_pb2
 
 from sounding import errors
 from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+from sounding.config import ObserveLimits
 from sounding.core.provenance import Provenance
 from sounding.corpus.service import DocumentIn
 from sounding.retrieval import protocol as p
@@ -155,6 +156,9 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
             ),
             confidence=confidence(event.confidence),
             latency_ms=event.latency_ms,
+            failed_arms=[
+                sounding_pb2.ArmFailure(arm=f.arm, code=f.code, message=f.message) for f in event.failed_arms
+            ],
         )
     )
     _add_hits(response.final.hits, event.hits)
@@ -185,12 +189,16 @@ def documents(request: corpus_pb2.IngestDocumentsRequest) -> list[DocumentIn]:
     ]
 
 
-def inquiry_request(message: sounding_pb2.InquireRequest):
+def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int):
     """An InquireRequest as the inquiry service's request type."""
     from sounding.inquiry import protocol as q
     from sounding.inquiry.service import ObservationRequest, ResumeRequest
 
     kind = message.WhichOneof("message")
+    if kind == "start" and message.start.ByteSize() > max_start_bytes:
+        raise errors.InvalidArgument(
+            f"start is {message.start.ByteSize()} bytes; at most {max_start_bytes}", field="start"
+        )
     if kind == "resume":
         return ResumeRequest(message.resume.session_id)
     if kind == "observation":
@@ -310,19 +318,42 @@ _FEEDBACK = {
 }
 
 
-def observation(message: sounding_pb2.ObserveRequest, index: int):
-    """A RetrievalOutcome or InquiryOutcome, or a Rejected entry for observations this
-    deployment cannot record."""
+def observation(message: sounding_pb2.ObserveRequest, index: int, limits: ObserveLimits):
+    """A RetrievalOutcome or InquiryOutcome, or a Rejected entry for an observation that is
+    malformed, over a limit, or of a kind this deployment cannot record."""
     from sounding.learning.inquiry import InquiryOutcome
     from sounding.learning.service import Rejected, RetrievalOutcome
 
     kind = message.WhichOneof("observation")
     if kind == "inquiry_outcome":
-        return InquiryOutcome(message.inquiry_outcome.session_id, message.inquiry_outcome.ground_truth)
+        o = message.inquiry_outcome
+        if len(o.session_id) > limits.max_id_chars or len(o.ground_truth) > limits.max_ground_truth_chars:
+            return Rejected(
+                index,
+                "INVALID_ARGUMENT",
+                f"inquiry_outcome: session_id is at most {limits.max_id_chars} characters and "
+                f"ground_truth at most {limits.max_ground_truth_chars}",
+            )
+        return InquiryOutcome(o.session_id, o.ground_truth)
     if kind != "retrieval_outcome":
         what = kind or "an empty observation"
         return Rejected(index, "UNIMPLEMENTED" if kind else "INVALID_ARGUMENT", f"{what} is not recorded yet")
     o = message.retrieval_outcome
+    for name, ids in (
+        ("used_document_ids", o.used_document_ids),
+        ("missed_document_ids", o.missed_document_ids),
+    ):
+        if len(ids) > limits.max_document_ids or any(len(i) > limits.max_id_chars for i in ids):
+            return Rejected(
+                index,
+                "INVALID_ARGUMENT",
+                f"retrieval_outcome.{name}: at most {limits.max_document_ids} ids of at most "
+                f"{limits.max_id_chars} characters",
+            )
+    if len(o.retrieval_id) > limits.max_id_chars:
+        return Rejected(
+            index, "INVALID_ARGUMENT", f"retrieval_outcome.retrieval_id is longer than {limits.max_id_chars}"
+        )
     if o.feedback not in _FEEDBACK:
         return Rejected(index, "INVALID_ARGUMENT", f"unknown feedback value {o.feedback}")
     return RetrievalOutcome(

@@ -7,13 +7,12 @@ import logging
 import os
 import warnings
 
-import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from sounding import telemetry
-from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
-from sounding.config import SelectionSettings, Settings
+from sounding import rpc, telemetry
+from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
+from sounding.config import LimitsSettings, SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
@@ -33,10 +32,37 @@ from sounding.store.learning import LearningLog
 
 log = logging.getLogger(__name__)
 
-SERVICES = (
-    sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"].full_name,
-    corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"].full_name,
-)
+SOUNDING_SERVICE = sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"]
+CORPUS_SERVICE = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]
+SERVICES = (SOUNDING_SERVICE.full_name, CORPUS_SERVICE.full_name)
+
+
+def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]]:
+    """Per service and method: the default deadline, request timeouts and concurrency."""
+    d = limits.deadlines
+    unary = rpc.CallPolicy(deadline_s=d.unary_s)
+    return {
+        SOUNDING_SERVICE.name: {
+            "Retrieve": rpc.CallPolicy(d.retrieve_s, max_concurrent=limits.retrieve.max_concurrent),
+            "Inquire": rpc.CallPolicy(
+                None, d.first_message_s, d.inquire_idle_s, limits.inquiry.max_open_sessions
+            ),
+            "Observe": rpc.CallPolicy(
+                d.observe_s, d.first_message_s, d.first_message_s, limits.observe.max_concurrent
+            ),
+            "Calibrate": rpc.CallPolicy(d.calibrate_s, max_concurrent=limits.calibrate.max_concurrent),
+            "GetStrategyMetrics": unary,
+        },
+        CORPUS_SERVICE.name: {
+            "CreateCollection": unary,
+            "GetCollection": unary,
+            "ListCollections": unary,
+            "DeleteCollection": unary,
+            "IngestDocuments": rpc.CallPolicy(
+                None, d.first_message_s, d.ingest_idle_s, limits.corpus.max_concurrent_ingests
+            ),
+        },
+    }
 
 
 def start_ray(settings: Settings) -> None:
@@ -98,29 +124,37 @@ async def serve(settings: Settings) -> None:
     graphs = await GraphStore.open(settings.store_uri)
     graph_builder = GraphBuilder(store, graphs, models)
     retrieval = RetrievalService(
-        store, executor, models, learning, graphs, settings.retrieval.expansion, settings.retrieval.fusion_k
+        store,
+        executor,
+        models,
+        learning,
+        graphs,
+        settings.retrieval.expansion,
+        settings.retrieval.fusion_k,
+        settings.limits.retrieve,
     )
     corpus = CorpusManager(store, models, graph_builder)
 
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            # A second orchestrator on a taken port must fail, not silently share its traffic.
-            ("grpc.so_reuseport", 0),
-        ]
+    limits = settings.limits
+    policies = call_policies(limits)
+    server = rpc.server(limits.transport)
+    sounding = SoundingServicer(
+        retrieval,
+        InquiryService(store, Models(models), inquiry_learning.thresholds),
+        learning,
+        inquiry_learning,
+        limits.inquiry,
+        limits.observe,
     )
-    sounding_pb2_grpc.add_SoundingServiceServicer_to_server(
-        SoundingServicer(
-            retrieval,
-            InquiryService(store, Models(models), inquiry_learning.thresholds),
-            learning,
-            inquiry_learning,
-        ),
-        server,
-    )
-    corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
-        CorpusServicer(corpus, on_delete=executor.forget), server
+    server.add_generic_rpc_handlers(
+        (
+            rpc.service_handler(SOUNDING_SERVICE, sounding, policies[SOUNDING_SERVICE.name]),
+            rpc.service_handler(
+                CORPUS_SERVICE,
+                CorpusServicer(corpus, on_delete=executor.forget),
+                policies[CORPUS_SERVICE.name],
+            ),
+        )
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -1,4 +1,6 @@
-"""SoundingService and CorpusService servicers."""
+"""SoundingService and CorpusService servicers: each method converts its request, delegates, and
+converts what comes back (registered through `sounding.rpc.service_handler`, which adds the
+limits, deadlines, spans and error statuses)."""
 
 from __future__ import annotations
 
@@ -7,49 +9,59 @@ import time
 from dataclasses import replace
 
 from sounding import errors
-from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
+from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
+from sounding.config import InquiryLimits, ObserveLimits
 from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
-from sounding.gateway.rpc import rpc
 from sounding.inquiry.service import InquiryService
 from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
 from sounding.learning.service import LearningService, ObserveResult
 from sounding.retrieval.service import RetrievalService
 
 
-class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
+class SoundingServicer:
     def __init__(
         self,
         retrieval: RetrievalService,
         inquiry: InquiryService,
         learning: LearningService,
         inquiry_learning: InquiryLearning,
+        inquiry_limits: InquiryLimits = InquiryLimits(),
+        observe_limits: ObserveLimits = ObserveLimits(),
     ):
         self._retrieval = retrieval
         self._inquiry = inquiry
         self._learning = learning
         self._inquiry_learning = inquiry_learning
+        self._inquiry_limits = inquiry_limits
+        self._observe_limits = observe_limits
 
-    @rpc("sounding.v1.SoundingService/Retrieve")
     async def Retrieve(self, request, context):
         query = convert.retrieve_query(request, context.time_remaining())
         async for event in self._retrieval.retrieve(query):
             yield convert.retrieve_response(event)
 
-    @rpc("sounding.v1.SoundingService/Inquire")
     async def Inquire(self, request_iterator, context):
         async def requests():
             async for message in request_iterator:
-                yield convert.inquiry_request(message)
+                yield convert.inquiry_request(message, self._inquiry_limits.max_start_bytes)
 
         async for event in self._inquiry.run(requests()):
             yield convert.inquire_response(event)
 
-    @rpc("sounding.v1.SoundingService/Observe")
     async def Observe(self, request_iterator, context):
         observations = []
+        size, limits = 0, self._observe_limits
         async for message in request_iterator:
-            observations.append(convert.observation(message, len(observations)))
+            size += message.ByteSize()
+            if len(observations) >= limits.max_messages or size > limits.max_stream_bytes:
+                raise errors.ResourceExhausted(
+                    f"an Observe stream carries at most {limits.max_messages} observations and "
+                    f"{limits.max_stream_bytes} bytes; nothing of this stream was recorded",
+                    reason="OBSERVE_STREAM_TOO_LONG",
+                    field=f"messages[{len(observations)}]",
+                )
+            observations.append(convert.observation(message, len(observations), limits))
         inquiries = [(i, o) for i, o in enumerate(observations) if isinstance(o, InquiryOutcome)]
         others = [o for o in observations if not isinstance(o, InquiryOutcome)]
         positions = [i for i, o in enumerate(observations) if not isinstance(o, InquiryOutcome)]
@@ -61,7 +73,6 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
             ObserveResult(retrievals.recorded + recorded, sorted(rejected, key=lambda r: r.index))
         )
 
-    @rpc("sounding.v1.SoundingService/Calibrate")
     async def Calibrate(self, request, context):
         target = convert.calibration_target(request)
         if target == sounding_pb2.CALIBRATION_TARGET_BANDIT:
@@ -76,41 +87,35 @@ class SoundingServicer(sounding_pb2_grpc.SoundingServiceServicer):
         async for event in events:
             yield convert.calibrate_response(event)
 
-    @rpc("sounding.v1.SoundingService/GetStrategyMetrics")
     async def GetStrategyMetrics(self, request, context):
         return convert.strategy_metrics(await self._learning.metrics())
 
 
-class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
+class CorpusServicer:
     def __init__(self, corpus: CorpusManager, on_delete):
         self._corpus = corpus
         self._on_delete = on_delete
 
-    @rpc("sounding.v1.CorpusService/CreateCollection")
     async def CreateCollection(self, request, context):
         info = await self._corpus.create(request.name, request.description)
         _, stats = await self._corpus.get(info.name)
         return corpus_pb2.CreateCollectionResponse(collection=convert.collection(info, stats))
 
-    @rpc("sounding.v1.CorpusService/GetCollection")
     async def GetCollection(self, request, context):
         info, stats = await self._corpus.get(request.name)
         return corpus_pb2.GetCollectionResponse(collection=convert.collection(info, stats))
 
-    @rpc("sounding.v1.CorpusService/ListCollections")
     async def ListCollections(self, request, context):
         page, token = await self._corpus.list(request.page_size, request.page_token)
         return corpus_pb2.ListCollectionsResponse(
             collections=[convert.collection(i, s) for i, s in page], next_page_token=token
         )
 
-    @rpc("sounding.v1.CorpusService/DeleteCollection")
     async def DeleteCollection(self, request, context):
         await self._corpus.delete(request.name)
         await self._on_delete(request.name)
         return corpus_pb2.DeleteCollectionResponse()
 
-    @rpc("sounding.v1.CorpusService/IngestDocuments")
     async def IngestDocuments(self, request_iterator, context):
         """Batches are prepared (validated, chunked, embedded) while the previous one is being
         written, and acknowledged in order once written."""

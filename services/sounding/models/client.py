@@ -19,6 +19,8 @@ from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
 from sounding.grpc_errors import from_rpc_error
 
 ClusterMethod = Literal["exact", "embedding", "entailment"]
+# Must match the sidecar's (models.server): gRPC metadata naming the caller's flow.
+FLOW_METADATA_KEY = "x-sounding-flow"
 _CLUSTER_METHODS = {
     "exact": models_pb2.CLUSTER_METHOD_EXACT,
     "embedding": models_pb2.CLUSTER_METHOD_EMBEDDING,
@@ -123,9 +125,11 @@ class ModelsClient:
         seed: int | None = None,
         stop: Sequence[str] = (),
         timeout: float | None = None,
+        flow: str = "",
     ) -> AsyncIterator[models_pb2.GenerateResponse]:
         """Streams generated text pieces; the last one carries the finish reason. Closing the
-        stream early cancels the generation."""
+        stream early cancels the generation. `flow` names the caller's flow of requests (a
+        Retrieve, an inquiry session): the sidecar serves flows round-robin and bounds each."""
         request = models_pb2.GenerateRequest(
             messages=[models_pb2.ChatMessage(**m) for m in messages],
             max_new_tokens=max_new_tokens,
@@ -135,13 +139,14 @@ class ModelsClient:
         )
         if seed is not None:
             request.seed = seed
-        pieces = self._generate(request, timeout)
+        pieces = self._generate(request, timeout, flow)
         return telemetry.traced_stream(pieces, "models.Generate", kind=SpanKind.CLIENT)
 
     async def _generate(
-        self, request: models_pb2.GenerateRequest, timeout: float | None
+        self, request: models_pb2.GenerateRequest, timeout: float | None, flow: str
     ) -> AsyncIterator[models_pb2.GenerateResponse]:
-        call = self._stub.Generate(request, timeout=timeout, metadata=tuple(telemetry.inject().items()))
+        metadata = (*telemetry.inject().items(), (FLOW_METADATA_KEY, flow))
+        call = self._stub.Generate(request, timeout=timeout, metadata=metadata)
         try:
             async for piece in call:
                 yield piece

@@ -77,7 +77,7 @@ class CachedGenerator:
             )
 
     async def stream(
-        self, messages: Sequence[dict[str, str]], params: GenerationParams
+        self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
     ) -> AsyncIterator[Piece]:
         key = self.key(messages, params)
         cached = self.lookup(key) if key else None
@@ -86,7 +86,7 @@ class CachedGenerator:
             return
         pieces: list[str] = []
         started = time.perf_counter()
-        async for piece in self._inner.stream(messages, params):
+        async for piece in self._inner.stream(messages, params, flow):
             pieces.append(piece.text)
             if piece.finish_reason and key:
                 decode_ms = (time.perf_counter() - started) * 1000

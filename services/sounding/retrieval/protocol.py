@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
+from sounding import errors
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.store.reader import ChunkHit
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,8 @@ class ArmRequest:
     # The collection's current version, when the orchestrator read it: a worker whose snapshot
     # has it searches without asking LanceDB for the version first.
     collection_version: int | None = None
+    # The Retrieve this arm serves: its generations queue as one flow in the sidecar.
+    flow: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class ExpansionRequest:
     limit: int
     timeout_s: float | None = None
     query_vector: np.ndarray | None = None
+    flow: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,12 +188,37 @@ class Uncertainty:
 
 
 @dataclass(frozen=True)
+class ArmFailure:
+    """An arm (or "expansion:<strategy>") that failed: the canonical code name and why."""
+
+    arm: str
+    code: str
+    message: str
+
+    @classmethod
+    def of(cls, arm: str, error: Exception, timeout_s: float | None) -> ArmFailure:
+        """The failure an exception means (TimeoutError: `timeout_s` passed); an unexpected
+        exception is logged with its traceback."""
+        if isinstance(error, TimeoutError):
+            return cls(arm, "DEADLINE_EXCEEDED", f"no result within {timeout_s:g} s")
+        if isinstance(error, errors.SoundingError):
+            return cls(arm, error.code, error.message)
+        log.error("%s failed", arm, exc_info=error)
+        return cls(arm, "INTERNAL", f"{type(error).__name__}: {error}")
+
+    def error(self) -> errors.SoundingError:
+        """The failure as the domain error of its code."""
+        return errors.of_code(self.code, f"{self.arm}: {self.message}")
+
+
+@dataclass(frozen=True)
 class FinalEvent:
     retrieval_id: str
     hits: list[FusedHit]
     uncertainty: Uncertainty
     confidence: Provenance
     latency_ms: float
+    failed_arms: list[ArmFailure] = field(default_factory=list)
 
 
 RetrieveEvent = PlanEvent | StrategyResultEvent | FusedEvent | ExpansionEvent | FinalEvent

@@ -6,9 +6,11 @@ chose, with their scores); a StrategyResultEvent per arm as it lands (with a Fus
 more than one arm has landed); an ExpansionEvent and a FusedEvent per iteration of the
 expansion loop (`retrieval.iterative`); then the FinalEvent with the result's uncertainty.
 Fusion weighs each arm by the selector's predicted reward. If the consumer goes away (client
-cancel or deadline) the outstanding arms are cancelled. An arm's failure cancels the others and
-fails the retrieval with that arm's error. After the Final event, what each arm found is handed
-to the learning service, for Observe.
+cancel or deadline) the outstanding arms are cancelled. An arm that fails, or runs past
+`arm_timeout_s`, is left out: the others' result stands and the Final event names the arm and
+why (so does a failed step of the expansion loop, which then stops); the retrieval fails only
+when every arm failed, with the first failure's code. After the Final event, what each arm found
+is handed to the learning service, for Observe.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from operator import attrgetter
 import numpy as np
 
 from sounding import errors, telemetry
-from sounding.config import ExpansionSettings
+from sounding.config import ExpansionSettings, RetrieveLimits
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
@@ -35,6 +37,7 @@ from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.iterative import LoopSettings, LoopState, run_loop
 from sounding.retrieval.protocol import (
+    ArmFailure,
     ArmRequest,
     ArmResult,
     Executor,
@@ -55,40 +58,48 @@ from sounding.store.collections import Store
 from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord
 
-MAX_QUERY_CHARS = 4096
-MAX_TOP_K = 1000
-MAX_ITERATIONS = 10
-MAX_BUDGET = 50
 UNCALIBRATED = "uncalibrated"
 
 
-def validate(query: RetrieveQuery) -> None:
+def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
     if not query.collection:
         raise errors.InvalidArgument("collection must be set", field="collection")
     if not query.query.strip():
         raise errors.InvalidArgument("query must not be empty", field="query")
-    if len(query.query) > MAX_QUERY_CHARS:
-        raise errors.InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
-    if not 1 <= query.top_k <= MAX_TOP_K:
-        raise errors.InvalidArgument(f"top_k must be in [1, {MAX_TOP_K}], got {query.top_k}", field="top_k")
+    if len(query.query) > limits.max_query_chars:
+        raise errors.InvalidArgument(
+            f"query is longer than {limits.max_query_chars} characters", field="query"
+        )
+    if not 1 <= query.top_k <= limits.max_top_k:
+        raise errors.InvalidArgument(
+            f"top_k must be in [1, {limits.max_top_k}], got {query.top_k}", field="top_k"
+        )
     unknown = sorted(set(query.arms) - set(STRATEGIES))
     if unknown:
         raise errors.InvalidArgument(f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="arms")
     if len(set(query.arms)) != len(query.arms):
         raise errors.InvalidArgument("arms must not repeat", field="arms")
-    if query.fusion_k < 0:
-        raise errors.InvalidArgument("fusion_k must be positive (0 for the default)", field="fusion_k")
+    if not 0 <= query.fusion_k <= limits.max_fusion_k:
+        raise errors.InvalidArgument(
+            f"fusion_k must be in (0, {limits.max_fusion_k:g}] (0 for the default)", field="fusion_k"
+        )
     if query.synthesis_confidence is not None and not 0.0 <= query.synthesis_confidence <= 1.0:
         raise errors.InvalidArgument("synthesis_confidence must be in [0, 1]", field="synthesis_confidence")
     options = query.expansion
     if options.min_recall is not None and not 0.0 <= options.min_recall <= 1.0:
         raise errors.InvalidArgument("min_recall must be in [0, 1]", field="expansion.min_recall")
-    if options.max_iterations is not None and not 0 <= options.max_iterations <= MAX_ITERATIONS:
+    if (
+        options.max_iterations is not None
+        and not 0 <= options.max_iterations <= limits.max_expansion_iterations
+    ):
         raise errors.InvalidArgument(
-            f"max_iterations must be in [0, {MAX_ITERATIONS}]", field="expansion.max_iterations"
+            f"max_iterations must be in [0, {limits.max_expansion_iterations}]",
+            field="expansion.max_iterations",
         )
-    if options.budget is not None and not 1 <= options.budget <= MAX_BUDGET:
-        raise errors.InvalidArgument(f"budget must be in [1, {MAX_BUDGET}]", field="expansion.budget")
+    if options.budget is not None and not 1 <= options.budget <= limits.max_expansion_budget:
+        raise errors.InvalidArgument(
+            f"budget must be in [1, {limits.max_expansion_budget}]", field="expansion.budget"
+        )
     unknown = sorted(set(options.strategies) - set(EXPANSION_STRATEGIES))
     if unknown:
         raise errors.InvalidArgument(
@@ -109,7 +120,9 @@ class RetrievalService:
         graphs: GraphStore,
         expansion: ExpansionSettings = ExpansionSettings(),
         default_fusion_k: float = DEFAULT_RRF_K,
+        limits: RetrieveLimits = RetrieveLimits(),
     ):
+        self._limits = limits
         self._store = store
         self._executor = executor
         self._models = models
@@ -134,21 +147,23 @@ class RetrievalService:
 
     async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
         started = time.perf_counter()
-        validate(query)
+        validate(query, self._limits)
         await self._store.get_collection(query.collection)
         retrieval_id = uuid.uuid4().hex
+        flow = f"retrieve:{retrieval_id}"
         carrier = telemetry.inject()
         # The query's embedding is asked for first; requested arms that do not search with it
         # start meanwhile, those that do as soon as it is here, chosen arms once planned.
         embedded = asyncio.ensure_future(self._models.embed([query.query], timeout=query.timeout_s))
         stats = asyncio.ensure_future(self._store.stats(query.collection))
-        early = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s)
+        early = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, flow=flow)
         pending = {
-            asyncio.ensure_future(self._executor.run(arm, early, carrier)): arm
+            asyncio.ensure_future(self._arm(arm, early, carrier)): arm
             for arm in query.arms
             if not STRATEGIES[arm].uses_query_vector
         }
         landed: dict[str, ArmResult] = {}
+        failed: list[ArmFailure] = []
         fusion_k = query.fusion_k or self._default_fusion_k
         fused: list[FusedHit] = []
         try:
@@ -161,13 +176,14 @@ class RetrievalService:
                 query.timeout_s,
                 embedding,
                 collection_stats.version,
+                flow,
             )
 
             def start(arms):
                 running = set(pending.values())
                 pending.update(
                     {
-                        asyncio.ensure_future(self._executor.run(arm, request, carrier)): arm
+                        asyncio.ensure_future(self._arm(arm, request, carrier)): arm
                         for arm in arms
                         if arm not in running
                     }
@@ -189,12 +205,17 @@ class RetrievalService:
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     pending.pop(task)
-                    result = task.result()  # an arm's error propagates; `finally` cancels the rest
+                    result = task.result()
+                    if isinstance(result, ArmFailure):
+                        failed.append(result)
+                        continue
                     landed[result.arm] = result
                     yield StrategyResultEvent(result)
                     if len(landed) > 1:
                         fused = _fuse(landed, weights, fusion_k, query.top_k)
                         yield FusedEvent(fused, list(landed))
+            if not landed:
+                raise failed[0].error()
             if len(landed) == 1:
                 fused = _fuse(landed, weights, fusion_k, query.top_k)
                 yield FusedEvent(fused, list(landed))
@@ -228,10 +249,13 @@ class RetrievalService:
                 carrier=carrier,
                 fuse=lambda rankings, w: _fuse(rankings, w, fusion_k, query.top_k),
                 recall=lambda miss_rate: _loop_recall(miss_rate, calibration),
+                flow=flow,
+                step_timeout_s=self._limits.arm_timeout_s,
             ):
                 yield expansion
                 yield FusedEvent(loop.fused, [*landed, *loop.rankings])
             fused = loop.fused
+            failed.extend(loop.failures)
             if not query.omit_text:
                 fused = await self._with_text(query.collection, fused)
             uncertainty = _uncertainty(collection_stats, signals, loop, gaps, dense, calibration)
@@ -262,11 +286,21 @@ class RetrievalService:
                 uncertainty=uncertainty,
                 confidence=_conservative_confidence(query, uncertainty),
                 latency_ms=(time.perf_counter() - started) * 1000,
+                failed_arms=failed,
             )
         finally:
             for task in [*pending, stats, embedded]:
                 task.cancel()
             await asyncio.gather(*pending, stats, embedded, return_exceptions=True)
+
+    async def _arm(self, arm: str, request: ArmRequest, carrier) -> ArmResult | ArmFailure:
+        """The arm's result, or why it has none (its error, or `arm_timeout_s` passed)."""
+        timeout = self._limits.arm_timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._executor.run(arm, request, carrier)
+        except Exception as error:
+            return ArmFailure.of(arm, error, timeout)
 
     async def _with_text(self, collection: str, hits: list[FusedHit]) -> list[FusedHit]:
         rows = await self._store.fetch_chunks(collection, [h.chunk_id for h in hits])

@@ -92,10 +92,12 @@ class Lexical:
 
 
 async def generate_text(
-    models: ModelsClient, system: str, user: str, max_new_tokens: int, timeout
+    models: ModelsClient, system: str, user: str, max_new_tokens: int, timeout, flow: str = ""
 ) -> Generated:
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    pieces = [p async for p in models.generate(messages, max_new_tokens=max_new_tokens, timeout=timeout)]
+    pieces = [
+        p async for p in models.generate(messages, max_new_tokens=max_new_tokens, timeout=timeout, flow=flow)
+    ]
     return Generated("".join(p.text for p in pieces).strip(), sum(p.cached_decode_ms for p in pieces))
 
 
@@ -110,7 +112,7 @@ class HyDE:
 
     async def search(self, request, models, reader):
         passage = await generate_text(
-            models, self.system, request.query, self.max_new_tokens, request.timeout_s
+            models, self.system, request.query, self.max_new_tokens, request.timeout_s, request.flow
         )
         vector = (await models.embed([passage.text or request.query], timeout=request.timeout_s))[0]
         hits = await _nearest(reader, request, vector)
@@ -128,7 +130,7 @@ class Query2Doc:
 
     async def search(self, request, models, reader):
         expansion = await generate_text(
-            models, self.system, request.query, self.max_new_tokens, request.timeout_s
+            models, self.system, request.query, self.max_new_tokens, request.timeout_s, request.flow
         )
         vector = (
             await models.embed([f"{request.query} {expansion.text}".strip()], timeout=request.timeout_s)
@@ -163,7 +165,7 @@ class MultiQuery:
 
     async def search(self, request, models, reader):
         generated = await generate_text(
-            models, self.system, request.query, self.max_new_tokens, request.timeout_s
+            models, self.system, request.query, self.max_new_tokens, request.timeout_s, request.flow
         )
         queries = [request.query, *parse_variations(generated.text, request.query, self.variations)]
         if request.query_vector is None:
@@ -211,7 +213,9 @@ class Grounded:
             f"Query: {request.query}\nKnown entities: {', '.join(known)}\n"
             f"Related entities: {', '.join(related)}"
         )
-        generated = await generate_text(models, self.system, prompt, self.max_new_tokens, request.timeout_s)
+        generated = await generate_text(
+            models, self.system, prompt, self.max_new_tokens, request.timeout_s, request.flow
+        )
         text = generated.text
         mentioned = [e for e in related if e in text.lower()] or related[: self.known_limit]
         expanded = f"{request.query} {'; '.join(mentioned)}"

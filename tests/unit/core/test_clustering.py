@@ -1,3 +1,5 @@
+import asyncio
+
 import numpy as np
 import pytest
 from sounding.core.clustering import (
@@ -6,7 +8,6 @@ from sounding.core.clustering import (
     exact_clusters,
     refine_with_entailment,
     renumber,
-    within_cluster_pairs,
 )
 
 pytestmark = pytest.mark.unit
@@ -43,36 +44,61 @@ def test_embedding_clusters_of_one_or_none():
     assert embedding_clusters(np.zeros((0, 3), dtype=np.float32)) == []
 
 
-def test_within_cluster_pairs_are_ordered_pairs_inside_clusters():
-    assert sorted(within_cluster_pairs([0, 1, 0, 0])) == [(0, 2), (0, 3), (2, 0), (2, 3), (3, 0), (3, 2)]
-
-
 ENTAIL = (0.9, 0.05, 0.05)
 NEUTRAL = (0.2, 0.7, 0.1)
 CONTRADICT = (0.05, 0.15, 0.8)
 
 
+class Scorer:
+    """`entail` over a table of pair probabilities (ENTAIL for pairs it lacks), recording calls."""
+
+    def __init__(self, table=None):
+        self.table = table or {}
+        self.calls: list[list[tuple[int, int]]] = []
+
+    async def __call__(self, pairs):
+        self.calls.append(list(pairs))
+        return [self.table.get(pair, ENTAIL) for pair in pairs]
+
+
+def refine(labels, scorer, max_pairs=10_000):
+    return asyncio.run(refine_with_entailment(labels, scorer, max_pairs))
+
+
 def test_refine_splits_contradictions_and_one_way_entailment():
     # 0, 1 and 2 are one embedding cluster; 0 and 1 mutually entail; 2 contradicts 0; 3 is alone.
-    labels = [0, 0, 0, 1]
-    probabilities = {pair: ENTAIL for pair in within_cluster_pairs(labels)}
-    probabilities[(0, 2)] = probabilities[(2, 0)] = CONTRADICT
-    probabilities[(1, 2)] = ENTAIL
-    probabilities[(2, 1)] = NEUTRAL  # 2 entails 1 only one way: not the same meaning
-    assert refine_with_entailment(labels, probabilities) == [0, 0, 1, 2]
+    scorer = Scorer({(0, 2): CONTRADICT, (2, 0): CONTRADICT, (1, 2): ENTAIL, (2, 1): NEUTRAL})
+    assert refine([0, 0, 0, 1], scorer) == [0, 0, 1, 2]
 
 
 def test_refine_keeps_a_cluster_whose_members_mutually_entail():
-    labels = [0, 0, 0]
-    probabilities = {pair: ENTAIL for pair in within_cluster_pairs(labels)}
-    assert refine_with_entailment(labels, probabilities) == [0, 0, 0]
+    scorer = Scorer()
+    assert refine([0, 0, 0], scorer) == [0, 0, 0]
+    assert scorer.calls == [[(0, 1), (1, 0), (0, 2), (2, 0)]]  # one round against the first member
 
 
 def test_refine_split_rule_needs_low_entailment_and_high_contradiction():
-    labels = [0, 0]
     # Contradiction 0.55 but entailment 0.4 (not < 0.3), and entailment is not the top class:
     # no contradiction split, but no mutual entailment either, so still two clusters.
-    probabilities = {(0, 1): (0.4, 0.05, 0.55), (1, 0): ENTAIL}
-    assert refine_with_entailment(labels, probabilities) == [0, 1]
-    probabilities = {(0, 1): (0.5, 0.1, 0.4), (1, 0): ENTAIL}
-    assert refine_with_entailment(labels, probabilities) == [0, 0]
+    assert refine([0, 0], Scorer({(0, 1): (0.4, 0.05, 0.55), (1, 0): ENTAIL})) == [0, 1]
+    assert refine([0, 0], Scorer({(0, 1): (0.5, 0.1, 0.4), (1, 0): ENTAIL})) == [0, 0]
+
+
+def test_refine_tries_sub_clusters_in_the_order_they_were_founded():
+    # 1 and 2 disagree with 0; 2 agrees with 1, which founded the second sub-cluster; 3 agrees
+    # with 0 and with 1, and joins 0 (founded first).
+    table = {(0, 1): NEUTRAL, (0, 2): NEUTRAL, (2, 0): NEUTRAL, (1, 0): NEUTRAL}
+    scorer = Scorer(table)
+    assert refine([0, 0, 0, 0], scorer) == [0, 1, 1, 0]
+    assert [len(call) for call in scorer.calls] == [6, 2]
+
+
+def test_refine_scores_at_most_max_pairs_and_leaves_the_rest_apart():
+    everything_differs = {(i, j): NEUTRAL for i in range(50) for j in range(50)}
+    scorer = Scorer(everything_differs)
+    labels = refine([0] * 50, scorer, max_pairs=300)
+    assert sum(len(call) for call in scorer.calls) <= 300
+    assert labels == list(range(50))  # nothing merged that was not scored
+    unbounded = Scorer(everything_differs)
+    refine([0] * 50, unbounded)
+    assert sum(len(call) for call in unbounded.calls) == 2 * sum(range(50))

@@ -47,14 +47,32 @@ def test_concurrent_callers_share_one_batch_and_get_their_own_rows():
     assert [r[:, 0].tolist() for r in results] == [[1, 2], [3], [4, 1]]
 
 
-def test_batches_respect_max_batch_size_in_whole_requests():
+def test_batches_respect_max_batch_size():
     encoder = FakeEncoder()
 
     async def body(batcher):
         return await asyncio.gather(*(batcher.submit(["x", "y"]) for _ in range(5)))
 
-    asyncio.run(_with_batcher(encoder, 4, 20.0, body))
+    results = asyncio.run(_with_batcher(encoder, 4, 20.0, body))
     assert [len(c) for c in encoder.calls] == [4, 4, 2]
+    assert all(r.shape == (2, 2) for r in results)
+
+
+def test_a_large_request_is_spread_over_batches_and_a_small_one_waits_one_batch_at_most():
+    encoder = FakeEncoder(delay_s=0.02)
+
+    async def body(batcher):
+        large = asyncio.ensure_future(batcher.submit([f"l{i}" for i in range(10)]))
+        await asyncio.sleep(0.005)  # the first batch (4 of the large request) is encoding
+        small = await batcher.submit(["small"])
+        return await large, small
+
+    large, small = asyncio.run(_with_batcher(encoder, 4, 0.0, body))
+    assert encoder.calls[0] == ["l0", "l1", "l2", "l3"]
+    assert "small" in encoder.calls[1] and len(encoder.calls[1]) == 4  # shares the next batch
+    assert int(small[0, 1]) == 2
+    assert large[:, 0].tolist() == [2.0] * 10 and len(encoder.calls) == 3  # rows back in order
+    assert [t for call in encoder.calls for t in call if t.startswith("l")] == [f"l{i}" for i in range(10)]
 
 
 def test_requests_arriving_during_a_batch_form_the_next_one():

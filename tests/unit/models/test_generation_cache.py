@@ -15,7 +15,7 @@ class CountingGenerator:
         self.calls = 0
         self.seconds_per_piece = seconds_per_piece
 
-    async def stream(self, messages, params):
+    async def stream(self, messages, params, flow=""):
         self.calls += 1
         words = messages[-1]["content"].split()
         for index, word in enumerate(words):

@@ -60,7 +60,7 @@ class FakeModels:
     async def embed(self, texts, timeout=None):
         return [self.vectors.get(t, unit(-1, -1, -1, -1)) for t in texts]  # by default: like nothing
 
-    async def generate(self, messages, max_new_tokens=0, timeout=None):
+    async def generate(self, messages, max_new_tokens=0, timeout=None, flow=""):
         self.generated.append(messages)
 
         class Piece:

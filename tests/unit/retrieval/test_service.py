@@ -2,6 +2,7 @@ import asyncio
 
 import pytest
 from sounding import errors
+from sounding.config import RetrieveLimits
 from sounding.core.provenance import Provenance
 from sounding.learning.service import LearningService
 from sounding.retrieval.protocol import (
@@ -155,11 +156,34 @@ def test_what_each_arm_found_is_remembered_for_observe():
     }
 
 
-def test_an_arm_failure_fails_the_retrieval_and_cancels_the_others():
-    executor = FakeExecutor({"dense": 0.0, "lexical": 10.0}, {"dense": [], "lexical": []}, failing={"dense"})
+def test_a_failed_arm_is_named_in_the_final_and_the_others_result_stands():
+    executor = FakeExecutor(
+        {"dense": 0.0, "lexical": 0.01}, {"dense": ["a"], "lexical": ["b", "c"]}, failing={"dense"}
+    )
+    events = asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
+    final = events[-1]
+    assert isinstance(final, FinalEvent)
+    assert [h.document_id for h in final.hits] == ["b", "c"]
+    assert [(f.arm, f.code) for f in final.failed_arms] == [("dense", "UNAVAILABLE")]
+    assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == ["lexical"]
+
+
+def test_an_arm_past_its_timeout_is_dropped_and_cancelled():
+    executor = FakeExecutor({"dense": 10.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
+    learning = LearningService(FakeLog(), ("dense", "lexical"), SelectionConfig())
+    service = RetrievalService(
+        FakeStore(), executor, FakeModels(), learning, FakeGraphs(), limits=RetrieveLimits(arm_timeout_s=0.05)
+    )
+    final = asyncio.run(_collect(service, RetrieveQuery("c", "q", 3)))[-1]
+    assert [h.document_id for h in final.hits] == ["b"]
+    assert [(f.arm, f.code) for f in final.failed_arms] == [("dense", "DEADLINE_EXCEEDED")]
+    assert executor.cancelled == ["dense"]
+
+
+def test_the_retrieval_fails_only_when_every_arm_failed():
+    executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {}, failing={"dense", "lexical"})
     with pytest.raises(errors.Unavailable):
         asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
-    assert executor.cancelled == ["lexical"]
 
 
 def test_a_consumer_going_away_cancels_outstanding_arms():
@@ -189,6 +213,8 @@ def test_a_consumer_going_away_cancels_outstanding_arms():
         (RetrieveQuery("c", "q", 10, arms=("telepathy",)), "arms"),
         (RetrieveQuery("c", "q", 10, arms=("dense", "dense")), "arms"),
         (RetrieveQuery("c", "q", 10, fusion_k=-1), "fusion_k"),
+        (RetrieveQuery("c", "q", 10, fusion_k=float("nan")), "fusion_k"),
+        (RetrieveQuery("c", "q", 10, fusion_k=float("inf")), "fusion_k"),
         (RetrieveQuery("c", "q", 10, synthesis_confidence=1.5), "synthesis_confidence"),
     ],
 )

@@ -158,18 +158,30 @@ class Expansion(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., strategy: _Optional[str] = ..., gap: _Optional[str] = ..., query: _Optional[str] = ..., new_hits: _Optional[int] = ..., queries: _Optional[_Iterable[str]] = ..., result_count: _Optional[int] = ..., estimated_recall: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ...) -> None: ...
 
 class Final(_message.Message):
-    __slots__ = ("retrieval_id", "hits", "uncertainty", "confidence", "latency_ms")
+    __slots__ = ("retrieval_id", "hits", "uncertainty", "confidence", "latency_ms", "failed_arms")
     RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
     HITS_FIELD_NUMBER: _ClassVar[int]
     UNCERTAINTY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_ARMS_FIELD_NUMBER: _ClassVar[int]
     retrieval_id: str
     hits: _containers.RepeatedCompositeFieldContainer[Hit]
     uncertainty: RetrievalUncertainty
     confidence: _common_pb2.Confidence
     latency_ms: float
-    def __init__(self, retrieval_id: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., uncertainty: _Optional[_Union[RetrievalUncertainty, _Mapping]] = ..., confidence: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., latency_ms: _Optional[float] = ...) -> None: ...
+    failed_arms: _containers.RepeatedCompositeFieldContainer[ArmFailure]
+    def __init__(self, retrieval_id: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., uncertainty: _Optional[_Union[RetrievalUncertainty, _Mapping]] = ..., confidence: _Optional[_Union[_common_pb2.Confidence, _Mapping]] = ..., latency_ms: _Optional[float] = ..., failed_arms: _Optional[_Iterable[_Union[ArmFailure, _Mapping]]] = ...) -> None: ...
+
+class ArmFailure(_message.Message):
+    __slots__ = ("arm", "code", "message")
+    ARM_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    arm: str
+    code: str
+    message: str
+    def __init__(self, arm: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("document_id", "chunk_id", "text", "title", "score", "contributions", "metadata")

@@ -1,0 +1,349 @@
+"""How Sounding serves a gRPC service: the same for the orchestrator and the models sidecar.
+
+`service_handler(service, servicer, policies)` binds each method of a service descriptor to the
+servicer's method of the same name (a coroutine for a unary response, an async generator for a
+streamed one) and wraps every call:
+- requests decode leniently: a message that does not parse is answered INVALID_ARGUMENT naming
+  the field it was traced to (grpc's own decoding answers UNKNOWN);
+- calls beyond the method's concurrency are answered RESOURCE_EXHAUSTED at once;
+- a call without a client deadline gets its method's default one (`context.time_remaining()`
+  reports it, so the work below it is bounded too); a client-streamed request whose first
+  message, or next one, does not arrive in time ends DEADLINE_EXCEEDED;
+- a server span under the caller's trace;
+- domain errors become statuses with details (`grpc_errors`); any other exception is logged
+  with an incident id and answered INTERNAL.
+Client cancels and deadlines cancel the handler's task; the services release their work in
+their `finally` blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor, message_factory
+from google.protobuf.internal import decoder
+from opentelemetry.trace import SpanKind
+
+from sounding import errors, telemetry
+from sounding.config import TransportLimits
+from sounding.grpc_errors import abort
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Limits of one method's calls (None: no limit)."""
+
+    # The deadline of a call whose client set none.
+    deadline_s: float | None = None
+    # Client-streamed requests: until the first message, and between later ones.
+    first_message_s: float | None = None
+    idle_s: float | None = None
+    max_concurrent: int | None = None
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request message that did not parse."""
+
+    type_name: str
+    field: str
+    reason: str
+
+    def error(self, prefix: str = "") -> errors.InvalidArgument:
+        where = f"{prefix}{self.field}" if self.field else prefix.rstrip(".")
+        return errors.InvalidArgument(
+            f"the request is not a valid {self.type_name}: {self.reason}"
+            + (f" (at {where})" if where else ""),
+            reason="UNDECODABLE_REQUEST",
+            field=where or None,
+        )
+
+
+def lenient_decoder(message_class) -> Callable[[bytes], Any]:
+    def decode(data: bytes):
+        try:
+            return message_class.FromString(data)
+        except Exception as error:  # DecodeError, or recursion too deep
+            return Undecodable(
+                message_class.DESCRIPTOR.full_name,
+                locate_bad_field(message_class.DESCRIPTOR, data),
+                str(error),
+            )
+
+    return decode
+
+
+# Fields `locate_bad_field` reads at most: it runs as the request is decoded, on the event loop.
+LOCATE_MAX_FIELDS = 4096
+
+
+def locate_bad_field(
+    message: descriptor.Descriptor, data: bytes, depth: int = 0, budget: list | None = None
+) -> str:
+    """The path of the first field of `data` that does not decode as `message` says (a string
+    that is not UTF-8, a truncated value), e.g. `documents[3].title`; '' if none is found within
+    the first LOCATE_MAX_FIELDS fields."""
+    budget = [LOCATE_MAX_FIELDS] if budget is None else budget
+    counts: dict[int, int] = {}
+    position = 0
+    try:
+        while position < len(data):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return ""
+            key, position = decoder._DecodeVarint(data, position)
+            number, wire_type = key >> 3, key & 7
+            field = message.fields_by_number.get(number)
+            name = field.name if field else f"#{number}"
+            if field is not None and field.is_repeated and not _is_map(field):
+                name = f"{name}[{counts.get(number, 0)}]"
+            counts[number] = counts.get(number, 0) + 1
+            if wire_type == 0:
+                _, position = decoder._DecodeVarint(data, position)
+            elif wire_type == 1:
+                position += 8
+            elif wire_type == 5:
+                position += 4
+            elif wire_type == 2:
+                length, position = decoder._DecodeVarint(data, position)
+                value = data[position : position + length]
+                if len(value) < length:
+                    return name
+                position += length
+                if field is not None and field.type == field.TYPE_STRING:
+                    value.decode("utf-8")
+                elif field is not None and field.type == field.TYPE_MESSAGE:
+                    if depth >= 32:
+                        return name
+                    inner = locate_bad_field(field.message_type, value, depth + 1, budget)
+                    if inner:
+                        return f"{name}.{inner}"
+            else:
+                return name
+            if position > len(data):
+                return name
+    except UnicodeDecodeError:
+        return name
+    except Exception:
+        return ""
+    return ""
+
+
+def _is_map(field: descriptor.FieldDescriptor) -> bool:
+    return field.type == field.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
+
+
+class _Context:
+    """The servicer context with the server's default deadline folded into `time_remaining`."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, deadline: float | None):
+        self._context = context
+        self._deadline = deadline
+
+    def time_remaining(self) -> float | None:
+        client = self._context.time_remaining()
+        if self._deadline is None:
+            return client
+        own = max(self._deadline - time.monotonic(), 0.0)
+        return own if client is None else min(client, own)
+
+    def __getattr__(self, name: str):
+        return getattr(self._context, name)
+
+
+class _Method:
+    """One method's wrapper around its servicer behaviour."""
+
+    def __init__(self, full_name: str, behaviour, policy: CallPolicy):
+        self.full_name = full_name
+        self._behaviour = behaviour
+        self._policy = policy
+        self._running = 0
+
+    @contextmanager
+    def _slot(self):
+        """One of the method's concurrent calls; RESOURCE_EXHAUSTED when all are taken."""
+        limit = self._policy.max_concurrent
+        if limit is not None and self._running >= limit:
+            raise errors.ResourceExhausted(
+                f"{self.full_name} is serving {limit} calls, its limit; retry later",
+                reason="TOO_MANY_CALLS",
+            )
+        self._running += 1
+        try:
+            yield
+        finally:
+            self._running -= 1
+
+    def _deadline(self, context) -> float | None:
+        if self._policy.deadline_s is None or context.time_remaining() is not None:
+            return None
+        return time.monotonic() + self._policy.deadline_s
+
+    def _timed_out(self) -> errors.DeadlineExceeded:
+        return errors.DeadlineExceeded(
+            f"the call set no deadline and ran past the server's default of {self._policy.deadline_s:g} s",
+            reason="SERVER_DEADLINE",
+        )
+
+    async def _requests(self, request_iterator) -> AsyncIterator[Any]:
+        """Client-streamed requests, decoded, each within its timeout."""
+        iterator = aiter(request_iterator)
+        timeout, which = self._policy.first_message_s, "first"
+        index = 0
+        while True:
+            try:
+                async with asyncio.timeout(timeout):
+                    message = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise errors.DeadlineExceeded(
+                    f"no {which} request message within {timeout:g} s", reason="REQUEST_IDLE"
+                ) from None
+            if isinstance(message, Undecodable):
+                raise message.error(f"messages[{index}].")
+            yield message
+            timeout, which, index = self._policy.idle_s, "next", index + 1
+
+    async def _fail(self, context, error: BaseException) -> None:
+        if isinstance(error, errors.SoundingError):
+            await abort(context, error)
+        incident = uuid.uuid4().hex[:12]
+        log.error("%s failed (incident %s)", self.full_name, incident, exc_info=error)
+        await abort(context, errors.SoundingError(f"internal error (incident {incident})"))
+
+    def _prepare(self, request, context, client_streaming: bool):
+        """The request (decoded, or the stream of them), the context bounded by the server's
+        deadline, and that deadline."""
+        deadline = self._deadline(context)
+        if client_streaming:
+            request = self._requests(request)
+        elif isinstance(request, Undecodable):
+            raise request.error()
+        return request, _Context(context, deadline), deadline
+
+    async def _within(self, deadline: float | None, awaitable):
+        """`awaitable`, bounded by the server's deadline (if the call has one)."""
+        try:
+            async with asyncio.timeout_at(deadline and _loop_time(deadline)):
+                return await awaitable
+        except TimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise self._timed_out() from None
+            raise
+
+    def unary(self, client_streaming: bool):
+        async def handle(request, context):
+            with telemetry.tracer().start_as_current_span(
+                self.full_name, context=telemetry.extract(context.invocation_metadata()), kind=SpanKind.SERVER
+            ):
+                try:
+                    with self._slot():
+                        request, bounded, deadline = self._prepare(request, context, client_streaming)
+                        return await self._within(deadline, self._behaviour(request, bounded))
+                except (asyncio.CancelledError, grpc.aio.AbortError):
+                    raise
+                except Exception as error:
+                    await self._fail(context, error)
+
+        return handle
+
+    def streaming(self, client_streaming: bool):
+        async def handle(request, context):
+            try:
+                with self._slot():
+                    request, bounded, deadline = self._prepare(request, context, client_streaming)
+                    responses = telemetry.traced_stream(
+                        self._behaviour(request, bounded),
+                        self.full_name,
+                        telemetry.extract(context.invocation_metadata()),
+                        SpanKind.SERVER,
+                    )
+                    async with aclosing(responses):
+                        while True:
+                            # The deadline bounds each step, never a yield (a timeout must not
+                            # span a suspension of this generator).
+                            try:
+                                response = await self._within(deadline, anext(responses))
+                            except StopAsyncIteration:
+                                return
+                            yield response
+            except (asyncio.CancelledError, grpc.aio.AbortError):
+                raise
+            except Exception as error:
+                await self._fail(context, error)
+
+        return handle
+
+
+def _loop_time(deadline: float) -> float:
+    """A time.monotonic() deadline on the running loop's clock."""
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
+_HANDLERS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def service_handler(
+    service: descriptor.ServiceDescriptor, servicer: object, policies: Mapping[str, CallPolicy]
+) -> grpc.GenericRpcHandler:
+    """Every method of `service`, served by the servicer's method of the same name under the
+    policy named after it (a method without one has no limits)."""
+    handlers = {}
+    for method in service.methods:
+        behaviour = getattr(servicer, method.name, None)
+        if behaviour is None:
+            raise TypeError(f"{type(servicer).__name__} does not implement {service.full_name}.{method.name}")
+        wrapped = _Method(
+            f"{service.full_name}/{method.name}", behaviour, policies.get(method.name, CallPolicy())
+        )
+        handle = (
+            wrapped.streaming(method.client_streaming)
+            if method.server_streaming
+            else wrapped.unary(method.client_streaming)
+        )
+        handlers[method.name] = _HANDLERS[(method.client_streaming, method.server_streaming)](
+            handle,
+            request_deserializer=lenient_decoder(message_factory.GetMessageClass(method.input_type)),
+            response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def server(limits: TransportLimits, *, maximum_concurrent_rpcs: int | None = None) -> grpc.aio.Server:
+    """A grpc.aio server under the transport limits."""
+    return grpc.aio.server(
+        maximum_concurrent_rpcs=maximum_concurrent_rpcs or limits.max_concurrent_rpcs,
+        options=[
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
+            ("grpc.keepalive_time_ms", int(limits.keepalive_time_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(limits.keepalive_timeout_s * 1000)),
+            ("grpc.keepalive_permit_without_calls", 1),
+            (
+                "grpc.http2.min_recv_ping_interval_without_data_ms",
+                int(limits.min_client_ping_interval_s * 1000),
+            ),
+            ("grpc.http2.max_ping_strikes", 2),
+            ("grpc.max_connection_idle_ms", int(limits.max_connection_idle_s * 1000)),
+            # A second server on a taken port must fail, not silently share its traffic.
+            ("grpc.so_reuseport", 0),
+        ],
+    )

@@ -1,0 +1,178 @@
+"""sounding.rpc against a real in-process grpc.aio server, with a servicer of CorpusService."""
+
+import asyncio
+
+import grpc
+import pytest
+from sounding import errors, rpc
+from sounding.api.sounding.v1 import common_pb2, corpus_pb2
+from sounding.config import TransportLimits
+from sounding_client import SoundingError
+from sounding_client._convert import error
+
+pytestmark = pytest.mark.unit
+
+CORPUS = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]
+
+
+class Servicer:
+    """GetCollection sleeps `delay` seconds and names the remaining time in the description;
+    ListCollections fails unexpectedly; IngestDocuments acknowledges every batch."""
+
+    def __init__(self):
+        self.delay = 0.0
+
+    async def GetCollection(self, request, context):
+        await asyncio.sleep(self.delay)
+        remaining = context.time_remaining()
+        return corpus_pb2.GetCollectionResponse(
+            collection=corpus_pb2.Collection(name=request.name, description=f"{remaining}")
+        )
+
+    async def ListCollections(self, request, context):
+        raise KeyError("a bug")
+
+    async def CreateCollection(self, request, context):
+        raise errors.InvalidArgument("bad name", field="name")
+
+    async def DeleteCollection(self, request, context):
+        return corpus_pb2.DeleteCollectionResponse()
+
+    async def IngestDocuments(self, request_iterator, context):
+        index = 0
+        async for request in request_iterator:
+            yield corpus_pb2.IngestDocumentsResponse(
+                batch_index=index, batch_documents=len(request.documents)
+            )
+            index += 1
+
+
+POLICIES = {
+    "GetCollection": rpc.CallPolicy(deadline_s=0.2, max_concurrent=1),
+    "IngestDocuments": rpc.CallPolicy(first_message_s=0.2, idle_s=0.3),
+}
+
+
+def run(body):
+    async def main():
+        servicer = Servicer()
+        server = rpc.server(TransportLimits())
+        server.add_generic_rpc_handlers((rpc.service_handler(CORPUS, servicer, POLICIES),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                return await body(channel, servicer)
+        finally:
+            await server.stop(None)
+
+    return asyncio.run(main())
+
+
+def raw(channel, method, kind="unary_unary"):
+    return getattr(channel, kind)(
+        f"/sounding.v1.CorpusService/{method}",
+        request_serializer=lambda b: b,
+        response_deserializer=lambda b: b,
+    )
+
+
+async def failure(call) -> SoundingError:
+    """The SoundingError (with its decoded details) a call fails with."""
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call
+    return error(raised.value)
+
+
+def test_a_request_that_does_not_decode_is_invalid_argument_naming_the_field():
+    async def body(channel, _):
+        return await failure(raw(channel, "GetCollection")(b"\x0a\x02\xff\xfe"))  # name: not UTF-8
+
+    failed = run(body)
+    assert failed.code == grpc.StatusCode.INVALID_ARGUMENT and failed.reason == "UNDECODABLE_REQUEST"
+    assert failed.fields == ["name"]
+
+
+async def ingest(channel, requests) -> tuple[list, SoundingError]:
+    """Responses received before the IngestDocuments call failed, and its failure."""
+    received = []
+
+    async def consume():
+        async for response in raw(channel, "IngestDocuments", "stream_stream")(requests):
+            received.append(response)
+
+    return received, await failure(consume())
+
+
+def test_a_streamed_message_that_does_not_decode_names_its_position_and_field():
+    document = common_pb2.Document(id="a", text="b").SerializeToString() + b"\x1a\x02\xff\xfe"
+    bad = b"\x12" + bytes([len(document)]) + document
+    first = corpus_pb2.IngestDocumentsRequest(collection="c").SerializeToString()
+
+    received, failed = run(lambda channel, _: ingest(channel, iter([first, bad])))
+    assert len(received) == 1  # the first batch was acknowledged before the bad one arrived
+    assert failed.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert failed.fields == ["messages[1].documents[0].title"]
+
+
+def test_locating_the_bad_field_reads_a_bounded_number_of_fields():
+    decode = rpc.lenient_decoder(corpus_pb2.IngestDocumentsRequest)
+    padded = b"\xf8\x01\x00" * (rpc.LOCATE_MAX_FIELDS + 10) + b"\x0a\x02\xff\xfe"
+    assert decode(padded).field == ""
+    assert decode(b"\xf8\x01\x00" * 10 + b"\x0a\x02\xff\xfe").field == "collection"
+
+
+def test_an_unexpected_exception_is_internal_with_an_incident_id_and_no_traceback():
+    failed = run(lambda channel, _: failure(raw(channel, "ListCollections")(b"")))
+    assert failed.code == grpc.StatusCode.INTERNAL
+    assert "incident" in failed.message and "KeyError" not in failed.message
+
+
+def test_domain_errors_keep_their_code_and_field():
+    failed = run(lambda channel, _: failure(raw(channel, "CreateCollection")(b"")))
+    assert failed.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert failed.fields == ["name"]
+
+
+def test_a_call_without_a_deadline_gets_the_default_and_sees_it_in_time_remaining():
+    async def body(channel, servicer):
+        ok = corpus_pb2.GetCollectionResponse.FromString(await raw(channel, "GetCollection")(b""))
+        servicer.delay = 1.0
+        return float(ok.collection.description), await failure(raw(channel, "GetCollection")(b""))
+
+    remaining, failed = run(body)
+    assert 0 < remaining <= 0.2
+    assert failed.code == grpc.StatusCode.DEADLINE_EXCEEDED and failed.reason == "SERVER_DEADLINE"
+
+
+def test_a_client_deadline_shorter_than_the_default_wins():
+    async def body(channel, _):
+        response = await raw(channel, "GetCollection")(b"", timeout=0.1)
+        return float(corpus_pb2.GetCollectionResponse.FromString(response).collection.description)
+
+    assert 0 < run(body) <= 0.1
+
+
+def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():
+    async def body(channel, servicer):
+        servicer.delay = 0.1
+        first = asyncio.ensure_future(raw(channel, "GetCollection")(b""))
+        await asyncio.sleep(0.03)
+        failed = await failure(raw(channel, "GetCollection")(b""))
+        await first
+        return failed
+
+    failed = run(body)
+    assert failed.code == grpc.StatusCode.RESOURCE_EXHAUSTED and failed.reason == "TOO_MANY_CALLS"
+
+
+@pytest.mark.parametrize("sent,reason", [(0, "no first request message"), (1, "no next request message")])
+def test_a_client_stream_that_goes_quiet_ends_deadline_exceeded(sent, reason):
+    async def requests():
+        for _ in range(sent):
+            yield corpus_pb2.IngestDocumentsRequest(collection="c").SerializeToString()
+        await asyncio.sleep(5)
+
+    received, failed = run(lambda channel, _: ingest(channel, requests()))
+    assert len(received) == sent
+    assert failed.code == grpc.StatusCode.DEADLINE_EXCEEDED and reason in failed.message
