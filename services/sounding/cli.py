@@ -92,10 +92,14 @@ def serve(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from sounding.gateway.server import serve as serve_orchestrator
+    from sounding.store.lock import DataDirectoryInUse
 
     settings = Settings()
     try:
         _run_until_signalled(lambda: serve_orchestrator(settings))
+    except DataDirectoryInUse as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from None
     finally:
         import ray
 
@@ -413,6 +417,25 @@ def demo(
 
 
 @app.command()
+def limits(markdown: bool = typer.Option(False, help="the README's table, in Markdown")) -> None:
+    """Every limit on what a client can make Sounding do: its setting, default and current value."""
+    from rich.table import Table
+
+    from sounding.config import limit_rows
+
+    rows = limit_rows(Settings().limits)
+    if markdown:
+        print("| setting | default | what it bounds |\n| --- | --- | --- |")
+        for setting, default, _, description in rows:
+            print(f"| `{setting}` | {default} | {description} |")
+        return
+    table = Table("setting", "default", "value", "what it bounds")
+    for row in rows:
+        table.add_row(*row, style="bold" if row[1] != row[2] else None)
+    console.print(table)
+
+
+@app.command()
 def collections(address: str = typer.Option(None)) -> None:
     """List collections."""
     from sounding_client import Client
@@ -571,6 +594,54 @@ def eval_arbench(
     journal.unlink(missing_ok=True)
     console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
     console.print(f"written to {out}")
+
+
+@eval_app.command("fuzz")
+def eval_fuzz(
+    requests: int = typer.Option(10_000, min=16, help="generated calls to send"),
+    seed: int = typer.Option(0),
+    concurrency: int = typer.Option(4, min=1, max=64, help="calls in flight at once"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+) -> None:
+    """Generated requests for every RPC of SoundingService, CorpusService and the sidecar, on a
+    stack of its own (a fresh data directory): every call must end with a canonical code other
+    than UNKNOWN and INTERNAL, no process may die, health must keep answering."""
+    import shutil
+
+    from sounding_client import Client
+
+    from sounding.evaluation import fuzz
+    from sounding.evaluation.harness import provenance
+    from sounding.stack import Stack
+
+    settings = Settings()
+    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "fuzz"})
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
+    with Stack(settings, env=env, log_dir=settings.data_dir / "logs") as stack:
+        with Client(settings.address, timeout=1800) as client:
+            pools = fuzz.prepare(client, list(_read_documents(corpus)), settings.models.address)
+        processes = fuzz.stack_processes(stack.orchestrator.pid, stack.models.pid)
+        with progress_bar(console) as progress:
+            task = progress.add_task("fuzzing", total=requests)
+            result = fuzz.run(
+                settings.address,
+                settings.models.address,
+                requests,
+                pools,
+                seed,
+                concurrency,
+                alive=lambda: fuzz.still_alive(processes),
+                progress=lambda sent: progress.update(task, completed=sent),
+            )
+    result = {"provenance": provenance(settings, seed), "concurrency": concurrency, **result}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
+    console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
+    if result["forbidden"] or not all(result["alive"].values()):
+        raise typer.Exit(1)
 
 
 @eval_app.command("inquiry")

@@ -209,6 +209,12 @@ class InquiryLimits(BaseModel):
     max_open_sessions: int = Field(64, ge=1, description="Inquire streams at once")
     max_open_llm_sessions: int = Field(4, ge=1, description="Inquire streams of the llm domain at once")
     llm_max_turns: int = Field(25, ge=1, description="InquiryPolicy.max_turns in the llm domain")
+    llm_max_hypotheses: int = Field(64, ge=2, description="the llm domain's hypotheses (answer choices)")
+    llm_max_problem_chars: int = Field(
+        12_000,
+        ge=1,
+        description="the llm domain's context and hypotheses together (they are in every prompt)",
+    )
     llm_max_samples: int = Field(32, ge=2, description="the llm domain's samples parameter")
     llm_max_tokens: int = Field(1024, ge=1, description="the llm domain's answer_tokens and question_tokens")
     llm_max_session_tokens: int = Field(
@@ -248,7 +254,7 @@ class ModelsLimits(BaseModel):
     )
     max_messages: int = Field(64, ge=1, description="chat messages in one Generate")
     max_prompt_chars: int = Field(64_000, ge=1, description="the messages of one Generate together")
-    max_prompt_tokens: int = Field(4096, ge=1, description="the local generator's prompt after templating")
+    max_prompt_tokens: int = Field(6144, ge=1, description="the local generator's prompt after templating")
     max_new_tokens: int = Field(4096, ge=1, description="GenerateRequest.max_new_tokens")
     max_stop_strings: int = Field(
         8, ge=0, description="GenerateRequest.stop entries (each at most 64 characters)"
@@ -265,7 +271,7 @@ class MemoryLimits(BaseModel):
     """Bounds on what grows with traffic."""
 
     learning_history: int = Field(
-        100_000, ge=1, description="past queries whose outcomes the selector and miss history consult"
+        20_000, ge=1, description="observed queries the selector and the miss history look among (the latest)"
     )
     worker_snapshot_mib: int = Field(
         1024,
@@ -293,6 +299,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SOUNDING_", env_nested_delimiter="__")
 
     data_dir: Path = Path(".sounding")
+    # What an acknowledgement guarantees (README, "Durability"): "fsync" flushes the store's
+    # filesystem after every acknowledged commit (it survives a power loss); "process" skips the
+    # flush (an acknowledged write survives the process dying, not the machine).
+    durability: Literal["process", "fsync"] = "fsync"
     address: str = "127.0.0.1:50051"
     # Address of a Ray cluster to join; empty starts a local Ray runtime.
     ray_address: str = ""
@@ -307,3 +317,26 @@ class Settings(BaseSettings):
     @property
     def cache_dir(self) -> Path:
         return self.data_dir / "cache"
+
+
+def limit_rows(
+    limits: LimitsSettings, defaults: LimitsSettings | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(environment setting, default, value in `limits`, what it bounds) for every limit."""
+    defaults = defaults or LimitsSettings()
+    rows = []
+    for group, model in LimitsSettings.model_fields.items():
+        for name, field in model.annotation.model_fields.items():
+            rows.append(
+                (
+                    f"SOUNDING_LIMITS__{group.upper()}__{name.upper()}",
+                    _shown(getattr(getattr(defaults, group), name)),
+                    _shown(getattr(getattr(limits, group), name)),
+                    field.description or "",
+                )
+            )
+    return rows
+
+
+def _shown(value: float | int) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"

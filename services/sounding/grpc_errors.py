@@ -10,19 +10,25 @@ from grpc_status import rpc_status
 from sounding import errors
 
 DOMAIN = "sounding.dev"
+# Status messages and field paths are clipped to these lengths (a message can quote client data,
+# and trailers have a size limit of their own).
+MAX_MESSAGE_CHARS = 1024
+MAX_FIELD_CHARS = 256
 
 
 def to_status(error: errors.SoundingError) -> grpc.Status:
+    message = _clip(error.message, MAX_MESSAGE_CHARS)
+    field = _clip(error.field or "", MAX_FIELD_CHARS)
     details = []
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN)
-    if error.field:
-        info.metadata["field"] = error.field
+    if field:
+        info.metadata["field"] = field
     details.append(info)
-    if error.field and error.code == "INVALID_ARGUMENT":
+    if field and error.code == "INVALID_ARGUMENT":
         details.append(
             error_details_pb2.BadRequest(
                 field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=error.field, description=error.message)
+                    error_details_pb2.BadRequest.FieldViolation(field=field, description=message)
                 ]
             )
         )
@@ -31,8 +37,12 @@ def to_status(error: errors.SoundingError) -> grpc.Status:
         holder = any_pb2.Any()
         holder.Pack(detail)
         packed.append(holder)
-    status = status_pb2.Status(code=getattr(code_pb2, error.code), message=error.message, details=packed)
+    status = status_pb2.Status(code=getattr(code_pb2, error.code), message=message, details=packed)
     return rpc_status.to_status(status)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 async def abort(context: grpc.aio.ServicerContext, error: errors.SoundingError) -> None:

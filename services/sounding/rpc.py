@@ -5,7 +5,8 @@ servicer's method of the same name (a coroutine for a unary response, an async g
 streamed one) and wraps every call:
 - requests decode leniently: a message that does not parse is answered INVALID_ARGUMENT naming
   the field it was traced to (grpc's own decoding answers UNKNOWN);
-- calls beyond the method's concurrency are answered RESOURCE_EXHAUSTED at once;
+- calls beyond the method's concurrency are answered RESOURCE_EXHAUSTED at once, and once the
+  server drains (`Gate.drain`) new calls are answered UNAVAILABLE while those in flight finish;
 - a call without a client deadline gets its method's default one (`context.time_remaining()`
   reports it, so the work below it is bounded too); a client-streamed request whose first
   message, or next one, does not arrive in time ends DEADLINE_EXCEEDED;
@@ -49,6 +50,39 @@ class CallPolicy:
     first_message_s: float | None = None
     idle_s: float | None = None
     max_concurrent: int | None = None
+
+
+class Gate:
+    """Admission to all of a server's wrapped methods: counts the calls in flight and, once
+    draining, refuses new ones (UNAVAILABLE, reason DRAINING: a client should retry elsewhere).
+    grpc's own shutdown answers new calls CANCELLED, which clients take as final."""
+
+    def __init__(self):
+        self.draining = False
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        if self.draining:
+            raise errors.Unavailable("the server is shutting down; retry on another", reason="DRAINING")
+        self.in_flight += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if not self.in_flight:
+            self._idle.set()
+
+    async def drain(self, grace_s: float) -> bool:
+        """Refuse new calls; wait until those in flight ended (True) or `grace_s` passed."""
+        self.draining = True
+        try:
+            async with asyncio.timeout(grace_s):
+                await self._idle.wait()
+            return True
+        except TimeoutError:
+            return False
 
 
 @dataclass(frozen=True)
@@ -164,10 +198,11 @@ class _Context:
 class _Method:
     """One method's wrapper around its servicer behaviour."""
 
-    def __init__(self, full_name: str, behaviour, policy: CallPolicy):
+    def __init__(self, full_name: str, behaviour, policy: CallPolicy, gate: Gate):
         self.full_name = full_name
         self._behaviour = behaviour
         self._policy = policy
+        self._gate = gate
         self._running = 0
 
     @contextmanager
@@ -179,11 +214,13 @@ class _Method:
                 f"{self.full_name} is serving {limit} calls, its limit; retry later",
                 reason="TOO_MANY_CALLS",
             )
+        self._gate.enter()
         self._running += 1
         try:
             yield
         finally:
             self._running -= 1
+            self._gate.leave()
 
     def _deadline(self, context) -> float | None:
         if self._policy.deadline_s is None or context.time_remaining() is not None:
@@ -301,17 +338,21 @@ _HANDLERS = {
 
 
 def service_handler(
-    service: descriptor.ServiceDescriptor, servicer: object, policies: Mapping[str, CallPolicy]
+    service: descriptor.ServiceDescriptor,
+    servicer: object,
+    policies: Mapping[str, CallPolicy],
+    gate: Gate | None = None,
 ) -> grpc.GenericRpcHandler:
     """Every method of `service`, served by the servicer's method of the same name under the
-    policy named after it (a method without one has no limits)."""
+    policy named after it (a method without one has no limits), admitted through `gate`."""
+    gate = gate or Gate()
     handlers = {}
     for method in service.methods:
         behaviour = getattr(servicer, method.name, None)
         if behaviour is None:
             raise TypeError(f"{type(servicer).__name__} does not implement {service.full_name}.{method.name}")
         wrapped = _Method(
-            f"{service.full_name}/{method.name}", behaviour, policies.get(method.name, CallPolicy())
+            f"{service.full_name}/{method.name}", behaviour, policies.get(method.name, CallPolicy()), gate
         )
         handle = (
             wrapped.streaming(method.client_streaming)

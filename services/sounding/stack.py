@@ -84,9 +84,19 @@ class Stack:
         _stop(self.orchestrator, signal.SIGKILL)
         self.orchestrator = None
 
+    def terminate_orchestrator(self) -> subprocess.Popen:
+        """SIGTERM to the orchestrator alone, as Kubernetes does: it drains and exits. Returns the
+        process (still running) so a caller can watch the drain; `stop` finishes it."""
+        process = self.orchestrator
+        os.kill(process.pid, signal.SIGTERM)
+        return process
+
     def stop(self) -> None:
-        _stop(self.orchestrator, signal.SIGTERM)
-        _stop(self.models, signal.SIGTERM)
+        """SIGTERM both (the orchestrator first); each gets its drain grace, and then some, before
+        a SIGKILL."""
+        patience = self.settings.limits.transport.drain_grace_s + 30.0
+        _stop(self.orchestrator, signal.SIGTERM, patience)
+        _stop(self.models, signal.SIGTERM, patience)
         self.orchestrator = self.models = None
 
     def __enter__(self) -> Stack:
@@ -97,17 +107,22 @@ class Stack:
 
 
 def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30.0) -> None:
-    if process is None or process.poll() is not None:
+    """SIGKILL goes to the process's whole group at once (what a machine or container dying does);
+    another signal goes to the process alone (what Kubernetes does on shutdown), which may drain
+    its calls, and once it has exited, or `timeout_s` has passed, the group is killed."""
+    if process is None:
         return
     try:
-        os.killpg(process.pid, sig)
+        if process.poll() is None:
+            (os.killpg if sig == signal.SIGKILL else os.kill)(process.pid, sig)
+            process.wait(timeout=timeout_s)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # what it left behind
     except ProcessLookupError:
-        return
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        pass
+    process.wait()
 
 
 @contextmanager

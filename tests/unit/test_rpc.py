@@ -176,3 +176,30 @@ def test_a_client_stream_that_goes_quiet_ends_deadline_exceeded(sent, reason):
     received, failed = run(lambda channel, _: ingest(channel, requests()))
     assert len(received) == sent
     assert failed.code == grpc.StatusCode.DEADLINE_EXCEEDED and reason in failed.message
+
+
+def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_flight():
+    gate = rpc.Gate()
+
+    async def body():
+        servicer = Servicer()
+        servicer.delay = 0.3
+        server = rpc.server(TransportLimits())
+        server.add_generic_rpc_handlers((rpc.service_handler(CORPUS, servicer, {}, gate),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            in_flight = asyncio.ensure_future(raw(channel, "GetCollection")(b""))
+            await asyncio.sleep(0.1)
+            draining = asyncio.ensure_future(gate.drain(5.0))
+            await asyncio.sleep(0)
+            refused = await failure(raw(channel, "DeleteCollection")(b""))
+            finished = await in_flight
+            drained = await draining
+        await server.stop(None)
+        return refused, finished, drained
+
+    refused, finished, drained = asyncio.run(body())
+    assert refused.code == grpc.StatusCode.UNAVAILABLE and refused.reason == "DRAINING"
+    assert corpus_pb2.GetCollectionResponse.FromString(finished).collection.description  # it completed
+    assert drained and gate.in_flight == 0

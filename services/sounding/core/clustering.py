@@ -9,7 +9,6 @@ first appearance, so equal inputs give equal labels.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
@@ -19,13 +18,17 @@ DEFAULT_DISTANCE_THRESHOLD = 0.25
 SPLIT_MAX_ENTAILMENT = 0.3
 SPLIT_MIN_CONTRADICTION = 0.5
 
-_EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
-_SPACES = re.compile(r"\s+")
-
 
 def canonical(text: str) -> str:
-    """Case-folded, whitespace collapsed, punctuation stripped from both ends."""
-    return _EDGE_PUNCTUATION.sub("", _SPACES.sub(" ", text.casefold()).strip())
+    """Case-folded, whitespace collapsed, and everything but letters and digits stripped from
+    both ends (linear time: a regex for the end was quadratic on long punctuation runs)."""
+    folded = " ".join(text.casefold().split())
+    start, end = 0, len(folded)
+    while start < end and not folded[start].isalnum():
+        start += 1
+    while end > start and not folded[end - 1].isalnum():
+        end -= 1
+    return folded[start:end]
 
 
 def renumber(labels: Sequence[int]) -> list[int]:

@@ -77,8 +77,8 @@ class MissHistory:
     NEIGHBOURS = 10
     PRIOR_WEIGHT = 2.0
 
-    def __init__(self) -> None:
-        self._outcomes = NearestValues(np.float32)
+    def __init__(self, capacity: int = 20_000) -> None:
+        self._outcomes = NearestValues(np.float32, capacity)
 
     def __len__(self) -> int:
         return len(self._outcomes)

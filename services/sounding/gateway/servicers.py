@@ -10,12 +10,12 @@ from dataclasses import replace
 
 from sounding import errors
 from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
-from sounding.config import InquiryLimits, ObserveLimits
+from sounding.config import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
 from sounding.inquiry.service import InquiryService
 from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
-from sounding.learning.service import LearningService, ObserveResult
+from sounding.learning.service import LearningService, ObserveResult, Rejected, RetrievalOutcome
 from sounding.retrieval.service import RetrievalService
 
 
@@ -28,6 +28,7 @@ class SoundingServicer:
         inquiry_learning: InquiryLearning,
         inquiry_limits: InquiryLimits = InquiryLimits(),
         observe_limits: ObserveLimits = ObserveLimits(),
+        calibrate_limits: CalibrateLimits = CalibrateLimits(),
     ):
         self._retrieval = retrieval
         self._inquiry = inquiry
@@ -35,6 +36,7 @@ class SoundingServicer:
         self._inquiry_learning = inquiry_learning
         self._inquiry_limits = inquiry_limits
         self._observe_limits = observe_limits
+        self._calibrate_limits = calibrate_limits
 
     async def Retrieve(self, request, context):
         query = convert.retrieve_query(request, context.time_remaining())
@@ -63,11 +65,12 @@ class SoundingServicer:
                 )
             observations.append(convert.observation(message, len(observations), limits))
         inquiries = [(i, o) for i, o in enumerate(observations) if isinstance(o, InquiryOutcome)]
-        others = [o for o in observations if not isinstance(o, InquiryOutcome)]
-        positions = [i for i, o in enumerate(observations) if not isinstance(o, InquiryOutcome)]
-        retrievals = await self._learning.observe(others) if others else ObserveResult(0, [])
+        positions = [i for i, o in enumerate(observations) if isinstance(o, RetrievalOutcome)]
+        outcomes = [observations[i] for i in positions]
+        retrievals = await self._learning.observe(outcomes) if outcomes else ObserveResult(0, [])
         recorded, rejected = await self._inquiry_learning.observe(inquiries) if inquiries else (0, [])
-        # The retrieval side numbers its rejections within `others`: back to stream positions.
+        rejected += [o for o in observations if isinstance(o, Rejected)]  # at their stream positions
+        # The retrieval side numbers its rejections within `outcomes`: back to stream positions.
         rejected += [replace(r, index=positions[r.index]) for r in retrievals.rejected]
         return convert.observe_response(
             ObserveResult(retrievals.recorded + recorded, sorted(rejected, key=lambda r: r.index))
@@ -80,7 +83,9 @@ class SoundingServicer:
         elif target == sounding_pb2.CALIBRATION_TARGET_MISS_RATE:
             events = self._learning.calibrate_miss_rate()
         elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
-            events = self._inquiry_learning.calibrate(convert.stop_threshold_request(request))
+            events = self._inquiry_learning.calibrate(
+                convert.stop_threshold_request(request, self._calibrate_limits.max_inline_states)
+            )
         else:
             name = sounding_pb2.CalibrationTarget.Name(target)
             raise errors.Unimplemented(f"Calibrate for {name} is not implemented yet")
@@ -92,9 +97,8 @@ class SoundingServicer:
 
 
 class CorpusServicer:
-    def __init__(self, corpus: CorpusManager, on_delete):
+    def __init__(self, corpus: CorpusManager):
         self._corpus = corpus
-        self._on_delete = on_delete
 
     async def CreateCollection(self, request, context):
         info = await self._corpus.create(request.name, request.description)
@@ -113,7 +117,6 @@ class CorpusServicer:
 
     async def DeleteCollection(self, request, context):
         await self._corpus.delete(request.name)
-        await self._on_delete(request.name)
         return corpus_pb2.DeleteCollectionResponse()
 
     async def IngestDocuments(self, request_iterator, context):

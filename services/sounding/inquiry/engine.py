@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from sounding import errors
+from sounding.config import InquiryLimits
 from sounding.core.information import StoppingConfig, default_stopping
 from sounding.core.provenance import Provenance
 from sounding.core.stop_rules import STOP_RULES
@@ -34,7 +35,13 @@ from sounding.inquiry.protocol import (
     Start,
 )
 
-MAX_TURNS_LIMIT = 1000
+# Runs a move's CPU-bound part: `await compute(function, *args)`. The service passes a bounded
+# thread pool; by default the work runs inline.
+Compute = Callable[..., Awaitable[Any]]
+
+
+async def inline(function: Callable[..., Any], *args: Any) -> Any:
+    return function(*args)
 
 
 @dataclass
@@ -86,11 +93,11 @@ DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict, dict], Domain]]] = {
 }
 
 
-def validate_policy(policy: Policy, domain: str) -> None:
+def validate_policy(policy: Policy, domain: str, limits: InquiryLimits = InquiryLimits()) -> None:
     known = DOMAINS[domain][0]
     if policy.question_selection not in known:
         raise errors.InvalidArgument(
-            f"question_selection {policy.question_selection!r} is not one of {', '.join(known)}",
+            f"question_selection {policy.question_selection[:64]!r} is not one of {', '.join(known)}",
             field="start.policy.question_selection",
         )
     if domain == LlmInquiry.name:
@@ -102,23 +109,90 @@ def validate_policy(policy: Policy, domain: str) -> None:
         raise errors.InvalidArgument(
             "stop_rule must be 'default' for this domain", field="start.policy.stop_rule"
         )
-    if not 1 <= policy.max_turns <= MAX_TURNS_LIMIT:
-        raise errors.InvalidArgument(
-            f"max_turns must be in [1, {MAX_TURNS_LIMIT}]", field="start.policy.max_turns"
-        )
+    max_turns = limits.llm_max_turns if domain == LlmInquiry.name else limits.max_turns
+    if not 1 <= policy.max_turns <= max_turns:
+        raise errors.InvalidArgument(f"max_turns must be in [1, {max_turns}]", field="start.policy.max_turns")
     if not 0 < policy.target_confidence <= 1:
         raise errors.InvalidArgument(
             "target_confidence must be in (0, 1]", field="start.policy.target_confidence"
         )
-    if not policy.min_information_gain >= 0:
+    for name in ("min_information_gain", "cost_sensitivity", "exploration_weight"):
+        value = getattr(policy, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise errors.InvalidArgument(f"{name} must be a finite number >= 0", field=f"start.policy.{name}")
+    if not policy.cost_budget > 0:  # infinite (unset) is allowed; NaN is not
+        raise errors.InvalidArgument("cost_budget must be > 0", field="start.policy.cost_budget")
+    if policy.seed is not None and policy.seed < 0:
+        raise errors.InvalidArgument("seed must be >= 0", field="start.policy.seed")
+
+
+def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> None:
+    """What every domain's start must respect: the domain and policy, and the limits on counts,
+    lengths and numbers (each violation names its field)."""
+    if request.domain not in DOMAINS:
         raise errors.InvalidArgument(
-            "min_information_gain must be >= 0", field="start.policy.min_information_gain"
+            f"domain {request.domain[:64]!r} is not one of {', '.join(sorted(DOMAINS))}", field="start.domain"
         )
-    if policy.cost_sensitivity < 0 or policy.exploration_weight < 0 or policy.cost_budget <= 0:
+    validate_policy(normalized(request).policy, request.domain, limits)
+    if request.domain == LlmInquiry.name:
+        LlmInquiry.task_and_regime(request.domain_parameters)
+    if len(request.domain_parameters) > limits.max_domain_parameters:
         raise errors.InvalidArgument(
-            "cost_sensitivity and exploration_weight must be >= 0 and cost_budget > 0",
-            field="start.policy",
+            f"at most {limits.max_domain_parameters} domain parameters", field="start.domain_parameters"
         )
+    for key, value in request.domain_parameters.items():
+        if max(len(key), len(value)) > limits.max_parameter_chars:
+            raise errors.InvalidArgument(
+                f"domain parameter keys and values are at most {limits.max_parameter_chars} characters",
+                field=f"start.domain_parameters.{key[:64]}",
+            )
+    if len(request.context) > limits.max_context_chars:
+        raise errors.InvalidArgument(
+            f"context is longer than {limits.max_context_chars} characters", field="start.context"
+        )
+    if len(request.hypotheses) > limits.max_hypotheses or len(request.questions) > limits.max_questions:
+        raise errors.InvalidArgument(
+            f"at most {limits.max_hypotheses} hypotheses and {limits.max_questions} questions",
+            field="start.hypotheses"
+            if len(request.hypotheses) > limits.max_hypotheses
+            else "start.questions",
+        )
+    cells = len(request.hypotheses) * len(request.questions)
+    if cells > limits.max_cells:
+        raise errors.InvalidArgument(
+            f"hypotheses x questions is {cells}; at most {limits.max_cells}", field="start.questions"
+        )
+    for index, h in enumerate(request.hypotheses):
+        where = f"start.hypotheses[{index}]"
+        if len(h.id) > limits.max_id_chars:
+            raise errors.InvalidArgument(
+                f"{where}.id is longer than {limits.max_id_chars}", field=f"{where}.id"
+            )
+        if len(h.description) > limits.max_text_chars:
+            raise errors.InvalidArgument(
+                f"{where}.description is longer than {limits.max_text_chars}", field=f"{where}.description"
+            )
+        if not (math.isfinite(h.prior) and h.prior >= 0):
+            raise errors.InvalidArgument(
+                f"{where}.prior must be a finite number >= 0", field=f"{where}.prior"
+            )
+    for index, q in enumerate(request.questions):
+        where = f"start.questions[{index}]"
+        if len(q.id) > limits.max_id_chars:
+            raise errors.InvalidArgument(
+                f"{where}.id is longer than {limits.max_id_chars}", field=f"{where}.id"
+            )
+        if len(q.text) > limits.max_text_chars:
+            raise errors.InvalidArgument(
+                f"{where}.text is longer than {limits.max_text_chars}", field=f"{where}.text"
+            )
+        if not (math.isfinite(q.cost) and q.cost >= 0):
+            raise errors.InvalidArgument(f"{where}.cost must be a finite number >= 0", field=f"{where}.cost")
+        if any(len(o) > limits.max_id_chars for o in q.outcomes.values()):
+            raise errors.InvalidArgument(
+                f"{where}.outcomes values are at most {limits.max_id_chars} characters",
+                field=f"{where}.outcomes",
+            )
 
 
 def normalized(request: Start) -> Start:
@@ -134,20 +208,25 @@ def normalized(request: Start) -> Start:
     return replace(request, policy=policy)
 
 
-def start(request: Start, thresholds: Mapping[str, Mapping[str, Threshold]] | None = None) -> Session:
+def start(
+    request: Start,
+    thresholds: Mapping[str, Mapping[str, Threshold]] | None = None,
+    limits: InquiryLimits = InquiryLimits(),
+) -> Session:
     """A new session; `thresholds` are the llm domain's calibrated stop thresholds by rule and
     homogeneity bucket."""
-    if request.domain not in DOMAINS:
-        raise errors.InvalidArgument(
-            f"domain {request.domain!r} is not one of {', '.join(sorted(DOMAINS))}", field="start.domain"
-        )
+    validate_start(request, limits)
     request = normalized(request)
-    validate_policy(request.policy, request.domain)
     if request.domain == BullsAndCows.name:
         domain: Domain = BullsAndCows()
     elif request.domain == LlmInquiry.name:
         domain = LlmInquiry.from_request(
-            request.policy, request.context, request.hypotheses, request.domain_parameters, thresholds or {}
+            request.policy,
+            request.context,
+            request.hypotheses,
+            request.domain_parameters,
+            thresholds or {},
+            limits,
         )
     else:
         domain = HypothesisSet.from_request(
@@ -164,11 +243,16 @@ def _domain(session: Session) -> Domain:
     return session.live
 
 
-async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
+async def advance(session: Session, backend: Any = None, compute: Compute = inline) -> list[InquiryEvent]:
     """Belief, then Ask or Answer. Mutates the session (pending question or final answer).
-    `backend` is what a domain's `think` needs (the models, for the llm domain)."""
-    domain = _domain(session)
+    `backend` is what a domain's `think` needs (the models, for the llm domain); `compute` runs
+    the move's CPU-bound part."""
+    domain = await compute(_domain, session)
     await domain.think(session.policy, session.turn, backend)
+    return await compute(_decide, session, domain)
+
+
+def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
     session.domain_state = domain.state()
     belief = domain.belief()
     current = domain.answer()
@@ -226,7 +310,7 @@ async def advance(session: Session, backend: Any = None) -> list[InquiryEvent]:
     return events
 
 
-async def resume(session: Session, backend: Any = None) -> list[InquiryEvent]:
+async def resume(session: Session, backend: Any = None, compute: Compute = inline) -> list[InquiryEvent]:
     """The events that bring a reconnecting client up to date: the Belief, then the pending
     Ask again (recomputed: selection is deterministic given the state) or the final Answer."""
     if session.answer is None and session.pending is not None:
@@ -234,7 +318,7 @@ async def resume(session: Session, backend: Any = None) -> list[InquiryEvent]:
         session.pending = None
     if session.answer is not None:
         session.answer = None
-    return await advance(session, backend)
+    return await advance(session, backend, compute)
 
 
 def _answer(
@@ -266,8 +350,19 @@ def _answer(
     )
 
 
-async def observe(session: Session, question_id: str, answer: str, backend: Any = None) -> list[InquiryEvent]:
+async def observe(
+    session: Session,
+    question_id: str,
+    answer: str,
+    backend: Any = None,
+    compute: Compute = inline,
+    limits: InquiryLimits = InquiryLimits(),
+) -> list[InquiryEvent]:
     """Apply the answer to the pending question and advance."""
+    if len(answer) > limits.max_answer_chars:
+        raise errors.InvalidArgument(
+            f"answer is longer than {limits.max_answer_chars} characters", field="observation.answer"
+        )
     if session.answer is not None:
         raise errors.FailedPrecondition("the session has already answered", reason="SESSION_FINISHED")
     if session.pending is None or question_id != session.pending["question_id"]:
@@ -276,6 +371,11 @@ async def observe(session: Session, question_id: str, answer: str, backend: Any 
             f"question_id {question_id!r} is not the pending question ({expected})",
             field="observation.question_id",
         )
+    await compute(_apply, session, question_id, answer)
+    return await advance(session, backend, compute)
+
+
+def _apply(session: Session, question_id: str, answer: str) -> None:
     domain = _domain(session)
     before = domain.belief().entropy_bits
     domain.observe(question_id, session.pending["question"], answer)
@@ -284,4 +384,3 @@ async def observe(session: Session, question_id: str, answer: str, backend: Any 
     session.actual_gains.append(before - after)
     session.cost_spent += session.pending["cost"]
     session.pending = None
-    return await advance(session, backend)

@@ -3,18 +3,30 @@
 The first request starts or resumes a session; every later one answers the pending question.
 A session's state is saved before the events of its step are sent, so a client that loses the
 stream (or an orchestrator that restarts) resumes with `Resume{session_id}` exactly where it was.
+
+One stream holds a session at a time: a resume takes the session's lock before it loads the
+session, and a second stream on a held session is refused (SESSION_BUSY). Every move's CPU-bound
+part (EIG over the hypotheses, the bulls-and-cows look-ahead, encoding the session) runs in a
+bounded thread pool, never on the event loop. At most `max_open_llm_sessions` streams of the
+llm domain are open at once; each session's generations run as one flow in the sidecar, at most
+`llm_generations_in_flight` at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sounding import errors
+from sounding.config import InquiryLimits
 from sounding.inquiry import engine
+from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
+from sounding.offload import BoundedPool
 from sounding.store.collections import Store
 
 
@@ -36,62 +48,120 @@ Thresholds = Callable[[str, str], Awaitable[Mapping[str, Mapping[str, Any]]]]
 
 
 class InquiryService:
-    """`backend` is what domains think with (the models, for the llm domain); `thresholds(task,
-    regime)` gives the llm domain's calibrated stop thresholds when a session starts."""
+    """`backend(session_id)` gives what a session's domain thinks with (the models, for the llm
+    domain); `thresholds(task, regime)` gives the llm domain's calibrated stop thresholds when a
+    session starts."""
 
-    def __init__(self, store: Store, backend: Any = None, thresholds: Thresholds | None = None):
+    def __init__(
+        self,
+        store: Store,
+        backend: Callable[[str], Any] | None = None,
+        thresholds: Thresholds | None = None,
+        limits: InquiryLimits = InquiryLimits(),
+    ):
         self._store = store
-        self._backend = backend
+        self._backend = backend or (lambda session_id: None)
         self._thresholds = thresholds
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._limits = limits
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._compute = BoundedPool(limits.compute_threads, limits.compute_queue, "inquiry")
+        self._open_llm = 0
+
+    def close(self) -> None:
+        self._compute.close()
 
     async def run(self, requests: AsyncIterator[InquiryRequest]) -> AsyncIterator[InquiryEvent]:
         first = await anext(requests, None)
         if isinstance(first, Start):
+            engine.validate_start(first, self._limits)
             thresholds = None
-            if first.domain == "llm" and self._thresholds is not None:
-                parameters = first.domain_parameters
-                thresholds = await self._thresholds(
-                    parameters.get("task", "generic"), parameters.get("regime", "normal")
-                )
-            session = engine.start(first, thresholds)
-            events = await engine.advance(session, self._backend)
+            if first.domain == LlmInquiry.name and self._thresholds is not None:
+                thresholds = await self._thresholds(*LlmInquiry.task_and_regime(first.domain_parameters))
+            session = await self._compute(engine.start, first, thresholds, self._limits)
+            lock = self._lock(session.session_id)
         elif isinstance(first, ResumeRequest):
-            session = await self._load(first.session_id)
-            events = await engine.resume(session, self._backend)
+            if not first.session_id or len(first.session_id) > self._limits.max_id_chars:
+                raise errors.InvalidArgument(
+                    f"session_id must be 1 to {self._limits.max_id_chars} characters",
+                    field="resume.session_id",
+                )
+            lock = self._lock(first.session_id)
         else:
             raise errors.InvalidArgument("the first message must be start or resume", field="message")
-        lock = self._locks.setdefault(session.session_id, asyncio.Lock())
         if lock.locked():
             raise errors.FailedPrecondition(
-                f"session {session.session_id} is open on another stream", reason="SESSION_BUSY"
+                f"session {getattr(first, 'session_id', '')} is open on another stream", reason="SESSION_BUSY"
             )
         async with lock:
-            if isinstance(first, Start):
-                await self._store.create_session(session.session_id, session.domain, session.setup_json())
-            await self._save(session)
-            for event in events:
-                yield event
-            if isinstance(events[-1], AnswerEvent):
-                return
-            async for request in requests:
-                if not isinstance(request, ObservationRequest):
-                    raise errors.InvalidArgument("after start or resume, send observations", field="message")
-                events = await engine.observe(session, request.question_id, request.answer, self._backend)
-                await self._save(session)
+            if isinstance(first, ResumeRequest):
+                session = await self._load(first.session_id)
+            async with self._open(session):
+                backend = self._backend(session.session_id)
+                if isinstance(first, Start):
+                    events = await engine.advance(session, backend, self._compute)
+                else:
+                    events = await engine.resume(session, backend, self._compute)
+                await self._save(session, new=isinstance(first, Start))
                 for event in events:
                     yield event
                 if isinstance(events[-1], AnswerEvent):
                     return
+                async for request in requests:
+                    if not isinstance(request, ObservationRequest):
+                        raise errors.InvalidArgument(
+                            "after start or resume, send observations", field="message"
+                        )
+                    events = await engine.observe(
+                        session, request.question_id, request.answer, backend, self._compute, self._limits
+                    )
+                    await self._save(session)
+                    for event in events:
+                        yield event
+                    if isinstance(events[-1], AnswerEvent):
+                        return
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        """The session's lock (kept only while some stream holds or waits for it)."""
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        return lock
+
+    @asynccontextmanager
+    async def _open(self, session: engine.Session):
+        """Counts open llm sessions; one past the limit is refused."""
+        if session.domain != LlmInquiry.name:
+            yield
+            return
+        if self._open_llm >= self._limits.max_open_llm_sessions:
+            raise errors.ResourceExhausted(
+                f"{self._open_llm} llm inquiries are open, the limit; retry later",
+                reason="TOO_MANY_LLM_SESSIONS",
+            )
+        self._open_llm += 1
+        try:
+            yield
+        finally:
+            self._open_llm -= 1
 
     async def _load(self, session_id: str) -> engine.Session:
-        stored = await self._store.load_session(session_id) if session_id else None
+        stored = await self._store.load_session(session_id)
         if stored is None:
             raise errors.NotFound(
-                f"no inquiry session {session_id!r}", reason="SESSION_NOT_FOUND", field="resume.session_id"
+                f"no inquiry session {session_id[:64]!r}",
+                reason="SESSION_NOT_FOUND",
+                field="resume.session_id",
             )
-        return engine.Session.from_json(*stored)
+        return await self._compute(engine.Session.from_json, *stored)
 
-    async def _save(self, session: engine.Session) -> None:
+    async def _save(self, session: engine.Session, new: bool = False) -> None:
+        """Persist the step (and, for a new session, its setup); a cancel cannot split it."""
         session.saves += 1
-        await self._store.save_session(session.session_id, session.saves, session.domain, session.to_json())
+        await asyncio.shield(self._write(session, new))
+
+    async def _write(self, session: engine.Session, new: bool) -> None:
+        if new:
+            setup = await self._compute(session.setup_json)
+            await self._store.create_session(session.session_id, session.domain, setup)
+        state = await self._compute(session.to_json)
+        await self._store.save_session(session.session_id, session.saves, session.domain, state)

@@ -11,6 +11,7 @@ acknowledgement. Thresholds are stored in the calibrations table under
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -119,7 +120,9 @@ class InquiryLearning:
             else:
                 states = await self._log.inquiry_states(request.task, request.regime, request.bucket)
             yield CalibrationProgress("fitting", 0.4)
-            fitted = stop_thresholds.fit(states, request.stop_rule, request.delta, request.alpha)
+            fitted = await asyncio.to_thread(
+                stop_thresholds.fit, states, request.stop_rule, request.delta, request.alpha
+            )
             target = threshold_key(request.task, request.regime, request.stop_rule, request.bucket)
             previous = (await self._log.calibrations_with_prefix(target)).get(target)
             version = (previous[0] if previous else 0) + 1
@@ -167,3 +170,13 @@ def _validate(request: StopThresholdRequest) -> None:
         raise errors.InvalidArgument("risk must be in (0, 1)", field="risk")
     if not 0 < request.alpha < 1:
         raise errors.InvalidArgument("alpha must be in (0, 1)", field="alpha")
+    for index, state in enumerate(request.states):
+        if not math.isfinite(state.score):
+            raise errors.InvalidArgument(
+                f"states[{index}].score must be finite", field=f"states[{index}].score"
+            )
+        if state.stated_confidence is not None and not 0 <= state.stated_confidence <= 1:
+            raise errors.InvalidArgument(
+                f"states[{index}].stated_confidence must be in [0, 1]",
+                field=f"states[{index}].stated_confidence",
+            )

@@ -5,10 +5,13 @@ observed outcomes into rewards for the strategy selector (adaptive-strategy spec
 - `remember` registers a finished retrieval in memory at once (so an Observe sent right after
   the Final event finds it) and appends it to the log in the background, batched (at most one
   commit a second; an Observe waits for the pending ones). A crash can lose the last second of
-  retrievals that nobody observed yet, never an acknowledged observation.
+  retrievals that nobody observed yet, never an acknowledged observation. A failed append is
+  retried with the next; until a retrieval is in the log, outcomes for it are refused
+  (UNAVAILABLE), so no observation is ever durable for a retrieval that is not.
 - `observe` validates a stream's outcomes, commits the accepted ones to the log in one append,
-  and only then updates the selector and acknowledges. Unknown or already observed retrievals
-  are reported back per observation; the others are still recorded.
+  and only then updates the selector and acknowledges; a cancel cannot separate the commit from
+  the update. Unknown or already observed retrievals (the log is asked) are reported back per
+  observation; the others are still recorded.
 - `restore` rebuilds the selector by replaying the observation log in order, from the window
   and without the arms the latest deployed recalibration chose.
 - `recalibrate` prunes and retrains the selector, deploying it only if it validates (§6.3–§6.4).
@@ -40,7 +43,10 @@ _METER = telemetry.meter()
 _ARM_RUNS = _METER.create_counter("sounding.retrieval.arm.runs", description="arms run by Retrieve")
 _ARM_LATENCY = _METER.create_histogram("sounding.retrieval.arm.latency", unit="ms")
 _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", description="observed reward per arm")
+# Retrievals kept in memory for Observe (the others are read back from the log): at most this
+# many, holding at most RECENT_DOCUMENT_IDS document ids together.
 RECENT_RETRIEVALS = 10_000
+RECENT_DOCUMENT_IDS = 1_000_000
 RETRIEVAL_FLUSH_INTERVAL_S = 1.0
 DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
 FEEDBACK_VALUES = ("", "helpful", "not_helpful")
@@ -103,13 +109,15 @@ class LearningService:
         self.selector = StrategySelector(self._arms, config)
         self.deployment: Deployment | None = None
         self.miss_rate_calibration: calibration.MissRateCalibration | None = None
-        self.miss_history = MissHistory()
+        self.miss_history = MissHistory(config.history_capacity)
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
+        self._recent_ids = 0
         self._unwritten: list[RetrievalRecord] = []
+        # Retrievals remembered but not yet durably in the log.
+        self._unlogged: set[str] = set()
         self._flusher: asyncio.Task | None = None
         self._flush_now = asyncio.Event()
         self._flush_interval_s = RETRIEVAL_FLUSH_INTERVAL_S
-        self._observed: set[str] = set()
         self._sequence = 0
         self._lock = asyncio.Lock()
 
@@ -148,20 +156,26 @@ class LearningService:
         return logged
 
     async def _rebuild(self) -> None:
-        """The selector of the latest deployment (its arms and window), replaying the log."""
+        """The selector of the latest deployment (its arms and window), replaying the log (on a
+        worker thread: the log can be long)."""
         self.deployment = await self._log.latest_deployment()
         window_start = self.deployment.window_start_us if self.deployment else 0
         pruned = set(self.deployment.pruned_arms) if self.deployment else set()
-        selector = StrategySelector([a for a in self._arms if a not in pruned], self._config)
-        selector.queries_planned = self.selector.queries_planned
         observations = await self._log.observations()
-        self._observed = {o.retrieval_id for o in observations}
+        logged = await self._logged(observations)
+
+        def replay() -> tuple[StrategySelector, MissHistory]:
+            selector = StrategySelector([a for a in self._arms if a not in pruned], self._config)
+            history = MissHistory(self._config.history_capacity)
+            for observation, record in logged:
+                if observation.create_time_us >= window_start:
+                    selector.learn(record.context, record.embedding, observation.rewards)
+                history.add(record.embedding, calibration.reported_missing(observation.outcome))
+            return selector, history
+
+        selector, history = await asyncio.to_thread(replay)
+        selector.queries_planned = self.selector.queries_planned
         self._sequence = observations[-1].sequence + 1 if observations else 0
-        history = MissHistory()
-        for observation, record in await self._logged(observations):
-            if observation.create_time_us >= window_start:
-                selector.learn(record.context, record.embedding, observation.rewards)
-            history.add(record.embedding, calibration.reported_missing(observation.outcome))
         self.selector = selector
         self.miss_history = history
 
@@ -191,7 +205,8 @@ class LearningService:
             yield CalibrationProgress("training and validating", 0.3)
             window_start = int((time.time() - self._recalibration_window_s) * 1e6)
             incumbent = self.deployment
-            result = recalibrate(
+            result = await asyncio.to_thread(
+                recalibrate,
                 observed,
                 self._arms,
                 self._config.alpha,
@@ -239,7 +254,7 @@ class LearningService:
                 )
             yield CalibrationProgress("fitting", 0.4)
             version = (self.miss_rate_calibration.version if self.miss_rate_calibration else 0) + 1
-            fitted, diagnostics, plot = calibration.fit(outcomes, version)
+            fitted, diagnostics, plot = await asyncio.to_thread(calibration.fit, outcomes, version)
             await self._log.append_calibration("miss_rate", version, fitted.params(), diagnostics)
             self.miss_rate_calibration = fitted
             summary = (
@@ -257,7 +272,8 @@ class LearningService:
             ObservedRun(o.rewards, _contributions(r, o.outcome["used_document_ids"]))
             for o, r in await self._logged()
         ]
-        return strategy_metrics(
+        return await asyncio.to_thread(
+            strategy_metrics,
             [RunSummary(mode, arms) for mode, arms in summaries],
             observed,
             self._arms,
@@ -279,15 +295,20 @@ class LearningService:
             _ARM_RUNS.add(1, attributes)
             _ARM_LATENCY.record(ran["latency_ms"], {"arm": arm})
         self._recent[record.retrieval_id] = record
-        while len(self._recent) > RECENT_RETRIEVALS:
-            self._recent.popitem(last=False)
+        self._recent_ids += _document_ids(record)
+        while len(self._recent) > RECENT_RETRIEVALS or self._recent_ids > RECENT_DOCUMENT_IDS:
+            _, oldest = self._recent.popitem(last=False)
+            self._recent_ids -= _document_ids(oldest)
         self._unwritten.append(record)
+        self._unlogged.add(record.retrieval_id)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush())
 
     async def _flush(self) -> None:
         """Writes remembered retrievals in batches, at most one commit per flush interval (a
-        commit per query would compete with the queries), or at once when someone waits."""
+        commit per query would compete with the queries), or at once when someone waits. A
+        failed write keeps its retrievals for the next (the oldest are given up beyond
+        RECENT_RETRIEVALS waiting)."""
         try:
             await asyncio.wait_for(self._flush_now.wait(), self._flush_interval_s)
         except TimeoutError:
@@ -298,9 +319,14 @@ class LearningService:
             try:
                 await self._log.append_retrievals(batch)
             except Exception:
-                log.exception("could not log %d retrievals; Observe will not find them", len(batch))
-                for record in batch:
+                log.exception("could not log %d retrievals; the next write retries them", len(batch))
+                self._unwritten = batch + self._unwritten
+                for record in self._unwritten[: max(len(self._unwritten) - RECENT_RETRIEVALS, 0)]:
+                    self._unlogged.discard(record.retrieval_id)
                     self._recent.pop(record.retrieval_id, None)
+                self._unwritten = self._unwritten[-RECENT_RETRIEVALS:]
+                return
+            self._unlogged.difference_update(r.retrieval_id for r in batch)
 
     async def _records(self, retrieval_ids: set[str]) -> dict[str, RetrievalRecord]:
         found = {i: self._recent[i] for i in retrieval_ids if i in self._recent}
@@ -310,18 +336,19 @@ class LearningService:
         return found
 
     async def wait_written(self) -> None:
-        """Until every remembered retrieval is in the log."""
+        """Until every remembered retrieval is in the log, or an attempt to write them failed
+        (those stay unlogged, for the next attempt)."""
+        if self._unwritten and (self._flusher is None or self._flusher.done()):
+            self._flusher = asyncio.ensure_future(self._flush())
         while self._flusher is not None and not self._flusher.done():
             self._flush_now.set()
             await asyncio.shield(self._flusher)
 
-    async def observe(self, outcomes: Sequence[RetrievalOutcome | Rejected]) -> ObserveResult:
-        """Record a stream's outcomes (a `Rejected` stands for one the gateway could not read)."""
-        rejected = [o for o in outcomes if isinstance(o, Rejected)]
+    async def observe(self, outcomes: Sequence[RetrievalOutcome]) -> ObserveResult:
+        """Record a stream's retrieval outcomes; rejections name their position in `outcomes`."""
+        rejected: list[Rejected] = []
         valid: list[tuple[int, RetrievalOutcome]] = []
         for index, outcome in enumerate(outcomes):
-            if isinstance(outcome, Rejected):
-                continue
             problem = _invalid(outcome)
             if problem:
                 rejected.append(Rejected(index, "INVALID_ARGUMENT", problem))
@@ -329,13 +356,17 @@ class LearningService:
                 valid.append((index, outcome))
         async with self._lock:
             records = await self._records({o.retrieval_id for _, o in valid})
+            observed = await self._log.observed_retrievals({o.retrieval_id for _, o in valid})
+            # An observation must never be durable while the retrieval it refers to is not.
+            await self.wait_written()
             accepted: list[tuple[RetrievalOutcome, RetrievalRecord, dict[str, float]]] = []
-            seen = set(self._observed)
             for index, outcome in valid:
                 record = records.get(outcome.retrieval_id)
                 if record is None:
-                    rejected.append(Rejected(index, "NOT_FOUND", f"no retrieval {outcome.retrieval_id!r}"))
-                elif outcome.retrieval_id in seen:
+                    rejected.append(
+                        Rejected(index, "NOT_FOUND", f"no retrieval {outcome.retrieval_id[:64]!r}")
+                    )
+                elif outcome.retrieval_id in observed:
                     rejected.append(
                         Rejected(
                             index,
@@ -343,26 +374,35 @@ class LearningService:
                             f"retrieval {outcome.retrieval_id!r} was already observed",
                         )
                     )
+                elif outcome.retrieval_id in self._unlogged:
+                    rejected.append(
+                        Rejected(
+                            index,
+                            "UNAVAILABLE",
+                            f"retrieval {outcome.retrieval_id!r} is not logged yet (its write failed); retry",
+                        )
+                    )
                 else:
-                    seen.add(outcome.retrieval_id)
+                    observed.add(outcome.retrieval_id)
                     accepted.append((outcome, record, rewards(record, outcome)))
-            entries = [
-                ObservationRecord(
-                    self._sequence + i, outcome.retrieval_id, _outcome_json(outcome), arm_rewards
-                )
-                for i, (outcome, _, arm_rewards) in enumerate(accepted)
-            ]
-            # An observation must never be durable while the retrieval it refers to is not.
-            await self.wait_written()
-            await self._log.append_observations(entries)
-            self._sequence += len(entries)
-            for outcome, record, arm_rewards in accepted:
-                for arm, value in arm_rewards.items():
-                    _ARM_REWARD.record(value, {"arm": arm})
-                self._observed.add(outcome.retrieval_id)
-                self.selector.learn(record.context, record.embedding, arm_rewards)
-                self.miss_history.add(record.embedding, calibration.reported_missing(_outcome_json(outcome)))
-        return ObserveResult(len(entries), sorted(rejected, key=lambda r: r.index))
+            await asyncio.shield(self._commit(accepted))
+        return ObserveResult(len(accepted), sorted(rejected, key=lambda r: r.index))
+
+    async def _commit(
+        self, accepted: list[tuple[RetrievalOutcome, RetrievalRecord, dict[str, float]]]
+    ) -> None:
+        """The accepted outcomes into the log in one append, then into the selector."""
+        entries = [
+            ObservationRecord(self._sequence + i, outcome.retrieval_id, _outcome_json(outcome), arm_rewards)
+            for i, (outcome, _, arm_rewards) in enumerate(accepted)
+        ]
+        await self._log.append_observations(entries)
+        self._sequence += len(entries)
+        for outcome, record, arm_rewards in accepted:
+            for arm, value in arm_rewards.items():
+                _ARM_REWARD.record(value, {"arm": arm})
+            self.selector.learn(record.context, record.embedding, arm_rewards)
+            self.miss_history.add(record.embedding, calibration.reported_missing(_outcome_json(outcome)))
 
     async def close(self) -> None:
         await self.wait_written()
@@ -381,6 +421,10 @@ def _bandit_diagnostics(result: Recalibration) -> dict[str, float]:
         diagnostics[f"{arm}.mean_reward"] = stats.mean_reward
         diagnostics[f"{arm}.contribution_rate"] = stats.contribution_rate
     return diagnostics
+
+
+def _document_ids(record: RetrievalRecord) -> int:
+    return 1 + sum(len(ran["document_ids"]) for ran in record.arms.values())
 
 
 def _contributions(record: RetrievalRecord, used: Sequence[str]) -> dict[str, float]:

@@ -12,15 +12,18 @@ from typing import Literal
 
 import grpc
 import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.trace import SpanKind
 
 from sounding import telemetry
 from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
+from sounding.errors import Unavailable
 from sounding.grpc_errors import from_rpc_error
 
 ClusterMethod = Literal["exact", "embedding", "entailment"]
-# Must match the sidecar's (models.server): gRPC metadata naming the caller's flow.
+# gRPC metadata naming the caller's flow (the sidecar queues flows fairly).
 FLOW_METADATA_KEY = "x-sounding-flow"
+SERVICE_NAME = models_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
 _CLUSTER_METHODS = {
     "exact": models_pb2.CLUSTER_METHOD_EXACT,
     "embedding": models_pb2.CLUSTER_METHOD_EMBEDDING,
@@ -44,6 +47,17 @@ class ModelsClient:
 
     async def close(self) -> None:
         await self._channel.close()
+
+    async def check_serving(self, timeout: float | None = None) -> None:
+        """Returns when the sidecar's health service says SERVING; Unavailable otherwise."""
+        try:
+            response = await health_pb2_grpc.HealthStub(self._channel).Check(
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error, "models sidecar health") from None
+        if response.status != health_pb2.HealthCheckResponse.SERVING:
+            raise Unavailable("the models sidecar is not serving yet")
 
     async def embed(self, texts: Sequence[str], timeout: float | None = None) -> np.ndarray:
         """L2-normalised float32 embeddings, one row per text."""

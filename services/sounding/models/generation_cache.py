@@ -9,6 +9,7 @@ stored text as one piece carrying that time, so callers can still count what the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
@@ -28,6 +29,8 @@ CREATE TABLE IF NOT EXISTS generations (
     decode_ms REAL
 )
 """
+# Eviction deletes by `stored`: without an index every store scanned the table.
+_INDEX = "CREATE INDEX IF NOT EXISTS generations_stored ON generations (stored)"
 
 
 class CachedGenerator:
@@ -46,6 +49,7 @@ class CachedGenerator:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(generations)")}
         if "decode_ms" not in columns:  # a cache written before decode times were kept
             self._db.execute("ALTER TABLE generations ADD COLUMN decode_ms REAL")
+        self._db.execute(_INDEX)
         self._sequence = self._db.execute("SELECT COALESCE(MAX(stored), 0) FROM generations").fetchone()[0]
 
     def key(self, messages: Sequence[dict[str, str]], params: GenerationParams) -> str | None:
@@ -80,7 +84,7 @@ class CachedGenerator:
         self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
     ) -> AsyncIterator[Piece]:
         key = self.key(messages, params)
-        cached = self.lookup(key) if key else None
+        cached = await asyncio.to_thread(self.lookup, key) if key else None
         if cached is not None:
             yield cached
             return
@@ -90,5 +94,5 @@ class CachedGenerator:
             pieces.append(piece.text)
             if piece.finish_reason and key:
                 decode_ms = (time.perf_counter() - started) * 1000
-                self.store(key, "".join(pieces), piece.finish_reason, decode_ms)
+                await asyncio.to_thread(self.store, key, "".join(pieces), piece.finish_reason, decode_ms)
             yield piece

@@ -204,8 +204,8 @@ class LocalGenerator:
     async def stream(
         self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
     ) -> AsyncIterator[Piece]:
-        prompt = self._tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, return_dict=True
+        prompt = await asyncio.to_thread(
+            self._tokenizer.apply_chat_template, list(messages), add_generation_prompt=True, return_dict=True
         )
         if len(prompt["input_ids"]) > self._max_prompt_tokens:
             raise InvalidArgument(

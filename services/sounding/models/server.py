@@ -17,7 +17,7 @@ from sounding.api.sounding.models.v1 import models_pb2
 from sounding.config import Settings
 from sounding.core import clustering
 from sounding.models.batching import MicroBatcher
-from sounding.models.client import FLOW_METADATA_KEY
+from sounding.models.client import FLOW_METADATA_KEY, SERVICE_NAME
 from sounding.models.embedder import Embedder
 from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
@@ -26,7 +26,8 @@ from sounding.models.nli import TRAINED_DIR, NliModel, ensure_trained
 log = logging.getLogger(__name__)
 
 MODEL_SERVICE = models_pb2.DESCRIPTOR.services_by_name["ModelService"]
-SERVICE_NAME = MODEL_SERVICE.full_name
+# Sampling temperatures: below the minimum the logits overflow (greedy decoding is temperature 0).
+MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
 MAX_STOP_CHARS = 64
 MAX_FLOW_CHARS = 128
@@ -281,7 +282,10 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     health_servicer = health.aio.HealthServicer()
     server = rpc.server(settings.limits.transport)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    server.add_generic_rpc_handlers((rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings)),))
+    gate = rpc.Gate()
+    server.add_generic_rpc_handlers(
+        (rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate),)
+    )
     for name in (SERVICE_NAME, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     server.add_insecure_port(settings.models.address)
@@ -296,7 +300,10 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     try:
         await server.wait_for_termination()
     finally:
-        await server.stop(grace=2)
+        for name in (SERVICE_NAME, ""):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await gate.drain(settings.limits.transport.drain_grace_s)
+        await server.stop(grace=1.0)
         await servicer.close()
         await batcher.close()
         encode_thread.shutdown(wait=True, cancel_futures=True)

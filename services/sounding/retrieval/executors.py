@@ -21,19 +21,25 @@ from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest,
 from sounding.retrieval.runner import StrategyRunner
 
 
+def runner_arguments(settings: Settings) -> tuple:
+    """What `StrategyRunner.open` takes, from the settings."""
+    memory = settings.limits.memory
+    return (
+        settings.models.address,
+        settings.store_uri,
+        settings.retrieval.exact_scan_max_chunks,
+        memory.worker_snapshot_mib * 1024 * 1024,
+        memory.worker_graphs,
+    )
+
+
 class InProcessExecutor:
     def __init__(self, runner: StrategyRunner):
         self._runner = runner
 
     @classmethod
     async def open(cls, settings: Settings) -> InProcessExecutor:
-        return cls(
-            await StrategyRunner.open(
-                settings.models.address,
-                settings.store_uri,
-                settings.retrieval.exact_scan_max_chunks,
-            )
-        )
+        return cls(await StrategyRunner.open(*runner_arguments(settings)))
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
         return await self._runner.run(arm, request, trace_carrier)
@@ -52,8 +58,8 @@ class StrategyWorker:
     """Body of the Ray actor: one warm StrategyRunner per worker process, served over a
     `ChannelServer` (Ray only starts, places and restarts the actor and tells its address)."""
 
-    def __init__(self, models_address: str, store_uri: str, exact_scan_max_chunks: int, secret: bytes):
-        self._args = (models_address, store_uri, exact_scan_max_chunks)
+    def __init__(self, runner_arguments: tuple, secret: bytes):
+        self._args = runner_arguments
         self._secret = secret
         self._runner: StrategyRunner | None = None
         self._channel: ChannelServer | None = None
@@ -108,12 +114,7 @@ class RayExecutor:
         )
         secret = secrets.token_bytes(32)
         workers = [
-            actor.remote(
-                settings.models.address,
-                settings.store_uri,
-                settings.retrieval.exact_scan_max_chunks,
-                secret,
-            )
+            actor.remote(runner_arguments(settings), secret)
             for _ in range(settings.retrieval.strategy_workers)
         ]
         channels = [ChannelClient(functools.partial(_address, worker), secret) for worker in workers]

@@ -23,12 +23,19 @@ class StrategyRunner:
         self._reader = reader
 
     @classmethod
-    async def open(cls, models_address: str, store_uri: str, exact_scan_max_chunks: int) -> StrategyRunner:
+    async def open(
+        cls,
+        models_address: str,
+        store_uri: str,
+        exact_scan_max_chunks: int,
+        snapshot_bytes: int = 1 << 30,
+        max_graphs: int = 8,
+    ) -> StrategyRunner:
         # Dense scans are small matrix-vector products: threaded BLAS gains nothing on them, and
         # its threads keep spinning afterwards on the cores the sidecar's encoder needs (measured
         # here: a query encode took 43 ms instead of 17 ms right after a two-thread scan).
         threadpoolctl.threadpool_limits(1, user_api="blas")
-        reader = await ChunkReader.open(store_uri, exact_scan_max_chunks)
+        reader = await ChunkReader.open(store_uri, exact_scan_max_chunks, snapshot_bytes, max_graphs)
         return cls(ModelsClient(models_address), reader)
 
     async def close(self) -> None:

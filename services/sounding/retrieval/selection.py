@@ -28,6 +28,8 @@ class SelectionConfig:
     relative_threshold: float = 0.9
     schedule: ExplorationSchedule = ExplorationSchedule()
     seed: int = 0
+    # Observed queries the similar-outcomes feature looks among (the most recent).
+    history_capacity: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class StrategySelector:
         self.bandit = LinUCB(self.arms, features.DIMENSION, config.alpha)
         self.queries_planned = 0
         # Observed queries' embeddings with their best-arm rewards.
-        self._outcomes = NearestValues()
+        self._outcomes = NearestValues(capacity=config.history_capacity)
 
     def similar_outcomes(self, embedding: Sequence[float]) -> float:
         """Mean best-arm reward of the most similar observed queries (cosine), or NO_HISTORY."""

@@ -54,6 +54,7 @@ from sounding.retrieval.protocol import (
     Uncertainty,
 )
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord
@@ -62,8 +63,10 @@ UNCALIBRATED = "uncalibrated"
 
 
 def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
-    if not query.collection:
-        raise errors.InvalidArgument("collection must be set", field="collection")
+    if not schema.COLLECTION_NAME.match(query.collection):
+        raise errors.InvalidArgument(
+            f"collection {query.collection[:80]!r} is not a collection name", field="collection"
+        )
     if not query.query.strip():
         raise errors.InvalidArgument("query must not be empty", field="query")
     if len(query.query) > limits.max_query_chars:

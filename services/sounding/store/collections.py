@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -22,11 +23,12 @@ from lancedb.index import FTS, BTree
 
 from sounding import errors
 from sounding.store import schema
+from sounding.store.durability import Durability
 
 # Every commit leaves a table version; optimising prunes those older than this, which no reader
 # still needs (thousands of kept versions made each optimisation take seconds).
 VERSION_RETENTION = timedelta(minutes=1)
-# Session saves are one small append each; compact the table (and refresh its index) every so many.
+# Session saves are one small commit each; compact the table (and refresh its index) every so many.
 SESSION_WRITES_PER_COMPACTION = 200
 
 
@@ -54,24 +56,32 @@ class CollectionStats:
 
 
 class Store:
-    def __init__(self, connection: lancedb.AsyncConnection):
+    """The writer. Every method that commits something a client is acknowledged for returns only
+    once `durability.sync()` says the commit is on disk."""
+
+    def __init__(self, connection: lancedb.AsyncConnection, durability: Durability):
         self._db = connection
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._durability = durability
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._tables: dict[str, lancedb.AsyncTable] = {}
         self._stats: dict[str, tuple[int, CollectionStats]] = {}
         self._infos: dict[str, CollectionInfo] = {}
 
     @classmethod
-    async def open(cls, uri: str) -> Store:
+    async def open(cls, uri: str, durability: Durability | None = None) -> Store:
         connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
-        store = cls(connection)
+        store = cls(connection, durability or Durability("process", uri))
         await store._ensure_registry()
         await store._ensure_sessions()
         await store._drop_unregistered_tables()
         return store
 
     def lock(self, collection: str) -> asyncio.Lock:
-        return self._locks.setdefault(collection, asyncio.Lock())
+        """The collection's write lock (kept only while someone holds or waits for it)."""
+        lock = self._locks.get(collection)
+        if lock is None:
+            lock = self._locks[collection] = asyncio.Lock()
+        return lock
 
     async def _table_names(self) -> list[str]:
         names: list[str] = []
@@ -114,9 +124,11 @@ class Store:
         }
         await self._session_setups.add(pa.Table.from_pylist([row], schema.SESSION_SETUPS_SCHEMA))
         await self._count_session_write()
+        await self._durability.sync()
 
     async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
-        """Append a session's state after `step` (one small commit; the latest step wins)."""
+        """Store a session's state after `step`, replacing the one before (one commit; a session
+        has one row however often it is saved or resumed)."""
         row = pa.Table.from_pylist(
             [
                 {
@@ -129,8 +141,14 @@ class Store:
             ],
             schema.SESSIONS_SCHEMA,
         )
-        await self._sessions.add(row)
+        await (
+            self._sessions.merge_insert("session_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(row)
+        )
         await self._count_session_write()
+        await self._durability.sync()
 
     async def _count_session_write(self) -> None:
         """Every small append adds a table version; compact both session tables now and then."""
@@ -140,7 +158,9 @@ class Store:
                 await table.optimize(cleanup_older_than=VERSION_RETENTION)
 
     async def load_session(self, session_id: str) -> tuple[str, str] | None:
-        """(setup, state of the latest step) of a session, or None for an unknown session."""
+        """(setup, state of the latest step) of a session, or None for an unknown session (data
+        directories written before saves replaced their row may hold several rows: the latest
+        step wins)."""
         where = f"session_id = {schema.sql_string(session_id)}"
         setups = (
             await self._session_setups.query().where(where).select(["setup_json"]).to_arrow()
@@ -187,6 +207,7 @@ class Store:
                 chunk_overlap_words=chunk_overlap_words,
             )
             await self._registry.add(pa.Table.from_pylist([info.__dict__], schema.COLLECTIONS_SCHEMA))
+            await self._durability.sync()
             return info
 
     async def _find(self, name: str) -> CollectionInfo | None:
@@ -222,6 +243,7 @@ class Store:
             for cache in (self._tables, self._stats, self._infos):
                 cache.pop(name, None)
             await self._db.drop_table(schema.chunks_table(name))
+            await self._durability.sync()
 
     async def chunks(self, name: str) -> lancedb.AsyncTable:
         table = self._tables.get(name)
@@ -244,6 +266,7 @@ class Store:
             .execute(rows)
         )
         await table.optimize(cleanup_older_than=VERSION_RETENTION)
+        await self._durability.sync()
 
     async def stats(self, name: str) -> CollectionStats:
         """Document, chunk and indexed-chunk counts of the table's current version (cached per

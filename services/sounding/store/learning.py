@@ -2,11 +2,14 @@
 
 Both tables are append-only. An observation is committed before Observe acknowledges it, and
 the strategy selector is rebuilt by replaying the observations in sequence order, so an
-acknowledged observation survives a crash and a restart reproduces the selector exactly.
+acknowledged observation survives a crash and a restart reproduces the selector exactly. Rows
+are decoded on a worker thread (a log can hold many thousands); lookups by id go in chunks of
+ID_CHUNK ids.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -17,6 +20,7 @@ import lancedb
 import pyarrow as pa
 from lancedb.index import BTree
 
+from sounding.store.durability import Durability
 from sounding.store.schema import sql_string
 
 RETRIEVALS_TABLE = "retrievals"
@@ -24,6 +28,7 @@ OBSERVATIONS_TABLE = "retrieval_observations"
 DEPLOYMENTS_TABLE = "selector_deployments"
 WRITES_PER_COMPACTION = 200
 VERSION_RETENTION = timedelta(minutes=1)
+ID_CHUNK = 1000
 
 RETRIEVALS_SCHEMA = pa.schema(
     [
@@ -173,13 +178,21 @@ class ObservationRecord:
 
 
 class LearningLog:
-    def __init__(self, db: lancedb.AsyncConnection):
+    """Appends that are acknowledged to a client (observations, inquiry states, calibrations,
+    deployments) return once `durability.sync()` says they are on disk; retrievals are not
+    acknowledged to anyone, and the sync of the observation about one covers it."""
+
+    def __init__(self, db: lancedb.AsyncConnection, durability: Durability):
         self._db = db
+        self._durability = durability
         self._writes = 0
 
     @classmethod
-    async def open(cls, uri: str) -> LearningLog:
-        log = cls(await lancedb.connect_async(uri, read_consistency_interval=timedelta(0)))
+    async def open(cls, uri: str, durability: Durability | None = None) -> LearningLog:
+        log = cls(
+            await lancedb.connect_async(uri, read_consistency_interval=timedelta(0)),
+            durability or Durability("process", uri),
+        )
         names = set(await log._db.table_names(limit=100_000))
         for name, table_schema in (
             (RETRIEVALS_TABLE, RETRIEVALS_SCHEMA),
@@ -218,26 +231,47 @@ class LearningLog:
             await self._retrievals.add(pa.Table.from_pylist(rows, RETRIEVALS_SCHEMA))
             await self._compact_now_and_then()
 
+    async def _by_ids(self, table: lancedb.AsyncTable, ids: Iterable[str], columns=None) -> list[pa.Table]:
+        """The rows of `table` whose retrieval_id is one of `ids`, as Arrow tables."""
+        ids = sorted(set(ids))
+        parts = []
+        for start in range(0, len(ids), ID_CHUNK):
+            query = table.query().where(
+                f"retrieval_id IN ({', '.join(sql_string(i) for i in ids[start : start + ID_CHUNK])})"
+            )
+            parts.append(await (query.select(columns) if columns else query).to_arrow())
+        return parts
+
     async def retrievals(self, retrieval_ids: Iterable[str]) -> dict[str, RetrievalRecord]:
-        ids = sorted(set(retrieval_ids))
-        if not ids:
-            return {}
-        rows = (
-            await self._retrievals.query()
-            .where(f"retrieval_id IN ({', '.join(sql_string(i) for i in ids)})")
-            .to_arrow()
-        ).to_pylist()
-        return {row["retrieval_id"]: RetrievalRecord.from_row(row) for row in rows}
+        parts = await self._by_ids(self._retrievals, retrieval_ids)
+
+        def decode() -> dict[str, RetrievalRecord]:
+            return {
+                row["retrieval_id"]: RetrievalRecord.from_row(row)
+                for part in parts
+                for row in part.to_pylist()
+            }
+
+        return await asyncio.to_thread(decode) if parts else {}
+
+    async def observed_retrievals(self, retrieval_ids: Iterable[str]) -> set[str]:
+        """The retrievals among these that have an observation."""
+        parts = await self._by_ids(self._observations, retrieval_ids, ["retrieval_id"])
+        return {i for part in parts for i in part.column("retrieval_id").to_pylist()}
 
     async def retrieval_summaries(self) -> list[tuple[str, dict[str, dict]]]:
         """(mode, arms that ran) of every logged retrieval, without contexts or embeddings."""
         table = await self._retrievals.query().select(["mode", "arms_json"]).to_arrow()
-        return [
-            (mode, json.loads(arms))
-            for mode, arms in zip(
-                table.column("mode").to_pylist(), table.column("arms_json").to_pylist(), strict=True
-            )
-        ]
+
+        def decode() -> list[tuple[str, dict[str, dict]]]:
+            return [
+                (mode, json.loads(arms))
+                for mode, arms in zip(
+                    table.column("mode").to_pylist(), table.column("arms_json").to_pylist(), strict=True
+                )
+            ]
+
+        return await asyncio.to_thread(decode)
 
     async def next_query_index(self) -> int:
         table = await self._retrievals.query().select(["query_index"]).to_arrow()
@@ -261,20 +295,25 @@ class LearningLog:
         ]
         await self._observations.add(pa.Table.from_pylist(rows, OBSERVATIONS_SCHEMA))
         await self._compact_now_and_then()
+        await self._durability.sync()
 
     async def observations(self) -> list[ObservationRecord]:
         """Every observation, in sequence order."""
-        rows = (await self._observations.query().to_arrow()).sort_by("sequence").to_pylist()
-        return [
-            ObservationRecord(
-                r["sequence"],
-                r["retrieval_id"],
-                json.loads(r["outcome_json"]),
-                json.loads(r["rewards_json"]),
-                r["create_time_us"],
-            )
-            for r in rows
-        ]
+        table = await self._observations.query().to_arrow()
+
+        def decode() -> list[ObservationRecord]:
+            return [
+                ObservationRecord(
+                    r["sequence"],
+                    r["retrieval_id"],
+                    json.loads(r["outcome_json"]),
+                    json.loads(r["rewards_json"]),
+                    r["create_time_us"],
+                )
+                for r in table.sort_by("sequence").to_pylist()
+            ]
+
+        return await asyncio.to_thread(decode)
 
     async def append_deployment(self, deployment: Deployment) -> None:
         row = {
@@ -285,6 +324,7 @@ class LearningLog:
             "create_time_us": int(time.time() * 1e6),
         }
         await self._deployments.add(pa.Table.from_pylist([row], DEPLOYMENTS_SCHEMA))
+        await self._durability.sync()
 
     async def latest_deployment(self) -> Deployment | None:
         rows = (await self._deployments.query().to_arrow()).to_pylist()
@@ -307,6 +347,7 @@ class LearningLog:
             "create_time_us": int(time.time() * 1e6),
         }
         await self._calibrations.add(pa.Table.from_pylist([row], CALIBRATIONS_SCHEMA))
+        await self._durability.sync()
 
     async def latest_calibration(self, target: str) -> tuple[int, dict] | None:
         """(version, parameters) of the target's latest calibration, or None."""
@@ -349,27 +390,32 @@ class LearningLog:
             for s in states
         ]
         await self._inquiry_states.add(pa.Table.from_pylist(rows, INQUIRY_STATES_SCHEMA))
+        await self._durability.sync()
 
     async def inquiry_states(self, task: str, regime: str, bucket: str = "") -> list[InquiryState]:
         """Recorded states of the task and regime (and homogeneity bucket, if given)."""
         where = f"task = {sql_string(task)} AND regime = {sql_string(regime)}"
         if bucket:
             where += f" AND bucket = {sql_string(bucket)}"
-        rows = (await self._inquiry_states.query().where(where).to_arrow()).to_pylist()
-        return [
-            InquiryState(
-                r["session_id"],
-                r["task"],
-                r["regime"],
-                r["bucket"],
-                r["turn"],
-                json.loads(r["scores_json"]),
-                r["error"],
-                r["nonconformity"],
-                r["stated_confidence"],
-            )
-            for r in rows
-        ]
+        table = await self._inquiry_states.query().where(where).to_arrow()
+
+        def decode() -> list[InquiryState]:
+            return [
+                InquiryState(
+                    r["session_id"],
+                    r["task"],
+                    r["regime"],
+                    r["bucket"],
+                    r["turn"],
+                    json.loads(r["scores_json"]),
+                    r["error"],
+                    r["nonconformity"],
+                    r["stated_confidence"],
+                )
+                for r in table.to_pylist()
+            ]
+
+        return await asyncio.to_thread(decode)
 
     async def observed_sessions(self, session_ids: Sequence[str]) -> set[str]:
         """The sessions among these whose states are already recorded."""

@@ -4,13 +4,17 @@ Searches return one hit per document (its best chunk), best first. Dense search 
 at most `exact_scan_max_chunks` chunks is an exact cosine scan of the table's vectors held in
 memory and reloaded whenever the table's version changes; the result is the same ranking as
 LanceDB's flat vector search, without its per-query planning cost. Larger tables use LanceDB's
-vector search.
+vector search, and so does a table whose vectors alone exceed `snapshot_bytes`. The vectors of
+all collections together are held within `snapshot_bytes`, the graphs of at most `max_graphs`
+collections; the least recently used give way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
@@ -45,6 +49,11 @@ class _VectorSnapshot:
     # None when the table is too large for an in-memory scan.
     matrix: np.ndarray | None = None
 
+    @property
+    def nbytes(self) -> int:
+        """About what the snapshot holds in memory (the ids' strings counted at 100 bytes)."""
+        return 0 if self.matrix is None else self.matrix.nbytes + 100 * len(self.matrix)
+
 
 def best_per_document(hits: list[ChunkHit], limit: int) -> list[ChunkHit]:
     """Keep each document's first (best) chunk, in order, up to `limit` documents."""
@@ -60,18 +69,44 @@ def best_per_document(hits: list[ChunkHit], limit: int) -> list[ChunkHit]:
 
 
 class ChunkReader:
-    def __init__(self, connection: lancedb.AsyncConnection, exact_scan_max_chunks: int):
+    def __init__(
+        self,
+        connection: lancedb.AsyncConnection,
+        exact_scan_max_chunks: int,
+        snapshot_bytes: int = 1 << 30,
+        max_graphs: int = 8,
+    ):
         self._db = connection
         self._exact_scan_max_chunks = exact_scan_max_chunks
+        self._snapshot_bytes = snapshot_bytes
+        self._max_graphs = max_graphs
         self._tables: dict[str, lancedb.AsyncTable] = {}
-        self._snapshots: dict[str, _VectorSnapshot] = {}
-        self._snapshot_locks: dict[str, asyncio.Lock] = {}
-        self._graphs: dict[str, GraphSnapshot] = {}
+        self._snapshots: OrderedDict[str, _VectorSnapshot] = OrderedDict()
+        self._snapshot_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._graphs: OrderedDict[str, GraphSnapshot] = OrderedDict()
 
     @classmethod
-    async def open(cls, uri: str, exact_scan_max_chunks: int) -> ChunkReader:
+    async def open(
+        cls, uri: str, exact_scan_max_chunks: int, snapshot_bytes: int = 1 << 30, max_graphs: int = 8
+    ) -> ChunkReader:
         connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
-        return cls(connection, exact_scan_max_chunks)
+        return cls(connection, exact_scan_max_chunks, snapshot_bytes, max_graphs)
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._snapshot_locks.get(key)
+        if lock is None:
+            lock = self._snapshot_locks[key] = asyncio.Lock()
+        return lock
+
+    def _keep_snapshot(self, collection: str, snapshot: _VectorSnapshot) -> _VectorSnapshot:
+        self._snapshots[collection] = snapshot
+        self._snapshots.move_to_end(collection)
+        while (
+            sum(s.nbytes for s in self._snapshots.values()) > self._snapshot_bytes
+            and len(self._snapshots) > 1
+        ):
+            self._snapshots.popitem(last=False)
+        return snapshot
 
     async def _table(self, collection: str) -> lancedb.AsyncTable:
         table = self._tables.get(collection)
@@ -101,10 +136,13 @@ class ChunkReader:
         version = (await tables[0].version(), await tables[1].version())
         cached = self._graphs.get(collection)
         if cached is None or cached.version != version:
-            async with self._snapshot_locks.setdefault("graph:" + collection, asyncio.Lock()):
+            async with self._lock("graph:" + collection):
                 cached = self._graphs.get(collection)
                 if cached is None or cached.version != version:
                     cached = self._graphs[collection] = await GraphSnapshot.load(*tables)
+        self._graphs.move_to_end(collection)
+        while len(self._graphs) > self._max_graphs:
+            self._graphs.popitem(last=False)
         return cached
 
     async def vector_search(
@@ -153,24 +191,28 @@ class ChunkReader:
     ) -> _VectorSnapshot:
         snapshot = self._snapshots.get(collection)
         if snapshot is not None and known_version is not None and snapshot.version == known_version:
+            self._snapshots.move_to_end(collection)
             return snapshot
         version = await table.version()
         if snapshot is not None and snapshot.version == version:
+            self._snapshots.move_to_end(collection)
             return snapshot
-        async with self._snapshot_locks.setdefault(collection, asyncio.Lock()):
+        async with self._lock(collection):
             snapshot = self._snapshots.get(collection)
             if snapshot is not None and snapshot.version == version:
                 return snapshot
             chunk_count = await table.count_rows()
             document_count = await table.count_rows("chunk_index = 0")
             chunks_per_document = chunk_count / document_count if document_count else 1.0
-            if chunk_count > self._exact_scan_max_chunks:
-                snapshot = _VectorSnapshot(version, chunks_per_document)
-                self._snapshots[collection] = snapshot
-                return snapshot
+            too_large = _VectorSnapshot(version, chunks_per_document)
+            dimension = (await table.schema()).field("vector").type.list_size
+            if (
+                chunk_count > self._exact_scan_max_chunks
+                or chunk_count * (dimension * 4 + 100) > self._snapshot_bytes
+            ):
+                return self._keep_snapshot(collection, too_large)
             data = await table.query().select(["chunk_id", "document_id", "vector"]).to_arrow()
             vectors = data.column("vector").combine_chunks()
-            dimension = vectors.type.list_size
             matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(-1, dimension)
             snapshot = _VectorSnapshot(
                 version=version,
@@ -179,8 +221,7 @@ class ChunkReader:
                 document_ids=np.asarray(data.column("document_id").to_pylist(), dtype=object),
                 matrix=np.ascontiguousarray(matrix, dtype=np.float32),
             )
-            self._snapshots[collection] = snapshot
-            return snapshot
+            return self._keep_snapshot(collection, snapshot)
 
 
 async def _documents(fetch, limit: int, chunks_per_document: float) -> list[ChunkHit]:

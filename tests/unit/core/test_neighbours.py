@@ -26,3 +26,16 @@ def test_fewer_vectors_than_asked_give_all_values():
     history.add([1.0, 0.0], 0.25)
     history.add([0.0, 1.0], 0.75)
     assert sorted(history.nearest([1.0, 1.0], 3)) == [0.25, 0.75]
+
+
+def test_at_capacity_the_oldest_give_way():
+    history = NearestValues(capacity=100)
+    rng = np.random.default_rng(5)
+    embeddings = rng.normal(size=(250, 4))
+    for index, embedding in enumerate(embeddings):
+        history.add(embedding, float(index))
+    assert len(history) == 100
+    assert sorted(history.nearest(rng.normal(size=4), 1000)) == [float(i) for i in range(150, 250)]
+    query = embeddings[10]  # gone: its nearest now comes from the last 100
+    unit = embeddings[150:] / np.linalg.norm(embeddings[150:], axis=1, keepdims=True)
+    assert history.nearest(query, 1)[0] == 150 + int(np.argmax(unit @ query))

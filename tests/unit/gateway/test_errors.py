@@ -46,3 +46,10 @@ def test_domain_errors_survive_pickling():
 
     error = pickle.loads(pickle.dumps(errors.Unavailable("down", field="x")))
     assert isinstance(error, errors.Unavailable) and error.field == "x" and error.message == "down"
+
+
+def test_a_message_quoting_client_data_is_clipped():
+    status = to_status(errors.InvalidArgument("bad: " + "x" * 100_000, field="f" * 10_000))
+    decoded, details = _details(status)
+    assert len(decoded.message) <= 1024 and decoded.message.startswith("bad: x")
+    assert len(details["BadRequest"].field_violations[0].field) <= 256

@@ -2,7 +2,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from sounding.learning.service import LearningService, Rejected, RetrievalOutcome, rewards
+from sounding.learning.service import LearningService, RetrievalOutcome, rewards
 from sounding.retrieval import features
 from sounding.retrieval.selection import SelectionConfig
 from sounding.store.learning import RetrievalRecord
@@ -12,15 +12,23 @@ ARMS = ("dense", "lexical")
 
 
 class MemoryLog:
-    """The LearningLog contract in memory; `fail_observations` makes the next append fail."""
+    """The LearningLog contract in memory; `fail_observations` and `fail_retrievals` make the
+    appends fail; `append_delay` slows the observation append."""
 
     def __init__(self):
         self.retrieval_rows: dict[str, RetrievalRecord] = {}
         self.observation_rows: list = []
         self.fail_observations = False
+        self.fail_retrievals = False
+        self.append_delay = 0.0
 
     async def append_retrievals(self, records):
+        if self.fail_retrievals:
+            raise OSError("disk full")
         self.retrieval_rows.update({r.retrieval_id: r for r in records})
+
+    async def observed_retrievals(self, ids):
+        return {o.retrieval_id for o in self.observation_rows} & set(ids)
 
     async def retrievals(self, ids):
         return {i: self.retrieval_rows[i] for i in set(ids) if i in self.retrieval_rows}
@@ -31,6 +39,7 @@ class MemoryLog:
     async def append_observations(self, records):
         if self.fail_observations:
             raise OSError("disk full")
+        await asyncio.sleep(self.append_delay)
         self.observation_rows.extend(records)
 
     async def observations(self):
@@ -107,7 +116,7 @@ def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
             [
                 RetrievalOutcome("r1", ("d1",)),
                 RetrievalOutcome("nope", ("d1",)),
-                Rejected(2, "UNIMPLEMENTED", "inquiry_outcome is not recorded yet"),
+                RetrievalOutcome("", ("d1",)),
                 RetrievalOutcome("r2", ("d3",), feedback="bogus"),
                 RetrievalOutcome("r2", ("d3",)),
                 RetrievalOutcome("r1", ("d2",)),
@@ -118,7 +127,7 @@ def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
     assert result.recorded == 2
     assert [(r.index, r.code) for r in result.rejected] == [
         (1, "NOT_FOUND"),
-        (2, "UNIMPLEMENTED"),
+        (2, "INVALID_ARGUMENT"),
         (3, "INVALID_ARGUMENT"),
         (5, "ALREADY_EXISTS"),
     ]
@@ -140,6 +149,46 @@ def test_a_failed_append_teaches_the_selector_nothing():
 
     learning = asyncio.run(run())
     assert learning.selector.bandit.pulls == {"dense": 0, "lexical": 0}
+
+
+def test_outcomes_for_a_retrieval_whose_log_write_failed_are_refused_until_it_is_written():
+    log = MemoryLog()
+    log.fail_retrievals = True
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1"))
+        refused = await learning.observe([RetrievalOutcome("r1", ("d1",))])
+        log.fail_retrievals = False  # the disk has room again: the next write retries r1
+        accepted = await learning.observe([RetrievalOutcome("r1", ("d1",))])
+        return refused, accepted
+
+    refused, accepted = asyncio.run(run())
+    assert refused.recorded == 0 and [(r.index, r.code) for r in refused.rejected] == [(0, "UNAVAILABLE")]
+    assert accepted.recorded == 1 and not accepted.rejected
+    assert [o.retrieval_id for o in log.observation_rows] == ["r1"] and "r1" in log.retrieval_rows
+
+
+def test_a_cancelled_observe_still_commits_and_learns_together():
+    log = MemoryLog()
+    log.append_delay = 0.05
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1"))
+        task = asyncio.ensure_future(learning.observe([RetrievalOutcome("r1", ("d1",))]))
+        await asyncio.sleep(0.02)  # inside the append
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.1)
+        again = await learning.observe([RetrievalOutcome("r1", ("d1",))])
+        return learning, again
+
+    learning, again = asyncio.run(run())
+    assert [o.sequence for o in log.observation_rows] == [0]
+    assert learning._sequence == 1 and sum(learning.selector.bandit.pulls.values()) == 2  # both arms learnt
+    assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"]
 
 
 def test_replaying_the_log_rebuilds_the_same_selector():

@@ -1,8 +1,18 @@
 import asyncio
 
 import numpy as np
+import pyarrow as pa
 import pytest
-from sounding.store.reader import ChunkHit, _documents, _exact_scan, _VectorSnapshot, best_per_document
+from sounding.store import schema
+from sounding.store.collections import Store
+from sounding.store.reader import (
+    ChunkHit,
+    ChunkReader,
+    _documents,
+    _exact_scan,
+    _VectorSnapshot,
+    best_per_document,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -60,33 +70,31 @@ def test_exact_scan_collapses_to_documents_and_orders_by_cosine():
     assert [h.score for h in hits] == pytest.approx([s for _, (_, s) in expected])
 
 
+def rows(document_ids, direction):
+    """Chunk rows of one chunk per document, every vector along `direction`."""
+    vector = np.asarray(direction, dtype=np.float32) / np.linalg.norm(direction)
+    return pa.Table.from_pylist(
+        [
+            {
+                "chunk_id": f"{d}#0",
+                "document_id": d,
+                "chunk_index": 0,
+                "title": d,
+                "text": d,
+                "search_text": d,
+                "metadata_json": "{}",
+                "vector": vector.tolist(),
+            }
+            for d in document_ids
+        ],
+        schema.chunks_schema(len(direction)),
+    )
+
+
 def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(tmp_path):
     """The orchestrator reads the version (Store.stats) and passes it to the workers' readers:
     a reader whose snapshot has that version skips LanceDB's version check, and one whose
     snapshot is older loads the new version."""
-    import pyarrow as pa
-    from sounding.store import schema
-    from sounding.store.collections import Store
-    from sounding.store.reader import ChunkReader
-
-    def rows(document_ids, direction):
-        vector = np.asarray(direction, dtype=np.float32) / np.linalg.norm(direction)
-        return pa.Table.from_pylist(
-            [
-                {
-                    "chunk_id": f"{d}#0",
-                    "document_id": d,
-                    "chunk_index": 0,
-                    "title": d,
-                    "text": d,
-                    "search_text": d,
-                    "metadata_json": "{}",
-                    "vector": vector.tolist(),
-                }
-                for d in document_ids
-            ],
-            schema.chunks_schema(2),
-        )
 
     async def run():
         store = await Store.open(str(tmp_path))
@@ -115,3 +123,26 @@ def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(
     assert [h.document_id for h in before] == ["a"]
     assert [h.document_id for h in after] == ["b", "a"] == [h.document_id for h in again]
     assert asked == 1  # once to load the newer version, not for the search at a known version
+
+
+def test_held_vectors_stay_within_the_budget_and_a_collection_over_it_is_searched_in_lancedb(tmp_path):
+    vector_bytes = 16 * 4 + 100  # what one 16-dimensional chunk counts for
+
+    async def run():
+        store = await Store.open(str(tmp_path))
+        for name, count in (("small", 10), ("other", 20), ("large", 40)):
+            await store.create_collection(name, "", "test", 16, 400, 50)
+            documents = [f"{name}{i}" for i in range(count)]
+            await store.write_documents(name, rows(documents, [1.0] + [0.0] * 15), documents)
+        reader = await ChunkReader.open(str(tmp_path), 100, snapshot_bytes=25 * vector_bytes)
+        query = np.asarray([1.0] + [0.0] * 15, np.float32)
+        found = {}
+        for name in ("small", "other", "large"):
+            found[name] = await reader.vector_search(name, query, 3)
+        return reader, found
+
+    reader, found = asyncio.run(run())
+    assert all(len(hits) == 3 for hits in found.values())
+    assert list(reader._snapshots) == ["other", "large"]  # "small" gave way to "other"
+    assert reader._snapshots["large"].matrix is None  # 40 chunks exceed the budget alone
+    assert sum(s.nbytes for s in reader._snapshots.values()) <= 25 * vector_bytes

@@ -31,12 +31,17 @@ CODES_PER_FEEDBACK = 5  # cows < 5
 SOLVED = LENGTH * CODES_PER_FEEDBACK  # (4 bulls, 0 cows)
 POLICIES = ("eig", "eig_lookahead", "naive", "random_consistent")
 _GUESS = re.compile(r"^\s*(\d{4})\s*$")
+# Feedback patterns, matched against the answer with its whitespace (and literal "\n") collapsed
+# to single spaces: no two quantifiers can match the same characters and no match starts inside
+# a digit run, so each takes time linear in the answer's length.
 _SENTENCE = re.compile(
-    r"(\d+)\s+digits?\s+(?:are|is)\s+present\s+in\s+the\s+answer\s+and\s+in\s+the\s+correct\s+positions?"
-    r"\s*(?:\\n|\n|\s)*(\d+)\s+digits?\s+(?:are|is)\s+present\s+in\s+the\s+answer\s+but\s+in\s+the\s+different\s+positions?",
+    r"(?<!\d)(\d{1,2}) digits? (?:are|is) present in the answer and in the correct positions? ?"
+    r"(\d{1,2}) digits? (?:are|is) present in the answer but in the different positions?",
     re.IGNORECASE,
 )
-_PAIR = re.compile(r"^\s*(\d)\s*(?:[,;/ ]\s*|[bBaA]\s*,?\s*)(\d)\s*[cCbB]?\s*$")
+_COMPACT = re.compile(r"(?<![\w])(\d) ?[ab] ?,? ?(\d) ?[bc](?!\w)", re.IGNORECASE)
+_NAMED = re.compile(r"(?<!\d)(\d) ?bulls?\W{0,3}(?:and )?(\d) ?cows?\b", re.IGNORECASE)
+_PAIR = re.compile(r"(\d)(?: ?[,;/] ?| )(\d)")
 
 
 @dataclass(frozen=True)
@@ -72,12 +77,20 @@ def parse_guess(text: str) -> int:
 
 
 def parse_feedback(text: str) -> tuple[int, int]:
-    """(bulls, cows) from "1 2", "1,2", "1A2B", "1B2C" or AR-Bench's sentence."""
-    match = _SENTENCE.search(text) or _PAIR.match(text)
+    """(bulls, cows) from "1 2", "1,2", "1A2B", "1B2C", "1 bull and 2 cows" or AR-Bench's
+    sentence (found anywhere in the text, the short forms too, but the bare pair which must be
+    the whole text)."""
+    normal = " ".join(text.replace("\\n", " ").split())
+    match = (
+        _SENTENCE.search(normal)
+        or _COMPACT.search(normal)
+        or _NAMED.search(normal)
+        or _PAIR.fullmatch(normal)
+    )
     if not match:
         raise ValueError(
             "feedback is 'BULLS COWS' (e.g. '1 2') or AR-Bench's sentence "
-            f"('1 digits are present in the answer and in the correct positions …'); got {text!r}"
+            f"('1 digits are present in the answer and in the correct positions …'); got {text[:80]!r}"
         )
     bulls, cows = int(match.group(1)), int(match.group(2))
     if bulls + cows > LENGTH or (bulls, cows) == (LENGTH - 1, 1):
@@ -198,7 +211,7 @@ def _expected_remaining(branch: np.ndarray) -> float:
     return 1.0 + max(np.log2(n) - gain, 0.0) / max(gain, 1e-9) + (n - 1) / n
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=512)
 def _position(history: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, np.ndarray]:
     """Consistent secrets and every guess's gain after `history`; shared by all games that
     reach the same position (every eig game has the same first move and 14 possible seconds)."""

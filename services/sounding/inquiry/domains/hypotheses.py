@@ -31,8 +31,8 @@ from sounding.core.information import (
 
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 OPEN_OUTCOMES = {"", "unknown"}
-MAX_HYPOTHESES = 100_000
-MAX_QUESTIONS = 10_000
+# Distinct outcomes of one question: its likelihood table is outcomes x hypotheses.
+MAX_OUTCOMES = 64
 
 
 class HypothesisSet:
@@ -60,10 +60,6 @@ class HypothesisSet:
         parameters = parameters or {}
         if not hypotheses:
             raise errors.InvalidArgument("the hypotheses domain needs hypotheses", field="start.hypotheses")
-        if len(hypotheses) > MAX_HYPOTHESES or len(questions) > MAX_QUESTIONS:
-            raise errors.InvalidArgument(
-                f"at most {MAX_HYPOTHESES} hypotheses and {MAX_QUESTIONS} questions", field="start"
-            )
         ids = [h.id for h in hypotheses]
         index = {}
         for i, h in enumerate(hypotheses):
@@ -79,7 +75,11 @@ class HypothesisSet:
         noise = _parameter(parameters, "noise", 0.0, 0.0, 0.5)
         unknown = _parameter(parameters, "unknown_prior", 0.0, 0.0, 0.999)
         priors = np.array([h.prior for h in hypotheses], dtype=float)
-        priors = np.full(len(ids), 1.0 / len(ids)) if priors.sum() == 0 else priors / priors.sum()
+        if priors.max() == 0:
+            priors = np.full(len(ids), 1.0 / len(ids))
+        else:
+            priors = priors / priors.max()  # finite priors, however large, sum without overflow
+            priors = priors / priors.sum()
         if not questions:
             raise errors.InvalidArgument("the hypotheses domain needs questions", field="start.questions")
         encoded, seen = [], set()
@@ -89,7 +89,7 @@ class HypothesisSet:
                 raise errors.InvalidArgument(f"{where}.id must be non-empty and unique", field=f"{where}.id")
             if not q.cost >= 0:
                 raise errors.InvalidArgument(f"{where}.cost must be >= 0", field=f"{where}.cost")
-            unknown_ids = sorted(set(q.outcomes) - set(index))
+            unknown_ids = sorted(k for k in q.outcomes if k not in index)
             if unknown_ids:
                 raise errors.InvalidArgument(
                     f"{where}.outcomes names unknown hypotheses {unknown_ids[:3]}", field=f"{where}.outcomes"
@@ -100,10 +100,16 @@ class HypothesisSet:
                 raise errors.InvalidArgument(
                     f"{where} has no determined outcome for any hypothesis", field=f"{where}.outcomes"
                 )
+            if len(alphabet) > MAX_OUTCOMES:
+                raise errors.InvalidArgument(
+                    f"{where} has {len(alphabet)} distinct outcomes; at most {MAX_OUTCOMES}",
+                    field=f"{where}.outcomes",
+                )
+            code_of = {outcome: code for code, outcome in enumerate(alphabet)}
             codes = [-1] * len(ids)
             for hypothesis_id, outcome in q.outcomes.items():
                 if outcome.lower() not in OPEN_OUTCOMES:
-                    codes[index[hypothesis_id]] = alphabet.index(outcome)
+                    codes[index[hypothesis_id]] = code_of[outcome]
             encoded.append(
                 {"id": q.id, "text": q.text or q.id, "cost": q.cost, "alphabet": alphabet, "codes": codes}
             )
@@ -195,7 +201,7 @@ class HypothesisSet:
         q = next(q for q in self.questions if q["id"] == question_id)
         if answer not in q["alphabet"]:
             raise errors.InvalidArgument(
-                f"answer {answer!r} is not one of {q['alphabet']}", field="observation.answer"
+                f"answer {answer[:64]!r} is not one of {q['alphabet'][:8]}", field="observation.answer"
             )
         results = len(q["alphabet"])
         likelihood = likelihood_matrix(self._codes[question_id], results, self.noise)[

@@ -28,14 +28,13 @@ from typing import Any
 import numpy as np
 
 from sounding import errors
+from sounding.config import InquiryLimits
 from sounding.core import stop_rules
 from sounding.inquiry.llm import assessment, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
 
 LLM_POLICIES = ("direct_prompting",)
-MAX_SAMPLES = 32
-MAX_CONTEXT_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -99,24 +98,22 @@ class LlmInquiry:
         hypotheses: Sequence,
         parameters: Mapping[str, str],
         thresholds: Mapping[str, Mapping[str, Threshold]],
+        limits: InquiryLimits = InquiryLimits(),
     ) -> LlmInquiry:
-        task = parameters.get("task", "generic")
-        if task not in tasks.TASKS:
-            raise errors.InvalidArgument(
-                f"task must be one of {', '.join(tasks.TASKS)}", field="start.domain_parameters.task"
-            )
-        regime = parameters.get("regime", "normal")
-        if regime not in assessment.REGIMES:
-            raise errors.InvalidArgument(
-                "regime must be normal or collapse", field="start.domain_parameters.regime"
-            )
+        task, regime = cls.task_and_regime(parameters)
         if not context.strip() and task != "gn":
             raise errors.InvalidArgument("the llm domain needs a context", field="start.context")
-        if len(context) > MAX_CONTEXT_CHARS:
+        if len(hypotheses) > limits.llm_max_hypotheses:
             raise errors.InvalidArgument(
-                f"context is longer than {MAX_CONTEXT_CHARS} characters", field="start.context"
+                f"at most {limits.llm_max_hypotheses} hypotheses in the llm domain", field="start.hypotheses"
             )
         choices = [h.description or h.id for h in hypotheses]
+        if len(context) + sum(len(c) for c in choices) > limits.llm_max_problem_chars:
+            raise errors.InvalidArgument(
+                f"context and hypotheses are longer than {limits.llm_max_problem_chars} characters together "
+                "(they are part of every prompt)",
+                field="start.context",
+            )
         if task == "dc" and len(choices) < 2:
             raise errors.InvalidArgument("dc needs the suspects as hypotheses", field="start.hypotheses")
         diversity = parameters.get("diversity", "weighted")
@@ -130,11 +127,11 @@ class LlmInquiry:
                 "signals must be rule or all", field="start.domain_parameters.signals"
             )
         sampling = SamplingSettings(
-            samples=_integer(parameters, "samples", 4, 2, MAX_SAMPLES),
+            samples=_integer(parameters, "samples", 4, 2, limits.llm_max_samples),
             regime=regime,
             diversity=diversity,
-            answer_tokens=_integer(parameters, "answer_tokens", 0, 0, 1024),
-            question_tokens=_integer(parameters, "question_tokens", 0, 0, 1024),
+            answer_tokens=_integer(parameters, "answer_tokens", 0, 0, limits.llm_max_tokens),
+            question_tokens=_integer(parameters, "question_tokens", 0, 0, limits.llm_max_tokens),
         )
         run_to_max_turns = parameters.get("run_to_max_turns", "false")
         if run_to_max_turns not in ("true", "false"):
@@ -142,6 +139,15 @@ class LlmInquiry:
                 "run_to_max_turns must be true or false", field="start.domain_parameters.run_to_max_turns"
             )
         rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
+        problem = tasks.Problem(tasks.TASK_SPECS[task], context, tuple(choices), regime == "collapse")
+        budget = assessment.worst_case_tokens(problem, sampling, set(rules), policy.max_turns + 1)
+        if budget > limits.llm_max_session_tokens:
+            raise errors.InvalidArgument(
+                f"with these settings the session may generate {budget} tokens (samples x prompt "
+                f"variants x turns x tokens); at most {limits.llm_max_session_tokens}: lower samples, "
+                "answer_tokens or max_turns",
+                field="start.domain_parameters.samples",
+            )
         setup = {
             "task": task,
             "context": context,
@@ -158,6 +164,21 @@ class LlmInquiry:
             },
         }
         return cls(setup, {"turns": [], "assessments": [], "next": None})
+
+    @staticmethod
+    def task_and_regime(parameters: Mapping[str, str]) -> tuple[str, str]:
+        """The task and decoding regime the domain parameters name (InvalidArgument if unknown)."""
+        task = parameters.get("task", "generic")
+        if task not in tasks.TASKS:
+            raise errors.InvalidArgument(
+                f"task must be one of {', '.join(tasks.TASKS)}", field="start.domain_parameters.task"
+            )
+        regime = parameters.get("regime", "normal")
+        if regime not in assessment.REGIMES:
+            raise errors.InvalidArgument(
+                "regime must be normal or collapse", field="start.domain_parameters.regime"
+            )
+        return task, regime
 
     def setup(self) -> dict[str, Any]:
         return self._setup

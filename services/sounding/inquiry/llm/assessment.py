@@ -51,19 +51,28 @@ class Backend(Protocol):
 
 
 class Models:
-    """`Backend` over the sidecar client; a failed clustering falls back to exact strings
+    """`Backend` over the sidecar client for one session: its generations form one flow in the
+    sidecar, at most `in_flight` at once; a failed clustering falls back to exact strings
     (§2.3.4)."""
 
-    def __init__(self, client, timeout: float = 600.0):
+    def __init__(self, client, flow: str = "", in_flight: int = 8, timeout: float = 600.0):
         self._client = client
+        self._flow = flow
+        self._in_flight = asyncio.Semaphore(in_flight)
         self._timeout = timeout
 
     async def text(self, messages, temperature, top_p, max_tokens) -> str:
         pieces = []
-        async for piece in self._client.generate(
-            messages, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, timeout=self._timeout
-        ):
-            pieces.append(piece.text)
+        async with self._in_flight:
+            async for piece in self._client.generate(
+                messages,
+                max_new_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                timeout=self._timeout,
+                flow=self._flow,
+            ):
+                pieces.append(piece.text)
         return "".join(pieces)
 
     async def embed(self, texts):
@@ -88,6 +97,21 @@ class SamplingSettings:
     # 0: the task's default token budgets.
     answer_tokens: int = 0
     question_tokens: int = 0
+
+
+def worst_case_tokens(problem: Problem, settings: SamplingSettings, rules: set[str], states: int) -> int:
+    """The most tokens `assess` and `next_question` can generate over `states` states: per
+    state, k plain answers and their revisions; for robust MI, each of the three variants'
+    diversity-steered draws (at most max_tries rounds of k) and k revisions; the verbalized
+    confidence; and two attempts at a question list."""
+    k = settings.samples
+    answers = 2 * k
+    if "robust_mi_risk" in rules:
+        answers += len(tasks.VARIANTS) * (settings.max_tries + 1) * k
+    answer_tokens = settings.answer_tokens or problem.task.answer_tokens
+    question_tokens = settings.question_tokens or problem.task.question_tokens
+    verbal = answer_tokens + 16 if "verbalized_confidence" in rules else 0
+    return states * (answers * answer_tokens + verbal + 2 * question_tokens)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sounding.core.clustering import canonical
+from sounding.inquiry.domains.bulls_and_cows import parse_feedback
 
 TaskName = Literal["dc", "sp", "gn", "generic"]
 TASKS: tuple[TaskName, ...] = ("dc", "sp", "gn", "generic")
@@ -110,10 +111,26 @@ class Problem:
     collapse: bool = False
 
 
+# The transcript in a prompt: the latest turns within this many characters, each question and
+# answer clipped to TURN_CHARS (a prompt must fit the model's context however long a session runs).
+TRANSCRIPT_CHARS = 6000
+TURN_CHARS = 1500
+
+
 def _transcript(turns: Sequence[tuple[str, str]]) -> str:
     if not turns:
         return "No questions asked yet."
-    return "\n".join(f"Q{i}: {q}\nA{i}: {a}" for i, (q, a) in enumerate(turns, start=1))
+    lines: list[str] = []
+    size = 0
+    for i in range(len(turns), 0, -1):
+        q, a = turns[i - 1]
+        line = f"Q{i}: {q[:TURN_CHARS]}\nA{i}: {a[:TURN_CHARS]}"
+        if lines and size + len(line) > TRANSCRIPT_CHARS:
+            lines.append(f"({i} earlier questions left out)")
+            break
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(reversed(lines))
 
 
 def _system(problem: Problem, variant: Variant = "base") -> str:
@@ -187,16 +204,22 @@ def question_prompt(problem: Problem, turns, count: int) -> list[dict[str, str]]
     ]
 
 
+def _outermost(text: str, opening: str, closing: str) -> str | None:
+    """From the first `opening` to the last `closing` character, or None."""
+    start, end = text.find(opening), text.rfind(closing)
+    return text[start : end + 1] if 0 <= start < end else None
+
+
 def _json_value(text: str, key: str) -> str | None:
     """The string (or number) under `key` in the first JSON object of the text, tolerating
     unfinished JSON."""
-    match = re.search(r"\{.*\}", text, re.S)
-    if match:
+    candidate = _outermost(text, "{", "}")
+    if candidate:
         try:
-            value = json.loads(match.group(0)).get(key)
+            value = json.loads(candidate).get(key)
             if isinstance(value, str | int | float) and not isinstance(value, bool):
                 return str(value)
-        except (json.JSONDecodeError, AttributeError):
+        except (json.JSONDecodeError, AttributeError, RecursionError):
             pass
     match = re.search(rf'"{key}"\s*:\s*"?([^"\n}}]*)', text)
     return match.group(1).strip() if match else None
@@ -267,12 +290,12 @@ def parse_questions(problem: Problem, text: str, rng: random.Random) -> list[str
     """Candidate questions from a JSON list (or, failing that, from the lines of the text),
     after the validity filters of §2.6.2."""
     items: list = []
-    match = re.search(r"\[.*\]", text, re.S)
-    if match:
+    candidate = _outermost(text, "[", "]")
+    if candidate:
         try:
-            parsed = json.loads(match.group(0))
+            parsed = json.loads(candidate)
             items = parsed if isinstance(parsed, list) else []
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             items = []
     if not items:
         items = [line.strip(" -*0123456789.)\t\"',") for line in text.splitlines() if line.strip()]
@@ -329,19 +352,12 @@ def unasked(questions: Sequence[str], turns: Sequence[tuple[str, str]]) -> list[
 
 
 def bulls_and_cows(feedback: str) -> tuple[int, int] | None:
-    """(bulls, cows) from GN feedback: AR-Bench's wording ("{b} digits are present in the
-    answer and in the correct positions ... {c} digits ... in the different positions"), "xAyB",
-    or "b bulls c cows"."""
-    worded = re.search(
-        r"(\d)\s+digits?\s+are\s+present.*?correct\s+positions.*?(\d)\s+digits?", feedback, re.S
-    )
-    if worded:
-        return int(worded.group(1)), int(worded.group(2))
-    compact = re.search(r"(\d)\s*A\s*(\d)\s*B", feedback)
-    if compact:
-        return int(compact.group(1)), int(compact.group(2))
-    named = re.search(r"(\d)\s*bulls?\D+(\d)\s*cows?", feedback, re.I)
-    return (int(named.group(1)), int(named.group(2))) if named else None
+    """(bulls, cows) from GN feedback in any form the bulls_and_cows domain reads (AR-Bench's
+    wording, "xAyB", "b bulls c cows", ...), or None."""
+    try:
+        return parse_feedback(feedback)
+    except ValueError:
+        return None
 
 
 def char_f1(predicted: str, truth: str) -> float:

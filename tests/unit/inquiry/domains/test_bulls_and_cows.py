@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 from sounding.inquiry.domains import bulls_and_cows as bc
@@ -48,10 +50,42 @@ def test_feedback_forms(text, expected):
     assert bc.parse_feedback(text) == expected
 
 
-@pytest.mark.parametrize("text", ["3 1", "4 1", "five", "2"])
+@pytest.mark.parametrize("text", ["3 1", "4 1", "five", "2", "12", "1 2 3"])
 def test_impossible_or_malformed_feedback(text):
     with pytest.raises(ValueError):
         bc.parse_feedback(text)
+
+
+HALF = "1 digits are present in the answer and in the correct positions"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        HALF + "\n" * 64 + "1",  # froze the orchestrator (exponential backtracking)
+        HALF + "\\n" * 5000 + "x",
+        " " * 100_000,
+        "1" * 100_000,
+        (HALF + " ") * 2000,
+        "1 bull " * 20_000,
+        "1 a " * 30_000,
+        "!" * 100_000 + "1 2",
+    ],
+)
+def test_feedback_parsing_takes_linear_time_on_hostile_answers(text):
+    started = time.perf_counter()
+    with pytest.raises(ValueError):
+        bc.parse_feedback(text)
+    assert time.perf_counter() - started < 0.5  # quadratic patterns took minutes at these sizes
+
+
+def test_the_sentence_parses_after_many_blank_lines():
+    assert bc.parse_feedback(
+        HALF + "\n" * 64 + "2 digits are present in the answer but in the different positions"
+    ) == (
+        1,
+        2,
+    )
 
 
 def test_consistency_and_partition_entropy():

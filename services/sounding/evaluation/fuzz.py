@@ -1,0 +1,517 @@
+"""The fuzz suite: generated requests against a live stack, every RPC of SoundingService,
+CorpusService and the sidecar's ModelService (`sounding eval fuzz`; a short run is in `make test`).
+
+Requests are drawn with hypothesis from the methods' protobuf descriptors: each field present or
+not, oneofs set or left empty, numbers at their type's bounds and beyond the documented limits
+(NaN and infinities too), strings empty, odd (any Unicode), long (up to 2 MB) or taken from pools
+of values the stack knows (its collections, sessions and retrievals, domain and arm names), so
+that requests get past the first check; repeated fields and maps from empty to thousands of
+entries. One call in eight sends mutated bytes instead (truncated, bytes flipped, garbage
+appended, or invalid UTF-8 in a string field). Client streams send one to five messages in any
+order, and one in four is cut off mid-stream (the client cancels). Every call has a deadline.
+
+The verdict: every call ends with a canonical code other than UNKNOWN and INTERNAL (OK, an error
+the server chose, or the client's own cancel or deadline), no process of the stack dies, and the
+orchestrator's health check, asked every 50 ms throughout, answers quickly (p99, max).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+from google.protobuf import descriptor as d
+from google.protobuf import message_factory
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from sounding.api.sounding.models.v1 import models_pb2
+from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
+
+SERVICES = (
+    sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"],
+    corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"],
+    models_pb2.DESCRIPTOR.services_by_name["ModelService"],
+)
+FORBIDDEN = {"UNKNOWN", "INTERNAL"}
+DEADLINE_S = 5.0
+MAX_DEPTH = 4
+# Text that becomes invalid UTF-8 on the wire (same length, so every length prefix still holds).
+MARKER = "\x01\x7f\x01"
+INVALID_UTF8 = b"\xff\xfe\xff"
+SCRATCH_COLLECTION = "fuzz-scratch"
+# A repeated field filled by repeating its drawn values stops at about this many bytes, so a
+# request reaches past the servers' 16 MiB message limit but not to gigabytes.
+REPEAT_BYTES = 20 * 1024 * 1024
+
+
+@dataclass
+class Pools:
+    """Values the stack knows, offered to fields of these names so requests reach past the
+    first check."""
+
+    collections: list[str] = field(default_factory=lambda: ["fuzz", SCRATCH_COLLECTION])
+    sessions: list[str] = field(default_factory=list)
+    retrievals: list[str] = field(default_factory=list)
+    documents: list[str] = field(default_factory=list)
+
+    def by_field(self) -> dict[str, list[str]]:
+        return {
+            "collection": self.collections,
+            "name": [SCRATCH_COLLECTION, "fuzz"],
+            "page_token": self.collections,
+            "session_id": self.sessions or ["0" * 32],
+            "retrieval_id": self.retrievals or ["0" * 32],
+            "used_document_ids": self.documents or ["d"],
+            "missed_document_ids": self.documents or ["d"],
+            "document_id": self.documents or ["d"],
+            "domain": ["bulls_and_cows", "hypotheses", "llm", "corpus"],
+            "question_selection": ["eig", "eig_lookahead", "naive", "random_consistent", "direct_prompting"],
+            "stop_rule": ["default", "robust_mi_risk", "mi_only", "self_consistency", "knowno_set_size"],
+            "arms": ["dense", "lexical", "hyde", "query2doc", "multi_query", "grounded"],
+            "strategies": [
+                "synonym",
+                "hypernym",
+                "hyponym",
+                "related_concept",
+                "code_pattern",
+                "reformulation",
+            ],
+            "task": ["dc", "sp", "gn", "generic"],
+            "regime": ["normal", "collapse"],
+            "bucket": ["low", "medium", "high"],
+            "role": ["system", "user", "assistant"],
+            "answer": ["1 2", "0 0", "4 0", "yes", "no", "1 digits are present in the answer"],
+            "query": ["how do ships measure depth", "sound in water", "ranking fusion"],
+        }
+
+
+PARAMETER_KEYS = [
+    "task", "regime", "samples", "noise", "unknown_prior", "diversity", "signals",
+    "answer_tokens", "question_tokens", "run_to_max_turns",
+]  # fmt: skip
+
+_INT_BOUNDS = {
+    d.FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+    d.FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    d.FieldDescriptor.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    d.FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
+    d.FieldDescriptor.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    d.FieldDescriptor.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    d.FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+    d.FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
+    d.FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
+    d.FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
+}
+_FLOATS = (d.FieldDescriptor.TYPE_DOUBLE, d.FieldDescriptor.TYPE_FLOAT)
+
+
+def _texts(pool: list[str] | None) -> st.SearchStrategy[str]:
+    branches = [
+        st.just(""),
+        st.text(max_size=12),
+        st.text(st.characters(codec="utf-8"), max_size=80),
+        st.integers(1_000, 2_000_000).map(lambda n: "x" * n),
+        st.integers(1, 3).map(lambda n: MARKER * n),
+        st.sampled_from(["\n" * 64, " " * 10_000, "{" * 5_000, "1" * 5_000, "a" + "!" * 20_000 + "a"]),
+    ]
+    if pool:
+        branches += [st.sampled_from(pool)] * 3
+    return st.one_of(branches)
+
+
+def _integers(kind: int) -> st.SearchStrategy[int]:
+    low, high = _INT_BOUNDS[kind]
+    edges = [
+        v for v in (0, 1, -1, 2, 5, 50, 1001, 4097, 10**6, 2**31 - 1, -(2**31), low, high) if low <= v <= high
+    ]
+    return st.one_of(
+        st.sampled_from(edges), st.integers(max(low, -100), min(high, 100)), st.integers(low, high)
+    )
+
+
+def _floats() -> st.SearchStrategy[float]:
+    return st.one_of(
+        st.sampled_from([0.0, 0.5, 1.0, -1.0, 1e-300, 1e308, float("nan"), float("inf"), -float("inf")]),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.floats(0, 1),
+    )
+
+
+def _scalar(f: d.FieldDescriptor, pools: dict[str, list[str]]) -> st.SearchStrategy:
+    if f.type == f.TYPE_STRING:
+        return _texts(pools.get(f.name))
+    if f.type == f.TYPE_BYTES:
+        return st.binary(max_size=64)
+    if f.type == f.TYPE_BOOL:
+        return st.booleans()
+    if f.type == f.TYPE_ENUM:
+        return st.integers(-3, len(f.enum_type.values) + 3)
+    if f.type in _FLOATS:
+        return _floats()
+    return _integers(f.type)
+
+
+def _count() -> st.SearchStrategy[int]:
+    return st.one_of(
+        st.integers(0, 4), st.integers(0, 4), st.integers(5, 40), st.sampled_from([65, 1001, 2001, 4097])
+    )
+
+
+@st.composite
+def message(draw, descriptor: d.Descriptor, pools: dict[str, list[str]], depth: int = 0):
+    """A message of `descriptor`'s type: each field present or not (at most one member of a
+    oneof), within MAX_DEPTH levels of nesting."""
+    instance = message_factory.GetMessageClass(descriptor)()
+    if depth >= MAX_DEPTH:
+        return instance
+    chosen = {o.name: draw(st.sampled_from([None, *o.fields])) for o in descriptor.oneofs}
+    for f in descriptor.fields:
+        if f.containing_oneof is not None:
+            if chosen[f.containing_oneof.name] is not f:
+                continue
+        elif not draw(st.booleans()):
+            continue
+        target = getattr(instance, f.name)
+        if f.type == f.TYPE_MESSAGE and f.message_type.GetOptions().map_entry:
+            key_field, value_field = (
+                f.message_type.fields_by_name["key"],
+                f.message_type.fields_by_name["value"],
+            )
+            keys = (
+                _texts(PARAMETER_KEYS)
+                if key_field.type == key_field.TYPE_STRING
+                else _scalar(key_field, pools)
+            )
+            count = draw(_count())
+            for _ in range(min(count, 40)):
+                value = draw(_scalar(value_field, pools) if value_field.type != f.TYPE_MESSAGE else st.none())
+                if value is not None:
+                    target[draw(keys)] = value
+            continue
+        if f.is_repeated:
+            count = draw(_count())
+            element = (
+                message(f.message_type, pools, depth + 1) if f.type == f.TYPE_MESSAGE else _scalar(f, pools)
+            )
+            values = [draw(element) for _ in range(min(count, 6))]
+            if values and count > len(values):
+                size = max(sum(_size(v) for v in values) // len(values), 1)
+                count = min(count, max(REPEAT_BYTES // size, len(values)))
+                values = (values * (count // len(values) + 1))[:count]
+            if f.type == f.TYPE_MESSAGE:
+                for value in values:
+                    target.add().CopyFrom(value)
+            else:
+                target.extend(values)
+            continue
+        if f.type == f.TYPE_MESSAGE:
+            target.CopyFrom(draw(message(f.message_type, pools, depth + 1)))
+        else:
+            setattr(instance, f.name, draw(_scalar(f, pools)))
+    return instance
+
+
+def _size(value) -> int:
+    if isinstance(value, str | bytes):
+        return len(value) + 2
+    return value.ByteSize() + 2 if hasattr(value, "ByteSize") else 8
+
+
+def wire(instance) -> bytes:
+    return instance.SerializeToString().replace(MARKER.encode(), INVALID_UTF8)
+
+
+@st.composite
+def mutated(draw, payload: bytes) -> bytes:
+    kind = draw(st.sampled_from(["truncate", "flip", "append", "garbage"]))
+    if kind == "truncate" and payload:
+        return payload[: draw(st.integers(0, len(payload) - 1))]
+    if kind == "flip" and payload:
+        data = bytearray(payload)
+        for _ in range(draw(st.integers(1, 4))):
+            data[draw(st.integers(0, len(data) - 1))] ^= draw(st.integers(1, 255))
+        return bytes(data)
+    if kind == "append":
+        return payload + draw(st.binary(min_size=1, max_size=16))
+    return draw(st.binary(max_size=64))
+
+
+@dataclass(frozen=True)
+class Call:
+    service: str
+    method: str
+    client_streaming: bool
+    server_streaming: bool
+    payloads: tuple[bytes, ...]
+    # Client streams: cancel after sending the payloads, instead of half-closing.
+    cut_off: bool
+    mutated: bool
+
+    @property
+    def path(self) -> str:
+        return f"/{self.service}/{self.method}"
+
+
+@st.composite
+def calls(draw, pools: dict[str, list[str]], weights: dict[str, int]) -> Call:
+    methods = [(s, m) for s in SERVICES for m in s.methods for _ in range(weights.get(m.name, 1))]
+    service, method = draw(st.sampled_from(methods))
+    count = draw(st.integers(1, 5)) if method.client_streaming else 1
+    payloads = [wire(draw(message(method.input_type, pools))) for _ in range(count)]
+    changed = draw(st.integers(0, 7)) == 0
+    if changed:
+        index = draw(st.integers(0, count - 1))
+        payloads[index] = draw(mutated(payloads[index]))
+    cut_off = method.client_streaming and draw(st.integers(0, 3)) == 0
+    return Call(
+        service.full_name,
+        method.name,
+        method.client_streaming,
+        method.server_streaming,
+        tuple(payloads),
+        cut_off,
+        changed,
+    )
+
+
+def send(channel: grpc.Channel, call: Call, deadline_s: float = DEADLINE_S) -> str:
+    """The code the call ended with ("OK" included)."""
+    identity = {"request_serializer": None, "response_deserializer": None}
+    kind = {
+        (False, False): channel.unary_unary,
+        (False, True): channel.unary_stream,
+        (True, False): channel.stream_unary,
+        (True, True): channel.stream_stream,
+    }[(call.client_streaming, call.server_streaming)]
+    stub = kind(call.path, **identity)
+    release = threading.Event()
+
+    def requests() -> Iterator[bytes]:
+        yield from call.payloads
+        if call.cut_off:
+            release.wait(deadline_s)
+
+    try:
+        if not call.client_streaming:
+            result = stub(call.payloads[0], timeout=deadline_s)
+            if call.server_streaming:
+                for _ in result:
+                    pass
+        elif call.cut_off:
+            future = stub.future(requests(), timeout=deadline_s) if not call.server_streaming else None
+            if future is not None:
+                time.sleep(0.05)
+                future.cancel()
+                release.set()
+                return "CANCELLED" if future.cancelled() else future.code().name
+            responses = stub(requests(), timeout=deadline_s)
+            time.sleep(0.05)
+            responses.cancel()
+            release.set()
+            for _ in responses:
+                pass
+        else:
+            result = stub(requests(), timeout=deadline_s)
+            if call.server_streaming:
+                for _ in result:
+                    pass
+    except grpc.RpcError as error:
+        return error.code().name
+    finally:
+        release.set()
+    return "OK"
+
+
+class HealthWatch:
+    """Asks the orchestrator's health every `interval_s` in a thread, keeping the latencies."""
+
+    def __init__(self, address: str, interval_s: float = 0.05, timeout_s: float = 2.0):
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        self._request = health_pb2.HealthCheckRequest()
+        self._serving = health_pb2.HealthCheckResponse.SERVING
+        self._channel = grpc.insecure_channel(address)
+        self._check = health_pb2_grpc.HealthStub(self._channel).Check
+        self._interval_s, self._timeout_s = interval_s, timeout_s
+        self.latencies: list[float] = []
+        self.not_serving = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self._check(self._request, timeout=30)
+        while not self._stop.wait(self._interval_s):
+            started = time.perf_counter()
+            try:
+                serving = self._check(self._request, timeout=self._timeout_s).status == self._serving
+            except grpc.RpcError:
+                serving = False
+            self.latencies.append(time.perf_counter() - started)
+            self.not_serving += not serving
+
+    def __enter__(self) -> HealthWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._channel.close()
+
+    def summary(self) -> dict:
+        values = np.asarray(self.latencies) * 1000
+        return {
+            "checks": len(values),
+            "not_serving": self.not_serving,
+            "p50_ms": float(np.percentile(values, 50)) if len(values) else None,
+            "p99_ms": float(np.percentile(values, 99)) if len(values) else None,
+            "max_ms": float(values.max()) if len(values) else None,
+        }
+
+
+def prepare(client, documents: list[dict], sidecar: str) -> Pools:
+    """A collection to fuzz ("fuzz", with `documents`), a few retrievals and inquiry sessions
+    whose ids the generated requests may name, and the sidecar's NLI model loaded (trained
+    first if no copy is cached: that is not what the run measures)."""
+    from sounding_client import Ask, SoundingError
+
+    with grpc.insecure_channel(sidecar) as channel:
+        cluster = channel.unary_unary(
+            "/sounding.models.v1.ModelService/Cluster",
+            request_serializer=models_pb2.ClusterRequest.SerializeToString,
+            response_deserializer=models_pb2.ClusterResponse.FromString,
+        )
+        cluster(
+            models_pb2.ClusterRequest(texts=["a", "b"], method=models_pb2.CLUSTER_METHOD_ENTAILMENT),
+            timeout=3600,
+        )
+    pools = Pools()
+    try:
+        client.create_collection("fuzz")
+        list(client.ingest("fuzz", documents, batch_size=8))
+    except SoundingError as error:
+        if error.reason != "ALREADY_EXISTS":
+            raise
+    pools.documents = [d["id"] for d in documents][:20]
+    for query in ("depth of water", "ranking fusion", "sound"):
+        pools.retrievals.append(
+            client.retrieve_final("fuzz", query, top_k=3, arms=["dense", "lexical"]).retrieval_id
+        )
+    for _ in range(3):
+        inquiry = client.inquire("bulls_and_cows")
+        for event in inquiry:
+            if isinstance(event, Ask):
+                break
+        inquiry.close()
+        pools.sessions.append(inquiry.session_id)
+    return pools
+
+
+def stack_processes(orchestrator_pid: int, sidecar_pid: int) -> dict[str, int]:
+    """The stack's processes by name: the orchestrator, the sidecar and each strategy worker."""
+    import psutil
+
+    found = {"orchestrator": orchestrator_pid, "sidecar": sidecar_pid}
+    for child in psutil.Process(orchestrator_pid).children(recursive=True):
+        try:
+            if "StrategyWorker" in " ".join(child.cmdline()):
+                found[f"worker {child.pid}"] = child.pid
+        except psutil.Error:
+            continue
+    return found
+
+
+def still_alive(processes: dict[str, int]) -> dict[str, bool]:
+    import psutil
+
+    return {
+        name: psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+        for name, pid in processes.items()
+    }
+
+
+def run(
+    orchestrator: str,
+    sidecar: str,
+    requests: int,
+    pools: Pools,
+    seed_value: int = 0,
+    concurrency: int = 4,
+    weights: dict[str, int] | None = None,
+    alive: Callable[[], dict[str, bool]] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict:
+    """Sends `requests` generated calls, `concurrency` at a time; returns the codes per method,
+    the calls that ended UNKNOWN or INTERNAL, the health latencies and which processes lived."""
+    by_field = pools.by_field()
+    batch = 16
+    codes: dict[str, Counter] = {}
+    forbidden: list[dict] = []
+    lock = threading.Lock()
+    channels = {
+        "sounding.models.v1.ModelService": grpc.insecure_channel(sidecar),
+        "": grpc.insecure_channel(orchestrator, options=[("grpc.max_send_message_length", 64 * 1024 * 1024)]),
+    }
+    pool = ThreadPoolExecutor(concurrency)
+    sent = [0]
+
+    def one(call: Call) -> None:
+        channel = channels.get(call.service, channels[""])
+        started = time.perf_counter()
+        code = send(channel, call)
+        with lock:
+            codes.setdefault(f"{call.service}/{call.method}", Counter())[code] += 1
+            sent[0] += 1
+            if code in FORBIDDEN:
+                forbidden.append(
+                    {
+                        "method": call.path,
+                        "code": code,
+                        "seconds": round(time.perf_counter() - started, 3),
+                        "mutated": call.mutated,
+                        "cut_off": call.cut_off,
+                        "payloads": [p[:512].hex() for p in call.payloads],
+                    }
+                )
+        if progress is not None:
+            progress(sent[0])
+
+    @seed(seed_value)
+    @settings(
+        max_examples=max(requests // batch, 1),
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.lists(calls(by_field, weights or {}), min_size=batch, max_size=batch))
+    def drive(drawn: list[Call]) -> None:
+        list(pool.map(one, drawn))
+
+    started = time.perf_counter()
+    with HealthWatch(orchestrator) as health:
+        random.seed(seed_value)
+        drive()
+    pool.shutdown()
+    for channel in channels.values():
+        channel.close()
+    total = Counter()
+    for counter in codes.values():
+        total.update(counter)
+    return {
+        "requests": sum(total.values()),
+        "seconds": round(time.perf_counter() - started, 1),
+        "codes": dict(sorted(total.items())),
+        "by_method": {method: dict(sorted(c.items())) for method, c in sorted(codes.items())},
+        "forbidden": forbidden,
+        "health": health.summary(),
+        "alive": alive() if alive is not None else {},
+    }

@@ -1,0 +1,119 @@
+"""Hostile requests are refused quickly, and the orchestrator keeps answering health checks while
+it refuses them or computes something heavy."""
+
+import time
+
+import grpc
+import pytest
+from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding_client import Ask, Hypothesis, InquiryAnswer, InquiryPolicy, Question, SoundingError
+
+from .health import HealthProbe
+
+pytestmark = pytest.mark.integration
+
+HALF_SENTENCE = "1 digits are present in the answer and in the correct positions"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [HALF_SENTENCE + "\n" * 64 + "1", " " * 10_000],
+    ids=["the first half of the feedback sentence, 64 newlines and a digit", "10k whitespace"],
+)
+def test_a_hostile_answer_is_refused_within_50_ms_while_health_answers(client, stack, answer):
+    inquiry = client.inquire("bulls_and_cows")
+    with HealthProbe(stack.settings.address) as probe, pytest.raises(SoundingError) as raised:
+        for event in inquiry:
+            if isinstance(event, Ask):
+                time.sleep(0.3)  # health checks before the answer, too
+                sent = time.perf_counter()
+                inquiry.answer(answer)
+        time.sleep(0.3)
+    refused_after = time.perf_counter() - sent
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.fields == ["observation.answer"]
+    assert refused_after < 0.05
+    assert len(probe.latencies) > 20 and probe.worst < 0.1
+
+
+def test_a_start_over_the_size_limit_is_refused_naming_the_field(client, stack):
+    hypotheses = [Hypothesis(f"h{i}", "x" * 1000) for i in range(1200)]  # about 1.2 MB
+    questions = [Question("q", "is it h0?", {"h0": "yes"})]
+    with pytest.raises(SoundingError) as raised:
+        list(client.inquire("hypotheses", InquiryPolicy(), hypotheses, questions))
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.fields == ["start"]
+    assert "1048576" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "start,field",
+    [
+        ({"policy": InquiryPolicy(cost_sensitivity=float("nan"))}, "start.policy.cost_sensitivity"),
+        ({"policy": InquiryPolicy(seed=-1)}, "start.policy.seed"),
+        ({"hypotheses": [Hypothesis("a", prior=float("inf"))]}, "start.hypotheses[0].prior"),
+        ({"domain_parameters": {"k": "v" * 300}}, "start.domain_parameters.k"),
+    ],
+)
+def test_non_finite_numbers_and_long_parameters_are_refused(client, stack, start, field):
+    questions = [Question("q", "is it a?", {"a": "yes", "b": "no"})]
+    options = {"hypotheses": [Hypothesis("a"), Hypothesis("b")], "questions": questions, **start}
+    with pytest.raises(SoundingError) as raised:
+        list(client.inquire("hypotheses", **options))
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.fields == [field]
+
+
+@pytest.mark.slow
+def test_eig_lookahead_moves_leave_health_answering_within_100_ms(client, stack):
+    table = bc.feedback_table()
+    secret = "8402"
+    turns = 0
+    with HealthProbe(stack.settings.address) as probe:
+        inquiry = client.inquire("bulls_and_cows", InquiryPolicy(question_selection="eig_lookahead"))
+        for event in inquiry:
+            if isinstance(event, Ask):
+                turns += 1
+                code = int(table.table[table.index[event.question], table.index[secret]])
+                inquiry.answer(" ".join(map(str, divmod(code, bc.CODES_PER_FEEDBACK))))
+            if isinstance(event, InquiryAnswer):
+                assert event.answer == secret
+    assert turns >= 3
+    assert len(probe.latencies) > 50 and probe.worst < 0.1
+
+
+def test_observe_reports_each_rejection_at_its_stream_position(stack):
+    """Found by the fuzz suite: rejections made at the edge, followed by an inquiry outcome,
+    were mapped through the wrong positions (INTERNAL)."""
+    from sounding.api.sounding.v1 import sounding_pb2, sounding_pb2_grpc
+
+    stream = [
+        sounding_pb2.ObserveRequest(retrieval_outcome=sounding_pb2.RetrievalOutcome(retrieval_id="nope")),
+        sounding_pb2.ObserveRequest(),
+        sounding_pb2.ObserveRequest(
+            inquiry_outcome=sounding_pb2.InquiryOutcome(session_id="nope", ground_truth="x")
+        ),
+        sounding_pb2.ObserveRequest(),
+        sounding_pb2.ObserveRequest(),
+    ]
+    with grpc.insecure_channel(stack.settings.address) as channel:
+        response = sounding_pb2_grpc.SoundingServiceStub(channel).Observe(iter(stream), timeout=30)
+    assert response.recorded == 0
+    assert [(r.index, r.code) for r in response.rejected] == [
+        (0, "NOT_FOUND"),
+        (1, "INVALID_ARGUMENT"),
+        (2, "NOT_FOUND"),
+        (3, "INVALID_ARGUMENT"),
+        (4, "INVALID_ARGUMENT"),
+    ]
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf")])
+def test_calibrate_refuses_a_state_that_is_not_finite(client, stack, score):
+    from sounding_client import CalibrationState
+
+    states = [CalibrationState(0.1 * i, i % 3 == 0) for i in range(20)] + [CalibrationState(score, False)]
+    with pytest.raises(SoundingError) as raised:
+        list(client.calibrate("stop_threshold", task="dc", regime="normal", states=states))
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.fields == ["states[20].score"]

@@ -1,0 +1,88 @@
+import asyncio
+import gc
+
+import pytest
+from sounding import errors
+from sounding.config import InquiryLimits
+from sounding.inquiry.protocol import AskEvent, Policy, Start
+from sounding.inquiry.service import InquiryService, ObservationRequest, ResumeRequest
+
+pytestmark = pytest.mark.unit
+
+
+class MemoryStore:
+    """The session part of the Store contract, in memory; counts loads."""
+
+    def __init__(self):
+        self.setups, self.states, self.loads = {}, {}, 0
+
+    async def create_session(self, session_id, domain, setup_json):
+        self.setups[session_id] = setup_json
+
+    async def save_session(self, session_id, step, domain, state_json):
+        self.states[session_id] = state_json
+
+    async def load_session(self, session_id):
+        self.loads += 1
+        if session_id not in self.states:
+            return None
+        return self.setups[session_id], self.states[session_id]
+
+
+async def requests(*items, hold: asyncio.Event | None = None):
+    for item in items:
+        yield item
+    if hold is not None:
+        await hold.wait()
+
+
+def test_a_resume_of_a_held_session_is_refused_before_anything_is_loaded():
+    store = MemoryStore()
+    service = InquiryService(store)
+
+    async def run():
+        release = asyncio.Event()
+        first = service.run(requests(Start("bulls_and_cows", Policy()), hold=release))
+        events = [await anext(first), await anext(first)]
+        session_id = events[0].session_id
+        loads = store.loads
+        with pytest.raises(errors.FailedPrecondition) as busy:
+            await anext(service.run(requests(ResumeRequest(session_id))))
+        assert store.loads == loads  # refused without loading a state that may be stale
+        release.set()
+        await first.aclose()
+        resumed = [e async for e in service.run(requests(ResumeRequest(session_id)))]
+        return busy.value, resumed
+
+    busy, resumed = asyncio.run(run())
+    assert busy.reason == "SESSION_BUSY"
+    assert isinstance(resumed[-1], AskEvent)
+
+
+def test_session_locks_are_not_kept_for_sessions_no_stream_holds():
+    service = InquiryService(MemoryStore())
+
+    async def run():
+        for _ in range(20):
+            stream = service.run(requests(Start("bulls_and_cows", Policy())))
+            await anext(stream)
+            await stream.aclose()
+
+    asyncio.run(run())
+    gc.collect()
+    assert len(service._locks) == 0
+
+
+def test_an_answer_over_the_limit_names_the_field():
+    service = InquiryService(MemoryStore(), limits=InquiryLimits(max_answer_chars=10))
+
+    async def run():
+        stream = service.run(
+            requests(Start("bulls_and_cows", Policy()), ObservationRequest("guess-1", "1 2" + " " * 20))
+        )
+        with pytest.raises(errors.InvalidArgument) as raised:
+            async for _ in stream:
+                pass
+        return raised.value
+
+    assert asyncio.run(run()).field == "observation.answer"

@@ -1,0 +1,79 @@
+import asyncio
+import threading
+import time
+
+import pytest
+from sounding.store import durability
+from sounding.store.durability import Durability
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def flushes(monkeypatch):
+    """The real syncfs, counted and slowed a little, so that callers can overlap."""
+    calls = []
+    real = durability._syncfs
+
+    def counted(path):
+        calls.append(threading.get_ident())
+        time.sleep(0.02)
+        real(path)
+
+    monkeypatch.setattr(durability, "_syncfs", counted)
+    return calls
+
+
+def test_fsync_mode_flushes_and_concurrent_callers_share_flushes(tmp_path, flushes):
+    sync = Durability("fsync", str(tmp_path))
+
+    async def run():
+        await sync.sync()
+        await asyncio.gather(*(sync.sync() for _ in range(20)))
+
+    asyncio.run(run())
+    assert len(flushes) >= 2
+    assert len(flushes) <= 3  # the first, then the twenty in one or two
+
+
+@pytest.mark.parametrize("mode,uri", [("process", "LOCAL"), ("fsync", "s3://bucket/store")])
+def test_no_flush_in_process_mode_or_on_object_storage(tmp_path, flushes, mode, uri):
+    asyncio.run(Durability(mode, str(tmp_path) if uri == "LOCAL" else uri).sync())
+    assert flushes == []
+
+
+def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
+    import numpy as np
+    import pyarrow as pa
+    from sounding.store import schema
+    from sounding.store.collections import Store
+
+    order = []
+    sync = Durability("fsync", str(tmp_path))
+    flush = sync.sync
+
+    async def recorded():
+        await flush()
+        order.append("flushed")
+
+    sync.sync = recorded
+
+    async def run():
+        store = await Store.open(str(tmp_path), sync)
+        await store.create_collection("c", "", "test", 2, 400, 50)
+        order.append("created")
+        row = {
+            "chunk_id": "a#0",
+            "document_id": "a",
+            "chunk_index": 0,
+            "title": "",
+            "text": "a",
+            "search_text": "a",
+            "metadata_json": "{}",
+            "vector": np.array([1.0, 0.0], np.float32).tolist(),
+        }
+        await store.write_documents("c", pa.Table.from_pylist([row], schema.chunks_schema(2)), ["a"])
+        order.append("written")
+
+    asyncio.run(run())
+    assert order == ["flushed", "created", "flushed", "written"]
