@@ -135,21 +135,25 @@ def _start(stack) -> None:
 def up(
     data_dir: Path = typer.Option(None, help="LanceDB directory and caches (default ./.sounding)"),
 ) -> None:
-    """Start the sidecar, Ray and the orchestrator; Ctrl-C stops them cleanly."""
+    """Start the sidecar, Ray and the orchestrator, and start again any of them that exits;
+    Ctrl-C stops them cleanly (the orchestrator drains first)."""
     from sounding.stack import Stack
 
     settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
     stack = Stack(settings)
     try:
         _start(stack)
+        stack.supervise()
         console.print("Ctrl-C stops everything.")
         # Also when started in the background, where the shell leaves SIGINT ignored.
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop_signal, signal.default_int_handler)
-        while all(p.poll() is None for p in (stack.models, stack.orchestrator)):
+        seen = 0
+        while True:
             time.sleep(0.5)
-        console.print("[red]a process exited; stopping the stack[/red]")
-        raise typer.Exit(1)
+            for _, name in stack.restarts[seen:]:
+                console.print(f"[yellow]{name} exited; started again[/yellow]")
+            seen = len(stack.restarts)
     except KeyboardInterrupt:
         console.print("stopping…")
     finally:
@@ -642,6 +646,104 @@ def eval_fuzz(
     console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
     if result["forbidden"] or not all(result["alive"].values()):
         raise typer.Exit(1)
+
+
+@eval_app.command("load")
+def eval_load(
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    duration: float = typer.Option(300.0, min=10.0, help="seconds of traffic"),
+    retrieve_streams: int = typer.Option(32, min=1, max=256, help="concurrent Retrieve streams"),
+    inquiry_sessions: int = typer.Option(4, min=0, max=64, help="concurrent bulls-and-cows sessions"),
+    hyde_every: int = typer.Option(20, min=0, help="one Retrieve in this many also asks for HyDE (0: never)"),
+    kills: bool = typer.Option(
+        False, help="SIGKILL the sidecar, a strategy worker, the orchestrator in turn"
+    ),
+    data: Path = typer.Option(
+        None, exists=True, file_okay=False, help="a BEIR dataset: its corpus and queries"
+    ),
+    corpus_limit: int = typer.Option(1000, min=1, help="documents of the corpus to ingest first"),
+    seed: int = typer.Option(0),
+) -> None:
+    """Retrieve, Observe, Inquire and ingest traffic at once on a supervised stack of its own (a
+    fresh data directory) for `duration` seconds, memory sampled; with --kills, the three
+    processes are killed in turn at a quarter, half and three quarters of the run. Afterwards
+    every acknowledged observation, document and session must be there."""
+    import shutil
+
+    from sounding_client import Client
+
+    from sounding.evaluation import load
+    from sounding.evaluation.harness import provenance
+    from sounding.stack import Stack
+
+    settings = Settings()
+    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "load"})
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    source = (
+        data / "corpus.jsonl"
+        if data
+        else Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
+    )
+    documents = []
+    for document in _read_documents(source):
+        documents.append(
+            {
+                "id": document.get("_id", document.get("id")),
+                "title": document.get("title", ""),
+                "text": document["text"],
+            }
+        )
+        if len(documents) == corpus_limit:
+            break
+    queries = load.queries_from(data / "queries.jsonl" if data else None)
+    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
+    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
+    try:
+        _start(stack)
+        stack.supervise()
+        with Client(settings.address, timeout=1800) as client:
+            client.create_collection(load.RETRIEVE_COLLECTION)
+            with progress_bar(console) as progress:
+                task = progress.add_task(f"ingesting {len(documents)} documents", total=len(documents))
+                for report in client.ingest(load.RETRIEVE_COLLECTION, documents, batch_size=64):
+                    progress.update(task, completed=report.total_documents)
+            client.create_collection(load.INGEST_COLLECTION)
+        planned = (
+            [
+                load.Kill(duration * share, what)
+                for share, what in ((0.25, "sidecar"), (0.5, "worker"), (0.75, "orchestrator"))
+            ]
+            if kills
+            else []
+        )
+        with progress_bar(console) as progress:
+            task = progress.add_task("traffic", total=duration)
+            result = load.run(
+                stack,
+                lambda: Client(settings.address, timeout=120),
+                queries,
+                duration,
+                retrieve_streams,
+                inquiry_sessions,
+                hyde_every,
+                kills=planned,
+                seed=seed,
+                progress=lambda elapsed: progress.update(task, completed=min(elapsed, duration)),
+            )
+    finally:
+        with console.status("stopping the stack"):
+            stack.stop()
+    result = {
+        "provenance": provenance(settings, seed),
+        "corpus": str(source),
+        "documents": len(documents),
+        **result,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    summary = {k: result[k] for k in ("calls", "errors", "kills", "verification", "memory")}
+    console.print_json(json.dumps(summary))
+    console.print(f"written to {out}")
 
 
 @eval_app.command("inquiry")

@@ -339,4 +339,6 @@ def limit_rows(
 
 
 def _shown(value: float | int) -> str:
-    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    if isinstance(value, float) and not value.is_integer():
+        return repr(value)
+    return f"{int(value):,}"

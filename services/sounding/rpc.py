@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing, contextmanager
@@ -188,7 +187,7 @@ class _Context:
         client = self._context.time_remaining()
         if self._deadline is None:
             return client
-        own = max(self._deadline - time.monotonic(), 0.0)
+        own = max(self._deadline - asyncio.get_running_loop().time(), 0.0)
         return own if client is None else min(client, own)
 
     def __getattr__(self, name: str):
@@ -223,9 +222,10 @@ class _Method:
             self._gate.leave()
 
     def _deadline(self, context) -> float | None:
+        """The server's deadline on the event loop's clock, for a call that set none."""
         if self._policy.deadline_s is None or context.time_remaining() is not None:
             return None
-        return time.monotonic() + self._policy.deadline_s
+        return asyncio.get_running_loop().time() + self._policy.deadline_s
 
     def _timed_out(self) -> errors.DeadlineExceeded:
         return errors.DeadlineExceeded(
@@ -273,10 +273,10 @@ class _Method:
     async def _within(self, deadline: float | None, awaitable):
         """`awaitable`, bounded by the server's deadline (if the call has one)."""
         try:
-            async with asyncio.timeout_at(deadline and _loop_time(deadline)):
+            async with asyncio.timeout_at(deadline):
                 return await awaitable
         except TimeoutError:
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and asyncio.get_running_loop().time() >= deadline:
                 raise self._timed_out() from None
             raise
 
@@ -322,11 +322,6 @@ class _Method:
                 await self._fail(context, error)
 
         return handle
-
-
-def _loop_time(deadline: float) -> float:
-    """A time.monotonic() deadline on the running loop's clock."""
-    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
 _HANDLERS = {

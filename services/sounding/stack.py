@@ -3,10 +3,12 @@ Ray). Used by `sounding up`, the evaluation harness and the integration tests.""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sounding.config import Settings
+
+log = logging.getLogger(__name__)
 
 
 def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:
@@ -37,10 +41,16 @@ def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | Non
 
 
 class Stack:
-    """The sidecar and orchestrator as child processes sharing one environment."""
+    """The sidecar and orchestrator as child processes sharing one environment. With
+    `supervise()`, a process that exits unasked is started again (as Kubernetes restarts a
+    container), until `stop()`; `restarts` lists (time, name) of each restart."""
 
     def __init__(self, settings: Settings, env: dict[str, str] | None = None, log_dir: Path | None = None):
         self.settings = settings
+        self.restarts: list[tuple[float, str]] = []
+        self._stopping = threading.Event()
+        self._restarting = threading.Lock()
+        self._supervisor: threading.Thread | None = None
         self.env = {
             **os.environ,
             **(env or {}),
@@ -91,9 +101,32 @@ class Stack:
         os.kill(process.pid, signal.SIGTERM)
         return process
 
+    def supervise(self, interval_s: float = 0.5) -> None:
+        def watch() -> None:
+            while not self._stopping.wait(interval_s):
+                with self._restarting:
+                    for name in ("models", "orchestrator"):
+                        process = getattr(self, name)
+                        if self._stopping.is_set() or process is None or process.poll() is None:
+                            continue
+                        log.warning("%s exited with code %s; starting it again", name, process.returncode)
+                        _stop(process, signal.SIGKILL)  # whatever it left behind
+                        self.restarts.append((time.time(), name))
+                        try:
+                            getattr(self, f"start_{name}")()
+                        except (RuntimeError, TimeoutError) as error:
+                            log.error("restarting %s failed: %s", name, error)
+
+        self._supervisor = threading.Thread(target=watch, name="stack-supervisor", daemon=True)
+        self._supervisor.start()
+
     def stop(self) -> None:
         """SIGTERM both (the orchestrator first); each gets its drain grace, and then some, before
         a SIGKILL."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            with self._restarting:  # a restart under way finishes first
+                pass
         patience = self.settings.limits.transport.drain_grace_s + 30.0
         _stop(self.orchestrator, signal.SIGTERM, patience)
         _stop(self.models, signal.SIGTERM, patience)

@@ -1,41 +1,428 @@
-"""A reproducible stand-in for a busy host: a process that keeps one core busy for a share of
-every period (`duty_cycle`), so that latency ratios can be measured under load as well as on a
-quiet machine."""
+"""The load and fault suite (`sounding eval load`): concurrent traffic of every kind against a
+supervised stack of its own for a fixed time, the resident memory of every process sampled
+throughout, and, with `kills`, the sidecar, one strategy worker and the orchestrator killed with
+SIGKILL in turn; afterwards, what was acknowledged is checked to be there.
+
+Traffic, all at once:
+- `retrieve_streams` threads, each running Retrieves back to back (top 10 of the collection,
+  arms chosen by the selector; one in `hyde_every` also asks for HyDE, so generation is part of
+  the mix); half of the results are reported with Observe, in batches once a second;
+- `inquiry_sessions` threads playing bulls and cows (eig) against an oracle; one game in five
+  is left after two questions (to be resumed at the end);
+- one thread ingesting a batch of four new documents every `ingest_every_s` seconds;
+- health checks every 100 ms.
+Every call's latency and outcome is kept; what counts as an error is any failed call but a
+deliberate RESOURCE_EXHAUSTED. With kills, calls failing while a process is down (from the kill
+until health is SERVING again, and 5 s more for clients to reconnect) are counted apart.
+
+Afterwards: every acknowledged observation, sent again, must be refused ALREADY_EXISTS (so it
+was kept); the ingested collection must hold every acknowledged document; every inquiry
+session must resume. Memory: each process's resident set after the first minute against the
+largest it reached later (a restarted process starts its series again).
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-PERIOD_MS = 10.0
+import numpy as np
 
-_BUSY_LOOP = """
-import sys, time
-busy, idle = float(sys.argv[1]), float(sys.argv[2])
-while True:
-    started = time.perf_counter()
-    while time.perf_counter() - started < busy:
-        pass
-    time.sleep(idle)
-"""
+from sounding.evaluation.fuzz import stack_processes
+from sounding.inquiry.domains import bulls_and_cows as bc
+
+HEALTH_INTERVAL_S = 0.1
+MEMORY_INTERVAL_S = 5.0
+RECONNECT_S = 5.0
+INGEST_COLLECTION = "load-ingest"
+RETRIEVE_COLLECTION = "load"
 
 
-@contextmanager
-def background_load(duty_cycle: float, period_ms: float = PERIOD_MS) -> Iterator[dict | None]:
-    """While the block runs, one process spins `duty_cycle` of each `period_ms` and sleeps the
-    rest (nothing when `duty_cycle` is 0). Yields the load's description for the result."""
-    if not 0.0 <= duty_cycle < 1.0:
-        raise ValueError("duty_cycle must be in [0, 1)")
-    if duty_cycle == 0.0:
-        yield None
-        return
-    busy_s = period_ms * duty_cycle / 1000
-    idle_s = period_ms * (1 - duty_cycle) / 1000
-    process = subprocess.Popen([sys.executable, "-c", _BUSY_LOOP, str(busy_s), str(idle_s)])
-    try:
-        yield {"processes": 1, "duty_cycle": duty_cycle, "period_ms": period_ms}
-    finally:
-        process.kill()
-        process.wait()
+@dataclass
+class Ledger:
+    """What the stack acknowledged, to check afterwards; and every call's outcome."""
+
+    observed: list[str] = field(default_factory=list)
+    ingested: list[str] = field(default_factory=list)
+    sessions: set[str] = field(default_factory=set)
+    pending_observations: list = field(default_factory=list)
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    outcomes: list[tuple[float, str, str]] = field(default_factory=list)  # (time, rpc, code)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, rpc: str, started: float, code: str = "OK") -> None:
+        with self.lock:
+            if code == "OK":
+                self.latencies[rpc].append(time.perf_counter() - started)
+            self.outcomes.append((time.time(), rpc, code))
+
+
+def _code(error: Exception) -> str:
+    code = getattr(error, "code", None)
+    return code.name if hasattr(code, "name") else type(error).__name__
+
+
+def retrieving(
+    client, queries: list[str], ledger: Ledger, stop: threading.Event, hyde_every: int, rng
+) -> None:
+    from sounding_client import RetrievalOutcome
+
+    count = 0
+    while not stop.is_set():
+        count += 1
+        arms = ("dense", "lexical", "hyde") if hyde_every and count % hyde_every == 0 else ()
+        started = time.perf_counter()
+        try:
+            final = client.retrieve_final(
+                RETRIEVE_COLLECTION, rng.choice(queries), top_k=10, arms=arms, omit_text=True, timeout=120
+            )
+        except Exception as error:
+            ledger.record("Retrieve", started, _code(error))
+            stop.wait(0.2)
+            continue
+        ledger.record("Retrieve", started)
+        if final.hits and rng.random() < 0.5:
+            with ledger.lock:
+                ledger.pending_observations.append(
+                    RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,), feedback="helpful")
+                )
+
+
+def observing(client, ledger: Ledger, stop: threading.Event) -> None:
+    """Every second, the pending outcomes in one Observe; the recorded ones join the ledger,
+    those refused UNAVAILABLE (not logged yet) wait for the next."""
+    while not stop.wait(1.0) or ledger.pending_observations:
+        with ledger.lock:
+            batch, ledger.pending_observations = ledger.pending_observations, []
+        if not batch:
+            continue
+        started = time.perf_counter()
+        try:
+            ack = client.observe(batch)
+        except Exception as error:
+            ledger.record("Observe", started, _code(error))
+            if stop.is_set():
+                return
+            continue
+        ledger.record("Observe", started)
+        refused = {r.index: r.code for r in ack.rejected}
+        with ledger.lock:
+            for index, outcome in enumerate(batch):
+                if index not in refused:
+                    ledger.observed.append(outcome.retrieval_id)
+                elif refused[index] == "UNAVAILABLE":
+                    ledger.pending_observations.append(outcome)
+                else:
+                    ledger.outcomes.append((time.time(), "Observe(outcome)", refused[index]))
+
+
+def inquiring(client, ledger: Ledger, stop: threading.Event, rng) -> None:
+    from sounding_client import Ask, InquiryAnswer
+
+    table = bc.feedback_table()
+    games = 0
+    while not stop.is_set():
+        games += 1
+        secret = rng.choice(table.strings)
+        abandon = games % 5 == 0
+        inquiry = client.inquire("bulls_and_cows", timeout=60)
+        started = time.perf_counter()
+        try:
+            for event in inquiry:
+                ledger.sessions.add(event.session_id)
+                if isinstance(event, Ask):
+                    ledger.record("Inquire step", started)
+                    if stop.is_set() or (abandon and event.turn > 2):
+                        break
+                    code = int(table.table[table.index[event.question], table.index[secret]])
+                    started = time.perf_counter()
+                    inquiry.answer(" ".join(map(str, divmod(code, bc.CODES_PER_FEEDBACK))))
+                elif isinstance(event, InquiryAnswer):
+                    ledger.record("Inquire step", started)
+        except Exception as error:
+            ledger.record("Inquire step", started, _code(error))
+            stop.wait(0.2)
+        finally:
+            inquiry.close()
+
+
+def ingesting(client, ledger: Ledger, stop: threading.Event, every_s: float) -> None:
+    batch = 0
+    while not stop.wait(every_s):
+        batch += 1
+        documents = [
+            {
+                "id": f"load-{batch}-{i}",
+                "title": f"load document {batch}.{i}",
+                "text": f"batch {batch} item {i} " * 40,
+            }
+            for i in range(4)
+        ]
+        started = time.perf_counter()
+        try:
+            for _ in client.ingest(INGEST_COLLECTION, documents, batch_size=4):
+                with ledger.lock:
+                    ledger.ingested.extend(d["id"] for d in documents)
+            ledger.record("IngestDocuments", started)
+        except Exception as error:
+            ledger.record("IngestDocuments", started, _code(error))
+
+
+def checking_health(address: str, ledger: Ledger, stop: threading.Event, serving: threading.Event) -> None:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        while not stop.wait(HEALTH_INTERVAL_S):
+            started = time.perf_counter()
+            try:
+                status = check(health_pb2.HealthCheckRequest(), timeout=2.0).status
+                ok = status == health_pb2.HealthCheckResponse.SERVING
+                ledger.record("Health", started, "OK" if ok else "NOT_SERVING")
+            except grpc.RpcError as error:
+                ok = False
+                ledger.record("Health", started, error.code().name)
+            (serving.set if ok else serving.clear)()
+
+
+def sampling_memory(stack, samples: list[dict], stop: threading.Event, started: float) -> None:
+    import psutil
+
+    while True:
+        row = {"t": round(time.time() - started, 1)}
+        try:
+            processes = stack_processes(stack.orchestrator.pid, stack.models.pid)
+            for name, pid in processes.items():
+                row[f"{name.split()[0]} {pid}"] = psutil.Process(pid).memory_info().rss
+        except (psutil.Error, AttributeError):
+            pass
+        samples.append(row)
+        if stop.wait(MEMORY_INTERVAL_S):
+            return
+
+
+def memory_summary(samples: list[dict], settle_s: float = 60.0) -> dict[str, dict]:
+    """Per process ("name pid": a restarted process is another one): its resident set at the
+    first sample `settle_s` into its life, the largest after, and their ratio."""
+    series: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for row in samples:
+        for name, value in row.items():
+            if name != "t":
+                series[name].append((row["t"], value))
+    out = {}
+    for name, points in series.items():
+        first = points[0][0]
+        after = [(t, v) for t, v in points if t - first >= settle_s]
+        if not after:
+            continue
+        level, peak = after[0][1], max(v for _, v in after)
+        out[name] = {
+            "mib_after_first_minute": round(level / 2**20, 1),
+            "mib_peak_after": round(peak / 2**20, 1),
+            "ratio": round(peak / level, 3),
+        }
+    return out
+
+
+def percentiles(values: list[float]) -> dict:
+    if not values:
+        return {"count": 0}
+    ms = np.asarray(values) * 1000
+    return {
+        "count": len(values),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p99_ms": round(float(np.percentile(ms, 99)), 1),
+        "max_ms": round(float(ms.max()), 1),
+    }
+
+
+@dataclass(frozen=True)
+class Kill:
+    at_s: float
+    what: str  # "sidecar", "worker" or "orchestrator"
+
+
+def kill(stack, what: str) -> int:
+    """SIGKILL, as a crash: the sidecar, one strategy worker, or the orchestrator's whole group."""
+    if what == "sidecar":
+        pid = stack.models.pid
+        os.kill(pid, signal.SIGKILL)
+    elif what == "worker":
+        pid = next(
+            p
+            for n, p in stack_processes(stack.orchestrator.pid, stack.models.pid).items()
+            if n.startswith("worker")
+        )
+        os.kill(pid, signal.SIGKILL)
+    else:
+        pid = stack.orchestrator.pid
+        os.killpg(pid, signal.SIGKILL)
+    return pid
+
+
+def recovered(client, query: str, serving: threading.Event, since: float, patience_s: float = 600.0) -> float:
+    """When the stack serves again after a kill: a Retrieve succeeds and health says SERVING
+    (checked every half second from 2 s after the kill)."""
+    time.sleep(2.0)
+    while time.time() - since < patience_s:
+        try:
+            client.retrieve_final(RETRIEVE_COLLECTION, query, top_k=3, arms=["dense"], timeout=10)
+            if serving.is_set():
+                return time.time()
+        except Exception:
+            pass
+        time.sleep(0.5)
+    return time.time()
+
+
+def verify(client, ledger: Ledger) -> dict:
+    """Whether everything acknowledged is there: observations (each sent again must be refused
+    ALREADY_EXISTS), ingested documents (counted), inquiry sessions (each resumes)."""
+    from sounding_client import Belief, RetrievalOutcome, SoundingError
+
+    codes: Counter[str] = Counter()
+    for start in range(0, len(ledger.observed), 5000):
+        ids = ledger.observed[start : start + 5000]
+        ack = client.observe([RetrievalOutcome(i, ()) for i in ids])
+        refused = {r.index: r.code for r in ack.rejected}
+        codes.update(refused.get(i, "RECORDED_AGAIN") for i in range(len(ids)))
+    collection = client.get_collection(INGEST_COLLECTION)
+    resumed, lost_sessions = 0, []
+    for session_id in sorted(ledger.sessions):
+        inquiry = client.resume_inquiry(session_id, timeout=60)
+        try:
+            first = next(iter(inquiry))
+            resumed += isinstance(first, Belief)
+        except SoundingError as error:
+            lost_sessions.append((session_id, error.code.name))
+        finally:
+            inquiry.close()
+    return {
+        "observations_acknowledged": len(ledger.observed),
+        "observations_kept": codes.get("ALREADY_EXISTS", 0),
+        "observations_lost": len(ledger.observed) - codes.get("ALREADY_EXISTS", 0),
+        "observation_codes_when_sent_again": dict(codes),
+        "documents_acknowledged": len(ledger.ingested),
+        "documents_in_collection": collection.document_count,
+        "documents_lost": len(set(ledger.ingested)) - collection.document_count,
+        "sessions": len(ledger.sessions),
+        "sessions_resumed": resumed,
+        "sessions_lost": lost_sessions,
+    }
+
+
+def run(
+    stack,
+    client_factory: Callable[[], object],
+    queries: list[str],
+    duration_s: float,
+    retrieve_streams: int = 32,
+    inquiry_sessions: int = 4,
+    hyde_every: int = 20,
+    ingest_every_s: float = 5.0,
+    kills: list[Kill] = (),
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
+) -> dict:
+    """Traffic against `stack` (supervised, collections prepared) for `duration_s`, with the
+    kills at their times; then the checks. Returns the result (without provenance)."""
+    ledger = Ledger()
+    stop, serving = threading.Event(), threading.Event()
+    serving.set()
+    samples: list[dict] = []
+    started = time.time()
+    clients = [client_factory() for _ in range(4)]
+    threads = [
+        threading.Thread(target=checking_health, args=(stack.settings.address, ledger, stop, serving)),
+        threading.Thread(target=sampling_memory, args=(stack, samples, stop, started)),
+        threading.Thread(target=observing, args=(clients[0], ledger, stop)),
+        threading.Thread(target=ingesting, args=(clients[1], ledger, stop, ingest_every_s)),
+    ]
+    threads += [
+        threading.Thread(
+            target=retrieving,
+            args=(clients[i % 4], queries, ledger, stop, hyde_every, random.Random(seed * 1000 + i)),
+        )
+        for i in range(retrieve_streams)
+    ]
+    threads += [
+        threading.Thread(
+            target=inquiring, args=(clients[2 + i % 2], ledger, stop, random.Random(seed * 7 + i))
+        )
+        for i in range(inquiry_sessions)
+    ]
+    for thread in threads:
+        thread.start()
+    windows: list[dict] = []
+    for planned in sorted(kills, key=lambda k: k.at_s):
+        while time.time() - started < planned.at_s:
+            time.sleep(0.5)
+            if progress:
+                progress(time.time() - started)
+        killed_at = time.time()
+        pid = kill(stack, planned.what)
+        recovered_at = recovered(clients[3], queries[0], serving, killed_at)
+        windows.append(
+            {
+                "what": planned.what,
+                "pid": pid,
+                "at_s": round(killed_at - started, 1),
+                "serving_again_after_s": round(recovered_at - killed_at, 1),
+                "until_s": round(recovered_at - started + RECONNECT_S, 1),
+            }
+        )
+    while time.time() - started < duration_s:
+        time.sleep(0.5)
+        if progress:
+            progress(time.time() - started)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=180)
+    verification = verify(clients[0], ledger)
+    for client in clients:
+        client.close()
+
+    def disrupted(t: float) -> bool:
+        return any(w["at_s"] <= t - started <= w["until_s"] for w in windows)
+
+    errors = Counter((rpc, code) for t, rpc, code in ledger.outcomes if code != "OK" and not disrupted(t))
+    during = Counter((rpc, code) for t, rpc, code in ledger.outcomes if code != "OK" and disrupted(t))
+    calls = Counter(rpc for _, rpc, _ in ledger.outcomes)
+    return {
+        "duration_s": duration_s,
+        "traffic": {
+            "retrieve_streams": retrieve_streams,
+            "inquiry_sessions": inquiry_sessions,
+            "hyde_every": hyde_every,
+            "ingest_every_s": ingest_every_s,
+        },
+        "calls": dict(calls),
+        "latency": {rpc: percentiles(values) for rpc, values in sorted(ledger.latencies.items())},
+        "errors": {f"{rpc} {code}": n for (rpc, code), n in sorted(errors.items())},
+        "errors_excluding_resource_exhausted": sum(
+            n for (_, code), n in errors.items() if code != "RESOURCE_EXHAUSTED"
+        ),
+        "kills": windows,
+        "errors_while_disrupted": {f"{rpc} {code}": n for (rpc, code), n in sorted(during.items())},
+        "restarts": [{"at_s": round(t - started, 1), "process": name} for t, name in stack.restarts],
+        "verification": verification,
+        "memory": memory_summary(samples),
+        "memory_samples": samples,
+    }
+
+
+def queries_from(path: Path | None, limit: int = 300) -> list[str]:
+    """Query texts (only `text`) from a BEIR queries file, or a few fixed ones."""
+    if path is None or not path.exists():
+        return ["how do ships measure the depth of water?", "combining rankings", "sound speed in seawater"]
+    with path.open() as lines:
+        return [json.loads(line)["text"] for line in lines if line.strip()][:limit]

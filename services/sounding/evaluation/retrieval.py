@@ -14,7 +14,7 @@ way. The ingest rate is documents per second from the first batch sent to the la
 beside the in-process encode rate of the same documents.
 
 With `background_load` > 0 a process keeps one core busy for that share of the time while the
-queries run (`evaluation.load`), to see how the ratios hold on a busy host.
+queries run (`evaluation.busy_host`), to see how the ratios hold on a busy host.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rich.console import Console
 
 from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
-from sounding.evaluation import beir, load
+from sounding.evaluation import beir, busy_host
 from sounding.evaluation.metrics import beir_scores, percentiles, without_self
 from sounding.progress import progress_bar
 
@@ -87,7 +87,7 @@ def run(
         # timed under the same conditions (this machine's speed drifts over minutes).
         with (
             threadpoolctl.threadpool_limits(1, user_api="blas"),  # as in the strategy workers
-            load.background_load(background_load) as load_record,
+            busy_host.background_load(background_load) as load_record,
             progress_bar(console) as progress,
         ):
             task = progress.add_task("references and service", total=len(dataset.queries))

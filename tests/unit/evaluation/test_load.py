@@ -1,32 +1,34 @@
-import os
-import time
-
 import pytest
-from sounding.evaluation.load import background_load
+from sounding.evaluation import load
+
+pytestmark = pytest.mark.unit
+
+MIB = 2**20
 
 
-@pytest.mark.unit
-def test_no_load_starts_nothing():
-    with background_load(0.0) as record:
-        assert record is None
+def test_memory_is_judged_per_process_life_from_its_first_minute():
+    samples = [{"t": t, "orchestrator 10": (100 + t // 60) * MIB} for t in range(0, 300, 5)]
+    # the sidecar restarts at 150 s as another process: its series starts over
+    for row in samples:
+        if row["t"] < 150:
+            row["sidecar 20"] = 50 * MIB
+        else:
+            row["sidecar 21"] = (60 + (row["t"] > 240)) * MIB
+    summary = load.memory_summary(samples)
+    assert summary["orchestrator 10"] == {
+        "mib_after_first_minute": 101.0,
+        "mib_peak_after": 104.0,
+        "ratio": 1.03,
+    }
+    assert summary["sidecar 20"]["ratio"] == 1.0
+    assert summary["sidecar 21"] == {"mib_after_first_minute": 60.0, "mib_peak_after": 61.0, "ratio": 1.017}
 
 
-@pytest.mark.unit
-@pytest.mark.parametrize("duty_cycle", [-0.1, 1.0])
-def test_a_duty_cycle_outside_0_1_is_refused(duty_cycle):
-    with pytest.raises(ValueError), background_load(duty_cycle):
-        pass
+def test_a_process_that_lived_less_than_a_minute_is_not_judged():
+    assert load.memory_summary([{"t": t, "worker 7": MIB} for t in range(0, 55, 5)]) == {}
 
 
-def _children_cpu_seconds() -> float:
-    return os.times().children_user + os.times().children_system
-
-
-@pytest.mark.slow
-def test_the_load_process_spins_its_share_and_is_gone_after():
-    before = _children_cpu_seconds()
-    with background_load(0.5) as record:
-        assert record == {"processes": 1, "duty_cycle": 0.5, "period_ms": 10.0}
-        time.sleep(1.5)
-    used = _children_cpu_seconds() - before  # counted once the process has been waited for
-    assert 0.4 <= used <= 1.1  # half of 1.5 s, with room for start-up and a busy machine
+def test_percentiles_in_milliseconds():
+    result = load.percentiles([0.001 * i for i in range(1, 101)])
+    assert result == {"count": 100, "p50_ms": 50.5, "p99_ms": 99.0, "max_ms": 100.0}
+    assert load.percentiles([]) == {"count": 0}

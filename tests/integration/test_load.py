@@ -1,0 +1,55 @@
+"""A short run of the load and fault suite (the five-minute runs are `sounding eval load`)."""
+
+import json
+
+import pytest
+from sounding.config import ModelsSettings, Settings
+from sounding.evaluation import load
+from sounding.stack import Stack
+from sounding_client import Client
+
+from .conftest import DEMO_CORPUS, free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_traffic_through_a_sidecar_and_a_worker_crash_loses_nothing_acknowledged(tmp_path):
+    settings = Settings(
+        data_dir=tmp_path,
+        address=f"127.0.0.1:{free_port()}",
+        models=ModelsSettings(address=f"127.0.0.1:{free_port()}"),
+    )
+    stack = Stack(
+        settings,
+        env={"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'},
+        log_dir=tmp_path / "logs",
+    )
+    documents = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines() if line.strip()]
+    try:
+        stack.start()
+        stack.supervise()
+        with Client(settings.address, timeout=120) as client:
+            client.create_collection(load.RETRIEVE_COLLECTION)
+            list(client.ingest(load.RETRIEVE_COLLECTION, documents, batch_size=6))
+            client.create_collection(load.INGEST_COLLECTION)
+        result = load.run(
+            stack,
+            lambda: Client(settings.address, timeout=60),
+            load.queries_from(None),
+            duration_s=40,
+            retrieve_streams=4,
+            inquiry_sessions=2,
+            hyde_every=0,
+            ingest_every_s=2.0,
+            kills=[load.Kill(8, "worker"), load.Kill(16, "sidecar")],
+        )
+    finally:
+        stack.stop()
+    checked = result["verification"]
+    assert checked["observations_acknowledged"] > 20 and checked["observations_lost"] == 0
+    assert checked["documents_acknowledged"] >= 12 and checked["documents_lost"] == 0
+    assert checked["sessions"] >= 4 and checked["sessions_resumed"] == checked["sessions"]
+    assert [k["what"] for k in result["kills"]] == ["worker", "sidecar"]
+    assert [r["process"] for r in result["restarts"]] == ["models"]  # Ray restarts the worker itself
+    assert result["errors_excluding_resource_exhausted"] == 0, result["errors"]
+    assert result["calls"]["Retrieve"] > 50
