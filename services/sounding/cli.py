@@ -605,11 +605,13 @@ def eval_fuzz(
     requests: int = typer.Option(10_000, min=16, help="generated calls to send"),
     seed: int = typer.Option(0),
     concurrency: int = typer.Option(4, min=1, max=64, help="calls in flight at once"),
+    health_p99_ms: float = typer.Option(100.0, help="health checks' p99 latency must stay below this"),
     out: Path = typer.Option(..., help="where to write the JSON result"),
 ) -> None:
     """Generated requests for every RPC of SoundingService, CorpusService and the sidecar, on a
     stack of its own (a fresh data directory): every call must end with a canonical code other
-    than UNKNOWN and INTERNAL, no process may die, health must keep answering."""
+    than UNKNOWN and INTERNAL, no process may die, health must keep answering (exit status 1
+    otherwise)."""
     import shutil
 
     from sounding_client import Client
@@ -644,7 +646,13 @@ def eval_fuzz(
     out.write_text(json.dumps(result, indent=2) + "\n")
     console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
     console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
-    if result["forbidden"] or not all(result["alive"].values()):
+    health = result["health"]
+    if (
+        result["forbidden"]
+        or not all(result["alive"].values())
+        or health["not_serving"]
+        or not health["p99_ms"] < health_p99_ms
+    ):
         raise typer.Exit(1)
 
 

@@ -149,7 +149,9 @@ class DeadlineLimits(BaseModel):
     observe_s: float = Field(60.0, gt=0, description="an Observe stream")
     calibrate_s: float = Field(900.0, gt=0, description="a Calibrate stream")
     first_message_s: float = Field(
-        10.0, gt=0, description="Inquire, Observe and IngestDocuments: until the first request message"
+        10.0,
+        gt=0,
+        description="Inquire, Observe, IngestDocuments: until the first request message (Observe: every one)",
     )
     inquire_idle_s: float = Field(600.0, gt=0, description="Inquire: from a question until its answer")
     ingest_idle_s: float = Field(300.0, gt=0, description="IngestDocuments: between two batches")

@@ -7,6 +7,9 @@ the offending field (BadRequest field violation). They pickle, so they cross pro
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 
 class SoundingError(Exception):
     code = "INTERNAL"
@@ -72,3 +75,11 @@ def of_code(code: str, message: str, *, reason: str | None = None) -> SoundingEr
     kinds = {kind.code: kind for kind in SoundingError.__subclasses__()}
     kind = kinds.get(code, SoundingError)
     return kind(message, reason=reason or (code if kind is SoundingError else None))
+
+
+def internal(what: str, error: BaseException) -> SoundingError:
+    """An unexpected failure as INTERNAL: its traceback goes to the log under an incident id,
+    and the caller is told only the id."""
+    incident = uuid.uuid4().hex[:12]
+    logging.getLogger("sounding").error("%s failed (incident %s)", what, incident, exc_info=error)
+    return SoundingError(f"internal error (incident {incident})")

@@ -1,20 +1,26 @@
-"""Running CPU-bound work off the event loop, in a bounded pool.
+"""Work the event loop must not be exposed to.
 
 `BoundedPool(threads, queue)` runs `await pool(function, *args)` on one of `threads` worker
 threads; at most `queue` more calls wait for one, and a call beyond that is refused at once with
 RESOURCE_EXHAUSTED, so a burst of heavy requests cannot pile up work without end. A call whose
 caller is cancelled while it waits never runs; one already running finishes on its thread (a
 thread cannot be interrupted) and holds its place until then.
+
+`await completed(coroutine)` runs a write that a cancel must not split: if the caller is
+cancelled meanwhile, it still waits for the write to finish (so whatever it holds, a lock, is
+held until then) and only then lets the cancellation through.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from sounding import errors
+
+T = TypeVar("T")
 
 
 class BoundedPool:
@@ -23,11 +29,6 @@ class BoundedPool:
         self._places = threads + queue
         self._taken = 0
         self._name = name
-
-    @property
-    def taken(self) -> int:
-        """Calls running or waiting."""
-        return self._taken
 
     async def __call__(self, function: Callable[..., Any], *args: Any) -> Any:
         if self._taken >= self._places:
@@ -46,3 +47,12 @@ class BoundedPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def completed(coroutine: Coroutine[Any, Any, T]) -> T:
+    task = asyncio.ensure_future(coroutine)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})
+        raise

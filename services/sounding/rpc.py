@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
@@ -127,6 +126,7 @@ def locate_bad_field(
     that is not UTF-8, a truncated value), e.g. `documents[3].title`; '' if none is found within
     the first LOCATE_MAX_FIELDS fields."""
     budget = [LOCATE_MAX_FIELDS] if budget is None else budget
+    data = memoryview(data)  # slices of it copy nothing
     counts: dict[int, int] = {}
     position = 0
     try:
@@ -154,7 +154,7 @@ def locate_bad_field(
                     return name
                 position += length
                 if field is not None and field.type == field.TYPE_STRING:
-                    value.decode("utf-8")
+                    str(value, "utf-8")
                 elif field is not None and field.type == field.TYPE_MESSAGE:
                     if depth >= 32:
                         return name
@@ -256,9 +256,7 @@ class _Method:
     async def _fail(self, context, error: BaseException) -> None:
         if isinstance(error, errors.SoundingError):
             await abort(context, error)
-        incident = uuid.uuid4().hex[:12]
-        log.error("%s failed (incident %s)", self.full_name, incident, exc_info=error)
-        await abort(context, errors.SoundingError(f"internal error (incident {incident})"))
+        await abort(context, errors.internal(self.full_name, error))
 
     def _prepare(self, request, context, client_streaming: bool):
         """The request (decoded, or the stream of them), the context bounded by the server's
@@ -362,10 +360,10 @@ def service_handler(
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
-def server(limits: TransportLimits, *, maximum_concurrent_rpcs: int | None = None) -> grpc.aio.Server:
+def server(limits: TransportLimits) -> grpc.aio.Server:
     """A grpc.aio server under the transport limits."""
     return grpc.aio.server(
-        maximum_concurrent_rpcs=maximum_concurrent_rpcs or limits.max_concurrent_rpcs,
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
         options=[
             ("grpc.max_receive_message_length", limits.max_message_bytes),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),

@@ -86,17 +86,22 @@ class Stack:
         return self
 
     def kill_models(self) -> None:
-        _stop(self.models, signal.SIGKILL)
-        self.models = None
+        """kill -9 the sidecar, to start it again by hand (a supervisor leaves it down)."""
+        with self._restarting:
+            _stop(self.models, signal.SIGKILL)
+            self.models = None
 
     def kill_orchestrator(self) -> None:
-        """kill -9 the orchestrator's whole process group (its Ray runtime included)."""
-        _stop(self.orchestrator, signal.SIGKILL)
-        self.orchestrator = None
+        """kill -9 the orchestrator's whole process group (its Ray runtime included), to start
+        it again by hand (a supervisor leaves it down)."""
+        with self._restarting:
+            _stop(self.orchestrator, signal.SIGKILL)
+            self.orchestrator = None
 
     def terminate_orchestrator(self) -> subprocess.Popen:
-        """SIGTERM to the orchestrator alone, as Kubernetes does: it drains and exits. Returns the
-        process (still running) so a caller can watch the drain; `stop` finishes it."""
+        """SIGTERM to the orchestrator alone, as Kubernetes does: it drains and exits (and a
+        supervisor starts it again). Returns the process (still running) so a caller can watch
+        the drain; `stop` finishes it."""
         process = self.orchestrator
         os.kill(process.pid, signal.SIGTERM)
         return process

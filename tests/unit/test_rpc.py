@@ -1,6 +1,7 @@
 """sounding.rpc against a real in-process grpc.aio server, with a servicer of CorpusService."""
 
 import asyncio
+import time
 
 import grpc
 import pytest
@@ -155,15 +156,18 @@ def test_a_client_deadline_shorter_than_the_default_wins():
 
 def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():
     async def body(channel, servicer):
-        servicer.delay = 0.1
+        servicer.delay = 0.15
         first = asyncio.ensure_future(raw(channel, "GetCollection")(b""))
         await asyncio.sleep(0.03)
+        started = time.perf_counter()
         failed = await failure(raw(channel, "GetCollection")(b""))
+        refused_after = time.perf_counter() - started
         await first
-        return failed
+        return failed, refused_after
 
-    failed = run(body)
+    failed, refused_after = run(body)
     assert failed.code == grpc.StatusCode.RESOURCE_EXHAUSTED and failed.reason == "TOO_MANY_CALLS"
+    assert refused_after < 0.1  # not after the first call's 0.15 s
 
 
 @pytest.mark.parametrize("sent,reason", [(0, "no first request message"), (1, "no next request message")])
@@ -189,7 +193,11 @@ def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            in_flight = asyncio.ensure_future(raw(channel, "GetCollection")(b""))
+            in_flight = asyncio.ensure_future(
+                raw(channel, "GetCollection")(
+                    corpus_pb2.GetCollectionRequest(name="in-flight").SerializeToString()
+                )
+            )
             await asyncio.sleep(0.1)
             draining = asyncio.ensure_future(gate.drain(5.0))
             await asyncio.sleep(0)
@@ -201,5 +209,7 @@ def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_
 
     refused, finished, drained = asyncio.run(body())
     assert refused.code == grpc.StatusCode.UNAVAILABLE and refused.reason == "DRAINING"
-    assert corpus_pb2.GetCollectionResponse.FromString(finished).collection.description  # it completed
+    assert (
+        corpus_pb2.GetCollectionResponse.FromString(finished).collection.name == "in-flight"
+    )  # it completed
     assert drained and gate.in_flight == 0

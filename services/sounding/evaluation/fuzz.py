@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import grpc
-import numpy as np
 from google.protobuf import descriptor as d
 from google.protobuf import message_factory
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -34,6 +33,7 @@ from hypothesis import strategies as st
 
 from sounding.api.sounding.models.v1 import models_pb2
 from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
+from sounding.evaluation.health import HealthWatch
 
 SERVICES = (
     sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"],
@@ -328,53 +328,6 @@ def send(channel: grpc.Channel, call: Call, deadline_s: float = DEADLINE_S) -> s
     finally:
         release.set()
     return "OK"
-
-
-class HealthWatch:
-    """Asks the orchestrator's health every `interval_s` in a thread, keeping the latencies."""
-
-    def __init__(self, address: str, interval_s: float = 0.05, timeout_s: float = 2.0):
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-        self._request = health_pb2.HealthCheckRequest()
-        self._serving = health_pb2.HealthCheckResponse.SERVING
-        self._channel = grpc.insecure_channel(address)
-        self._check = health_pb2_grpc.HealthStub(self._channel).Check
-        self._interval_s, self._timeout_s = interval_s, timeout_s
-        self.latencies: list[float] = []
-        self.not_serving = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        self._check(self._request, timeout=30)
-        while not self._stop.wait(self._interval_s):
-            started = time.perf_counter()
-            try:
-                serving = self._check(self._request, timeout=self._timeout_s).status == self._serving
-            except grpc.RpcError:
-                serving = False
-            self.latencies.append(time.perf_counter() - started)
-            self.not_serving += not serving
-
-    def __enter__(self) -> HealthWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._channel.close()
-
-    def summary(self) -> dict:
-        values = np.asarray(self.latencies) * 1000
-        return {
-            "checks": len(values),
-            "not_serving": self.not_serving,
-            "p50_ms": float(np.percentile(values, 50)) if len(values) else None,
-            "p99_ms": float(np.percentile(values, 99)) if len(values) else None,
-            "max_ms": float(values.max()) if len(values) else None,
-        }
 
 
 def prepare(client, documents: list[dict], sidecar: str) -> Pools:

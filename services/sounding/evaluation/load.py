@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from sounding.evaluation.fuzz import stack_processes
+from sounding.evaluation.health import HealthWatch
 from sounding.inquiry.domains import bulls_and_cows as bc
 
 HEALTH_INTERVAL_S = 0.1
@@ -98,8 +99,11 @@ def retrieving(
 
 def observing(client, ledger: Ledger, stop: threading.Event) -> None:
     """Every second, the pending outcomes in one Observe; the recorded ones join the ledger,
-    those refused UNAVAILABLE (not logged yet) wait for the next."""
-    while not stop.wait(1.0) or ledger.pending_observations:
+    those refused UNAVAILABLE (not logged yet) wait for the next. Once stopped, one last Observe
+    for what is pending."""
+    last = False
+    while not last:
+        last = stop.wait(1.0)
         with ledger.lock:
             batch, ledger.pending_observations = ledger.pending_observations, []
         if not batch:
@@ -109,8 +113,6 @@ def observing(client, ledger: Ledger, stop: threading.Event) -> None:
             ack = client.observe(batch)
         except Exception as error:
             ledger.record("Observe", started, _code(error))
-            if stop.is_set():
-                return
             continue
         ledger.record("Observe", started)
         refused = {r.index: r.code for r in ack.rejected}
@@ -137,7 +139,8 @@ def inquiring(client, ledger: Ledger, stop: threading.Event, rng) -> None:
         started = time.perf_counter()
         try:
             for event in inquiry:
-                ledger.sessions.add(event.session_id)
+                with ledger.lock:
+                    ledger.sessions.add(event.session_id)
                 if isinstance(event, Ask):
                     ledger.record("Inquire step", started)
                     if stop.is_set() or (abandon and event.turn > 2):
@@ -174,24 +177,6 @@ def ingesting(client, ledger: Ledger, stop: threading.Event, every_s: float) -> 
             ledger.record("IngestDocuments", started)
         except Exception as error:
             ledger.record("IngestDocuments", started, _code(error))
-
-
-def checking_health(address: str, ledger: Ledger, stop: threading.Event, serving: threading.Event) -> None:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(address) as channel:
-        check = health_pb2_grpc.HealthStub(channel).Check
-        while not stop.wait(HEALTH_INTERVAL_S):
-            started = time.perf_counter()
-            try:
-                status = check(health_pb2.HealthCheckRequest(), timeout=2.0).status
-                ok = status == health_pb2.HealthCheckResponse.SERVING
-                ledger.record("Health", started, "OK" if ok else "NOT_SERVING")
-            except grpc.RpcError as error:
-                ok = False
-                ledger.record("Health", started, error.code().name)
-            (serving.set if ok else serving.clear)()
 
 
 def sampling_memory(stack, samples: list[dict], stop: threading.Event, started: float) -> None:
@@ -269,9 +254,11 @@ def kill(stack, what: str) -> int:
     return pid
 
 
-def recovered(client, query: str, serving: threading.Event, since: float, patience_s: float = 600.0) -> float:
+def recovered(
+    client, query: str, serving: threading.Event, since: float, patience_s: float = 600.0
+) -> float | None:
     """When the stack serves again after a kill: a Retrieve succeeds and health says SERVING
-    (checked every half second from 2 s after the kill)."""
+    (checked every half second from 2 s after the kill); None if not within `patience_s`."""
     time.sleep(2.0)
     while time.time() - since < patience_s:
         try:
@@ -281,7 +268,7 @@ def recovered(client, query: str, serving: threading.Event, since: float, patien
         except Exception:
             pass
         time.sleep(0.5)
-    return time.time()
+    return None
 
 
 def verify(client, ledger: Ledger) -> dict:
@@ -336,13 +323,11 @@ def run(
     """Traffic against `stack` (supervised, collections prepared) for `duration_s`, with the
     kills at their times; then the checks. Returns the result (without provenance)."""
     ledger = Ledger()
-    stop, serving = threading.Event(), threading.Event()
-    serving.set()
+    stop = threading.Event()
     samples: list[dict] = []
     started = time.time()
     clients = [client_factory() for _ in range(4)]
     threads = [
-        threading.Thread(target=checking_health, args=(stack.settings.address, ledger, stop, serving)),
         threading.Thread(target=sampling_memory, args=(stack, samples, stop, started)),
         threading.Thread(target=observing, args=(clients[0], ledger, stop)),
         threading.Thread(target=ingesting, args=(clients[1], ledger, stop, ingest_every_s)),
@@ -360,33 +345,38 @@ def run(
         )
         for i in range(inquiry_sessions)
     ]
-    for thread in threads:
-        thread.start()
     windows: list[dict] = []
-    for planned in sorted(kills, key=lambda k: k.at_s):
-        while time.time() - started < planned.at_s:
+
+    def wait_until(at_s: float) -> None:
+        while time.time() - started < at_s:
             time.sleep(0.5)
             if progress:
                 progress(time.time() - started)
-        killed_at = time.time()
-        pid = kill(stack, planned.what)
-        recovered_at = recovered(clients[3], queries[0], serving, killed_at)
-        windows.append(
-            {
-                "what": planned.what,
-                "pid": pid,
-                "at_s": round(killed_at - started, 1),
-                "serving_again_after_s": round(recovered_at - killed_at, 1),
-                "until_s": round(recovered_at - started + RECONNECT_S, 1),
-            }
-        )
-    while time.time() - started < duration_s:
-        time.sleep(0.5)
-        if progress:
-            progress(time.time() - started)
-    stop.set()
-    for thread in threads:
-        thread.join(timeout=180)
+
+    with HealthWatch(stack.settings.address, HEALTH_INTERVAL_S) as health:
+        for thread in threads:
+            thread.start()
+        for planned in sorted(kills, key=lambda k: k.at_s):
+            wait_until(planned.at_s)
+            killed_at = time.time()
+            pid = kill(stack, planned.what)
+            back = recovered(clients[3], queries[0], health.serving, killed_at)
+            windows.append(
+                {
+                    "what": planned.what,
+                    "pid": pid,
+                    "at_s": round(killed_at - started, 1),
+                    "recovered": back is not None,
+                    "serving_again_after_s": round(back - killed_at, 1) if back else None,
+                    "until_s": round((back or time.time()) - started + RECONNECT_S, 1),
+                }
+            )
+        wait_until(duration_s)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=180)
+    ledger.outcomes += [(t, "Health", outcome) for t, outcome, _ in health.checks]
+    ledger.latencies["Health"] = [latency for _, outcome, latency in health.checks if outcome == "OK"]
     verification = verify(clients[0], ledger)
     for client in clients:
         client.close()

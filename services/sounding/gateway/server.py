@@ -56,7 +56,8 @@ def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]
                 d.observe_s, d.first_message_s, d.first_message_s, limits.observe.max_concurrent
             ),
             "Calibrate": rpc.CallPolicy(d.calibrate_s, max_concurrent=limits.calibrate.max_concurrent),
-            "GetStrategyMetrics": unary,
+            # Reads the whole learning log: a few at a time.
+            "GetStrategyMetrics": rpc.CallPolicy(d.unary_s, max_concurrent=2),
         },
         CORPUS_SERVICE.name: {
             "CreateCollection": unary,
@@ -106,17 +107,18 @@ def selection_config(settings: SelectionSettings, history_capacity: int) -> Sele
     )
 
 
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT; a second signal cancels the running task (it cuts a
-    drain short). Installed after Ray starts: Ray's driver replaces the Python handlers, and its
-    C++ failure-signal handler arms a 3-second abort on SIGTERM (ray-project/ray#64830), which
-    the handler here disarms so that a drain can take its grace period."""
+def stop_on_signals(serving: asyncio.Event) -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT. Before `serving` is set (while starting up), or on a
+    second signal (cutting a drain short), the running task is cancelled instead. Installed after
+    Ray starts: Ray's driver replaces the Python handlers, and its C++ failure-signal handler
+    arms a 3-second abort on SIGTERM (ray-project/ray#64830), which the handler here disarms so
+    that a drain can take its grace period."""
     stop = asyncio.Event()
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
 
     def on_signal() -> None:
         signal.alarm(0)
-        if stop.is_set():
+        if stop.is_set() or not serving.is_set():
             task.cancel()
         stop.set()
 
@@ -131,7 +133,8 @@ async def serve(settings: Settings) -> None:
     telemetry.setup("sounding-orchestrator")
     data_lock = DataDirectoryLock(settings.data_dir).acquire()
     start_ray(settings)
-    stop = stop_on_signals()
+    serving = asyncio.Event()
+    stop = stop_on_signals(serving)
     durability = Durability(settings.durability, settings.store_uri)
     store = await Store.open(settings.store_uri, durability)
     models = ModelsClient(settings.models.address)
@@ -205,6 +208,7 @@ async def serve(settings: Settings) -> None:
     await server.start()
     try:
         await readiness.start()
+        serving.set()
         log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_uri)
         await graph_builder.catch_up()
         await stop.wait()

@@ -26,7 +26,7 @@ from sounding.config import InquiryLimits
 from sounding.inquiry import engine
 from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
-from sounding.offload import BoundedPool
+from sounding.offload import BoundedPool, completed
 from sounding.store.collections import Store
 
 
@@ -73,10 +73,10 @@ class InquiryService:
     async def run(self, requests: AsyncIterator[InquiryRequest]) -> AsyncIterator[InquiryEvent]:
         first = await anext(requests, None)
         if isinstance(first, Start):
-            engine.validate_start(first, self._limits)
             thresholds = None
             if first.domain == LlmInquiry.name and self._thresholds is not None:
                 thresholds = await self._thresholds(*LlmInquiry.task_and_regime(first.domain_parameters))
+            # Validated and set up in the pool: a start may hold a million outcome cells.
             session = await self._compute(engine.start, first, thresholds, self._limits)
             lock = self._lock(session.session_id)
         elif isinstance(first, ResumeRequest):
@@ -155,9 +155,10 @@ class InquiryService:
         return await self._compute(engine.Session.from_json, *stored)
 
     async def _save(self, session: engine.Session, new: bool = False) -> None:
-        """Persist the step (and, for a new session, its setup); a cancel cannot split it."""
+        """Persist the step (and, for a new session, its setup); a cancel cannot split it, and
+        the session's lock is held until it is done."""
         session.saves += 1
-        await asyncio.shield(self._write(session, new))
+        await completed(self._write(session, new))
 
     async def _write(self, session: engine.Session, new: bool) -> None:
         if new:

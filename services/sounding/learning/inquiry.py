@@ -23,6 +23,7 @@ from sounding.inquiry.llm import outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
 from sounding.learning import stop_thresholds
 from sounding.learning.service import CalibrationProgress, CalibrationReport, Rejected
+from sounding.offload import completed
 from sounding.store.collections import Store
 from sounding.store.learning import InquiryState, LearningLog
 
@@ -68,31 +69,44 @@ class InquiryLearning:
         accepted = 0
         async with self._lock:
             seen = await self._log.observed_sessions([o.session_id for _, o in indexed])
+            answered: dict[str, Rejected] = {}  # a session named again in the stream gets the same answer
             for index, outcome in indexed:
-                problem = await self._states(outcome, seen)
+                if outcome.session_id in answered:
+                    problem = answered[outcome.session_id]
+                else:
+                    problem = await self._states(outcome, seen)
                 if isinstance(problem, Rejected):
+                    answered.setdefault(outcome.session_id, problem)
                     rejected.append(Rejected(index, problem.code, problem.message))
                     continue
                 seen.add(outcome.session_id)
                 records.extend(problem)
                 accepted += 1
-            await self._log.append_inquiry_states(records)
+            await completed(self._log.append_inquiry_states(records))
         return accepted, rejected
 
     async def _states(self, outcome: InquiryOutcome, seen: set[str]) -> list[InquiryState] | Rejected:
+        """The session's states judged against the ground truth (decoded and judged on a worker
+        thread: a session can be large), or why not."""
         if not outcome.ground_truth.strip():
             return Rejected(0, "INVALID_ARGUMENT", "inquiry_outcome.ground_truth must not be empty")
+        if outcome.session_id in seen:
+            return Rejected(0, "ALREADY_EXISTS", f"session {outcome.session_id[:64]!r} was already observed")
         stored = await self._store.load_session(outcome.session_id) if outcome.session_id else None
         if stored is None:
-            return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id!r}")
-        if outcome.session_id in seen:
-            return Rejected(0, "ALREADY_EXISTS", f"session {outcome.session_id!r} was already observed")
-        session = engine.Session.from_json(*stored)
-        if session.domain != LlmInquiry.name:
-            return Rejected(0, "FAILED_PRECONDITION", f"session {outcome.session_id!r} is not an llm inquiry")
-        return outcomes.state_records(
-            outcome.session_id, session.domain_setup, session.domain_state, outcome.ground_truth
-        )
+            return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id[:64]!r}")
+
+        def judged() -> list[InquiryState] | Rejected:
+            session = engine.Session.from_json(*stored)
+            if session.domain != LlmInquiry.name:
+                return Rejected(
+                    0, "FAILED_PRECONDITION", f"session {outcome.session_id!r} is not an llm inquiry"
+                )
+            return outcomes.state_records(
+                outcome.session_id, session.domain_setup, session.domain_state, outcome.ground_truth
+            )
+
+        return await asyncio.to_thread(judged)
 
     async def thresholds(self, task: str, regime: str) -> dict[str, dict[str, Threshold]]:
         """{rule: {bucket: threshold}} of every calibrated rule of the task and regime."""

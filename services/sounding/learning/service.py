@@ -34,6 +34,7 @@ from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
+from sounding.offload import completed
 from sounding.retrieval import features
 from sounding.retrieval.selection import Plan, SelectionConfig, StrategySelector
 from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
@@ -321,19 +322,32 @@ class LearningService:
             except Exception:
                 log.exception("could not log %d retrievals; the next write retries them", len(batch))
                 self._unwritten = batch + self._unwritten
-                for record in self._unwritten[: max(len(self._unwritten) - RECENT_RETRIEVALS, 0)]:
-                    self._unlogged.discard(record.retrieval_id)
-                    self._recent.pop(record.retrieval_id, None)
-                self._unwritten = self._unwritten[-RECENT_RETRIEVALS:]
+                self._give_up_oldest_unwritten()
                 return
             self._unlogged.difference_update(r.retrieval_id for r in batch)
 
     async def _records(self, retrieval_ids: set[str]) -> dict[str, RetrievalRecord]:
-        found = {i: self._recent[i] for i in retrieval_ids if i in self._recent}
+        """The retrievals, from memory (recent, or still waiting to be written) or the log."""
+        held = {r.retrieval_id: r for r in self._unwritten} | self._recent
+        found = {i: held[i] for i in retrieval_ids if i in held}
         missing = retrieval_ids - set(found)
         if missing:
             found.update(await self._log.retrievals(missing))
         return found
+
+    def _give_up_oldest_unwritten(self) -> None:
+        """Waiting retrievals beyond RECENT_RETRIEVALS, or RECENT_DOCUMENT_IDS ids, are dropped,
+        oldest first (outcomes for them are then NOT_FOUND)."""
+        count, ids = len(self._unwritten), sum(map(_document_ids, self._unwritten))
+        dropped = 0
+        while count - dropped > RECENT_RETRIEVALS or ids > RECENT_DOCUMENT_IDS:
+            ids -= _document_ids(self._unwritten[dropped])
+            dropped += 1
+        for record in self._unwritten[:dropped]:
+            self._unlogged.discard(record.retrieval_id)
+            if self._recent.pop(record.retrieval_id, None) is not None:
+                self._recent_ids -= _document_ids(record)
+        self._unwritten = self._unwritten[dropped:]
 
     async def wait_written(self) -> None:
         """Until every remembered retrieval is in the log, or an attempt to write them failed
@@ -355,10 +369,10 @@ class LearningService:
             else:
                 valid.append((index, outcome))
         async with self._lock:
-            records = await self._records({o.retrieval_id for _, o in valid})
-            observed = await self._log.observed_retrievals({o.retrieval_id for _, o in valid})
             # An observation must never be durable while the retrieval it refers to is not.
             await self.wait_written()
+            records = await self._records({o.retrieval_id for _, o in valid})
+            observed = await self._log.observed_retrievals({o.retrieval_id for _, o in valid})
             accepted: list[tuple[RetrievalOutcome, RetrievalRecord, dict[str, float]]] = []
             for index, outcome in valid:
                 record = records.get(outcome.retrieval_id)
@@ -385,7 +399,7 @@ class LearningService:
                 else:
                     observed.add(outcome.retrieval_id)
                     accepted.append((outcome, record, rewards(record, outcome)))
-            await asyncio.shield(self._commit(accepted))
+            await completed(self._commit(accepted))  # the lock is held until the commit is done
         return ObserveResult(len(accepted), sorted(rejected, key=lambda r: r.index))
 
     async def _commit(

@@ -48,11 +48,11 @@ class ModelsClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def check_serving(self, timeout: float | None = None) -> None:
+    async def check_serving(self) -> None:
         """Returns when the sidecar's health service says SERVING; Unavailable otherwise."""
         try:
             response = await health_pb2_grpc.HealthStub(self._channel).Check(
-                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=timeout
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME)
             )
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error, "models sidecar health") from None

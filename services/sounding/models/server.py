@@ -181,9 +181,10 @@ class ModelServicer:
             raise errors.InvalidArgument(
                 f"max_new_tokens must be in [0, {limits.max_new_tokens}]", field="max_new_tokens"
             )
-        if not (0 <= request.temperature <= MAX_TEMPERATURE):
+        if not (request.temperature == 0 or MIN_TEMPERATURE <= request.temperature <= MAX_TEMPERATURE):
             raise errors.InvalidArgument(
-                f"temperature must be in [0, {MAX_TEMPERATURE}]", field="temperature"
+                f"temperature must be 0 (greedy) or in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE}]",
+                field="temperature",
             )
         if not 0 <= request.top_p <= 1:
             raise errors.InvalidArgument("top_p must be in [0, 1]", field="top_p")

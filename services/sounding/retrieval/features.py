@@ -103,7 +103,6 @@ def _projection(embedding_dimension: int) -> np.ndarray:
     return rng.standard_normal((PROJECTION_DIMENSION, embedding_dimension)) / math.sqrt(PROJECTION_DIMENSION)
 
 
-
 def query_features(
     query: str, embedding: Sequence[float], graph_entities: int = 0, similar_outcomes: float = NO_HISTORY
 ) -> np.ndarray:

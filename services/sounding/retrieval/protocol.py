@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -13,8 +12,6 @@ from sounding import errors
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.store.reader import ChunkHit
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -198,13 +195,13 @@ class ArmFailure:
     @classmethod
     def of(cls, arm: str, error: Exception, timeout_s: float | None) -> ArmFailure:
         """The failure an exception means (TimeoutError: `timeout_s` passed); an unexpected
-        exception is logged with its traceback."""
+        exception is INTERNAL, its traceback in the log under an incident id."""
         if isinstance(error, TimeoutError):
-            return cls(arm, "DEADLINE_EXCEEDED", f"no result within {timeout_s:g} s")
-        if isinstance(error, errors.SoundingError):
-            return cls(arm, error.code, error.message)
-        log.error("%s failed", arm, exc_info=error)
-        return cls(arm, "INTERNAL", f"{type(error).__name__}: {error}")
+            within = f"within {timeout_s:g} s" if timeout_s is not None else "in time"
+            return cls(arm, "DEADLINE_EXCEEDED", f"no result {within}")
+        if not isinstance(error, errors.SoundingError):
+            error = errors.internal(arm, error)
+        return cls(arm, error.code, error.message)
 
     def error(self) -> errors.SoundingError:
         """The failure as the domain error of its code."""

@@ -41,7 +41,6 @@ class Durability:
         self._lock = asyncio.Lock()
         self._requested = 0
         self._done = 0
-        self.flushes = 0
 
     async def sync(self) -> None:
         """Returns once every commit made before the call is on disk (in `fsync` mode)."""
@@ -54,5 +53,4 @@ class Durability:
                 return  # a flush that started after this call's commit covered it
             covered = self._requested
             await asyncio.to_thread(_syncfs, self._path)
-            self.flushes += 1
             self._done = covered

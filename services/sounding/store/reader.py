@@ -194,6 +194,7 @@ class ChunkReader:
             self._snapshots.move_to_end(collection)
             return snapshot
         version = await table.version()
+        snapshot = self._snapshots.get(collection)  # it may have given way meanwhile
         if snapshot is not None and snapshot.version == version:
             self._snapshots.move_to_end(collection)
             return snapshot

@@ -179,11 +179,10 @@ def test_a_cancelled_observe_still_commits_and_learns_together():
         task = asyncio.ensure_future(learning.observe([RetrievalOutcome("r1", ("d1",))]))
         await asyncio.sleep(0.02)  # inside the append
         task.cancel()
+        again = asyncio.ensure_future(learning.observe([RetrievalOutcome("r1", ("d1",))]))  # meanwhile
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.1)
-        again = await learning.observe([RetrievalOutcome("r1", ("d1",))])
-        return learning, again
+        return learning, await again
 
     learning, again = asyncio.run(run())
     assert [o.sequence for o in log.observation_rows] == [0]

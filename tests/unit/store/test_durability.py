@@ -43,6 +43,7 @@ def test_no_flush_in_process_mode_or_on_object_storage(tmp_path, flushes, mode, 
 
 
 def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
+    import lancedb
     import numpy as np
     import pyarrow as pa
     from sounding.store import schema
@@ -53,8 +54,15 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
     flush = sync.sync
 
     async def recorded():
+        # What a new reader finds on disk at the moment of the flush: the commit must be there.
+        db = lancedb.connect(str(tmp_path))
+        names = set(db.table_names())
+        rows = (
+            db.open_table(schema.chunks_table("c")).count_rows() if schema.chunks_table("c") in names else 0
+        )
+        registered = "c" in db.open_table(schema.COLLECTIONS_TABLE).to_arrow().column("name").to_pylist()
         await flush()
-        order.append("flushed")
+        order.append(f"flushed (registered {registered}, {rows} rows)")
 
     sync.sync = recorded
 
@@ -76,4 +84,9 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
         order.append("written")
 
     asyncio.run(run())
-    assert order == ["flushed", "created", "flushed", "written"]
+    assert order == [
+        "flushed (registered True, 0 rows)",
+        "created",
+        "flushed (registered True, 1 rows)",
+        "written",
+    ]
