@@ -3,11 +3,21 @@ import time
 
 import grpc
 import pytest
+from sounding.evaluation.health import HealthWatch
 from sounding_client import SoundingError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DEADLINE_S = 10.0
+
+
+def wait_for(condition, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_killing_the_sidecar_mid_retrieve_gives_unavailable_then_recovers(stack, client, demo_collection):
@@ -37,8 +47,14 @@ def test_killing_the_sidecar_mid_retrieve_gives_unavailable_then_recovers(stack,
     assert "OK" in codes and "UNAVAILABLE" in codes
     assert set(codes) <= {"OK", "UNAVAILABLE"}
     assert max(seconds for _, seconds in outcomes) < DEADLINE_S
+    with HealthWatch(stack.settings.address) as health:
+        assert wait_for(lambda: not health.serving.is_set() and health.checks, 10), (
+            "still SERVING without a sidecar"
+        )
 
     stack.start_models()
+    with HealthWatch(stack.settings.address) as health:
+        assert wait_for(health.serving.is_set, 20), "not SERVING again after the sidecar came back"
     deadline = time.monotonic() + 20
     while True:
         try:

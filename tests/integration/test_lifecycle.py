@@ -1,6 +1,7 @@
 """An orchestrator's life: it refuses a data directory another one serves, reports NOT_SERVING
 from the moment it drains, lets calls in flight finish and refuses new ones."""
 
+import json
 import subprocess
 import sys
 import time
@@ -10,9 +11,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sounding.config import ModelsSettings, Settings
 from sounding.stack import Stack
-from sounding_client import Ask, Belief, Client, SoundingError
+from sounding_client import Ask, Belief, Client, Final, SoundingError, StrategyResult
 
-from .conftest import free_port
+from .conftest import DEMO_CORPUS, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,9 +27,12 @@ def own_orchestrator(stack, tmp_path):
         address=f"127.0.0.1:{free_port()}",
         models=ModelsSettings(address=stack.settings.models.address),
     )
-    running = Stack(
-        settings, env={"SOUNDING_LIMITS__TRANSPORT__DRAIN_GRACE_S": "20"}, log_dir=tmp_path / "logs"
-    )
+    env = {
+        "SOUNDING_LIMITS__TRANSPORT__DRAIN_GRACE_S": "20",
+        # HyDE's generation (64 tokens) takes longer than this on 2 cores; dense and lexical do not.
+        "SOUNDING_LIMITS__RETRIEVE__ARM_TIMEOUT_S": "0.5",
+    }
+    running = Stack(settings, env=env, log_dir=tmp_path / "logs")
     running.start_orchestrator()
     yield running
     running.stop()
@@ -80,3 +84,19 @@ def test_sigterm_drains_calls_in_flight_and_refuses_new_ones(own_orchestrator):
         assert isinstance(following, Belief) and following.turn == 1
         inquiry.close()
     assert process.wait(timeout=20) == 0  # exits once its last call ended, before the grace
+
+
+def test_an_arm_past_its_timeout_is_named_in_the_final_and_the_others_result_stands(own_orchestrator):
+    documents = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines() if line.strip()]
+    with Client(own_orchestrator.settings.address, timeout=60) as client:
+        client.create_collection("degrade")
+        list(client.ingest("degrade", documents, batch_size=6))
+        events = list(
+            client.retrieve(
+                "degrade", "how do ships measure depth", top_k=3, arms=["dense", "lexical", "hyde"]
+            )
+        )
+    final = events[-1]
+    assert isinstance(final, Final) and len(final.hits) == 3
+    assert [(f.arm, f.code) for f in final.failed_arms] == [("hyde", "DEADLINE_EXCEEDED")]
+    assert {e.arm for e in events if isinstance(e, StrategyResult)} == {"dense", "lexical"}

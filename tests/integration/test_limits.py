@@ -119,3 +119,30 @@ def test_calibrate_refuses_a_state_that_is_not_finite(client, stack, score):
         list(client.calibrate("stop_threshold", task="dc", regime="normal", states=states))
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert raised.value.fields == ["states[20].score"]
+
+
+def test_a_document_with_a_1_mib_title_is_refused_and_nothing_of_its_batch_is_written(client, stack):
+    client.create_collection("limits-title")
+    batches = [
+        [{"id": "fine", "text": "a short note"}],
+        [{"id": "ok", "text": "text"}, {"id": "huge", "title": "t" * 1_048_576, "text": "text"}],
+    ]
+    with pytest.raises(SoundingError) as raised:
+        list(client.ingest("limits-title", [d for batch in batches for d in batch], batch_size=1))
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.fields == ["documents[0].title"]
+    assert client.get_collection("limits-title").document_count == 2  # "fine" and "ok", not "huge"
+
+
+def test_an_outcome_with_too_many_document_ids_is_rejected_alone(client, stack, demo_collection):
+    from sounding_client import RetrievalOutcome
+
+    final = client.retrieve_final("demo", "sound velocity", top_k=3, arms=["dense"])
+    ack = client.observe(
+        [
+            RetrievalOutcome("nope", used_document_ids=tuple(f"d{i}" for i in range(1001))),
+            RetrievalOutcome(final.retrieval_id, ("a",)),
+        ]
+    )
+    assert ack.recorded == 1
+    assert [(r.index, r.code) for r in ack.rejected] == [(0, "INVALID_ARGUMENT")]

@@ -29,6 +29,16 @@ EMBED_BATCH = 256
 READ_BATCH_ROWS = 4096
 
 
+def count_graph(
+    texts: list[str], max_entities: int, chunk_counts: Counter[str], edges: Counter[tuple[str, str]]
+) -> None:
+    """Add the chunks' entities (at most `max_entities` of each) to `chunk_counts` and their
+    co-occurrences to `edges`: at most max_entities·(max_entities−1)/2 pairs a chunk."""
+    entity_lists = [extract_entities(t)[:max_entities] for t in texts]
+    chunk_counts.update(e for entities in entity_lists for e in set(entities))
+    edges.update(co_occurrences(entity_lists))
+
+
 class GraphBuilder:
     def __init__(
         self,
@@ -107,15 +117,10 @@ class GraphBuilder:
         # than recorded; the build that write schedules brings the record up to date.
         chunk_counts: Counter[str] = Counter()
         edges: Counter[tuple[str, str]] = Counter()
-
-        def count(texts: list[str]) -> None:
-            entity_lists = [extract_entities(t)[: self._max_entities] for t in texts]
-            chunk_counts.update(e for entities in entity_lists for e in set(entities))
-            edges.update(co_occurrences(entity_lists))
-
         reader = await table.query().select(["search_text"]).to_batches(max_batch_length=READ_BATCH_ROWS)
         async for batch in reader:
-            await asyncio.to_thread(count, batch.column("search_text").to_pylist())
+            texts = batch.column("search_text").to_pylist()
+            await asyncio.to_thread(count_graph, texts, self._max_entities, chunk_counts, edges)
         vectors = await self._graphs.vectors(collection)
         missing = [e for e in chunk_counts if e not in vectors]
         for start in range(0, len(missing), EMBED_BATCH):

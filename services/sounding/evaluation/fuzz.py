@@ -1,14 +1,17 @@
 """The fuzz suite: generated requests against a live stack, every RPC of SoundingService,
 CorpusService and the sidecar's ModelService (`sounding eval fuzz`; a short run is in `make test`).
 
-Requests are drawn with hypothesis from the methods' protobuf descriptors: each field present or
-not, oneofs set or left empty, numbers at their type's bounds and beyond the documented limits
-(NaN and infinities too), strings empty, odd (any Unicode), long (up to 2 MB) or taken from pools
-of values the stack knows (its collections, sessions and retrievals, domain and arm names), so
-that requests get past the first check; repeated fields and maps from empty to thousands of
-entries. One call in eight sends mutated bytes instead (truncated, bytes flipped, garbage
-appended, or invalid UTF-8 in a string field). Client streams send one to five messages in any
-order, and one in four is cut off mid-stream (the client cancels). Every call has a deadline.
+Requests are drawn with hypothesis from the methods' protobuf descriptors. Half of the calls
+start from a valid request of the method (built from the pools) with up to three fields replaced,
+so that generated values reach past validation into the work (arms, moves, writes, generation);
+the others are generated from nothing: each field present or not, oneofs set or left empty,
+numbers at their type's bounds and beyond the documented limits (NaN and infinities too),
+strings empty, odd (any Unicode), long (up to 2 MB) or taken from pools of values the stack
+knows (its collections, sessions and retrievals, domain and arm names); repeated fields and maps
+from empty to thousands of entries. One call in eight sends mutated bytes instead (truncated,
+bytes flipped, garbage appended, or invalid UTF-8 in a string field). Client streams send one to
+five messages in any order, and one in four is cut off mid-stream (the client cancels). Every
+call has a deadline.
 
 The verdict: every call ends with a canonical code other than UNKNOWN and INTERNAL (OK, an error
 the server chose, or the client's own cancel or deadline), no process of the stack dies, and the
@@ -260,12 +263,117 @@ class Call:
         return f"/{self.service}/{self.method}"
 
 
+def seeds(pools: dict[str, list[str]]) -> dict[str, list[list]]:
+    """Per method, valid request streams (one message for a unary request), built from the
+    pools: seeded calls start from one and replace a few of its fields."""
+    from sounding.api.sounding.v1 import common_pb2
+
+    s, c, m = sounding_pb2, corpus_pb2, models_pb2
+    collection, session, retrieval = pools["collection"][0], pools["session_id"][0], pools["retrieval_id"][0]
+    document = pools["document_id"][0]
+    hypotheses = [s.Hypothesis(id=f"h{i}", description=f"hypothesis {i}") for i in range(4)]
+    questions = [
+        s.CandidateQuestion(
+            id=f"q{j}", text=f"bit {j}?", cost=1.0, outcomes={f"h{i}": str((i >> j) & 1) for i in range(4)}
+        )
+        for j in range(2)
+    ]
+    return {
+        "Retrieve": [[s.RetrieveRequest(collection=collection, query=q, top_k=5)] for q in pools["query"]]
+        + [
+            [
+                s.RetrieveRequest(
+                    collection=collection, query="depth", top_k=3, arms=["dense", "lexical", "hyde"]
+                )
+            ]
+        ],
+        "Inquire": [
+            [
+                s.InquireRequest(start=s.InquiryStart(domain="bulls_and_cows")),
+                s.InquireRequest(observation=s.InquiryObservation(question_id="guess-1", answer="1 2")),
+            ],
+            [
+                s.InquireRequest(
+                    start=s.InquiryStart(domain="hypotheses", hypotheses=hypotheses, questions=questions)
+                )
+            ],
+            [s.InquireRequest(resume=s.InquiryResume(session_id=session))],
+        ],
+        "Observe": [
+            [
+                s.ObserveRequest(
+                    retrieval_outcome=s.RetrievalOutcome(retrieval_id=retrieval, used_document_ids=[document])
+                )
+            ]
+        ],
+        "Calibrate": [
+            [
+                s.CalibrateRequest(
+                    target=s.CALIBRATION_TARGET_STOP_THRESHOLD,
+                    task="dc",
+                    regime="normal",
+                    states=[s.CalibrationState(score=i / 20, error=i % 3 == 0) for i in range(20)],
+                )
+            ],
+            [s.CalibrateRequest(target=s.CALIBRATION_TARGET_MISS_RATE)],
+        ],
+        "GetStrategyMetrics": [[s.GetStrategyMetricsRequest()]],
+        "CreateCollection": [[c.CreateCollectionRequest(name=SCRATCH_COLLECTION)]],
+        "GetCollection": [[c.GetCollectionRequest(name=collection)]],
+        "ListCollections": [[c.ListCollectionsRequest(page_size=2)]],
+        "DeleteCollection": [[c.DeleteCollectionRequest(name=SCRATCH_COLLECTION)]],
+        "IngestDocuments": [
+            [
+                c.IngestDocumentsRequest(
+                    collection=SCRATCH_COLLECTION, documents=[common_pb2.Document(id="s1", text="a note")]
+                )
+            ]
+        ],
+        "Embed": [[m.EmbedRequest(texts=["a query"])]],
+        "Entail": [[m.EntailRequest(pairs=[m.TextPair(premise="It rains.", hypothesis="It is wet.")])]],
+        "Cluster": [[m.ClusterRequest(texts=["yes", "no", "yes"], method=m.CLUSTER_METHOD_EMBEDDING)]],
+        "Generate": [
+            [m.GenerateRequest(messages=[m.ChatMessage(role="user", content="Say hi.")], max_new_tokens=8)]
+        ],
+    }
+
+
+@st.composite
+def seeded(draw, seed: list, descriptor: d.Descriptor, pools: dict[str, list[str]]) -> list:
+    """The seed's messages, each with up to three top-level fields replaced by generated ones
+    (a field the generated message leaves unset is cleared)."""
+    out = []
+    for original in seed:
+        copy = type(original)()
+        copy.CopyFrom(original)
+        generated = draw(message(descriptor, pools))
+        fields = list(descriptor.fields)
+        for f in draw(st.lists(st.sampled_from(fields), max_size=3, unique=True)) if fields else []:
+            copy.ClearField(f.name)
+            if f.is_repeated:
+                getattr(copy, f.name).MergeFrom(getattr(generated, f.name))
+            elif f.type == f.TYPE_MESSAGE:
+                if generated.HasField(f.name):
+                    getattr(copy, f.name).CopyFrom(getattr(generated, f.name))
+            elif f.containing_oneof is None or generated.WhichOneof(f.containing_oneof.name) == f.name:
+                setattr(copy, f.name, getattr(generated, f.name))
+        out.append(copy)
+    return out
+
+
 @st.composite
 def calls(draw, pools: dict[str, list[str]], weights: dict[str, int]) -> Call:
+    """A call of some method: half of them start from a valid request of it (`seeds`), the
+    others are generated from nothing."""
     methods = [(s, m) for s in SERVICES for m in s.methods for _ in range(weights.get(m.name, 1))]
     service, method = draw(st.sampled_from(methods))
-    count = draw(st.integers(1, 5)) if method.client_streaming else 1
-    payloads = [wire(draw(message(method.input_type, pools))) for _ in range(count)]
+    starts = seeds(pools).get(method.name)
+    if starts and draw(st.booleans()):
+        payloads = [wire(x) for x in draw(seeded(draw(st.sampled_from(starts)), method.input_type, pools))]
+    else:
+        count = draw(st.integers(1, 5)) if method.client_streaming else 1
+        payloads = [wire(draw(message(method.input_type, pools))) for _ in range(count)]
+    count = len(payloads)
     changed = draw(st.integers(0, 7)) == 0
     if changed:
         index = draw(st.integers(0, count - 1))

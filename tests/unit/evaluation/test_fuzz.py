@@ -72,3 +72,9 @@ def test_a_run_counts_codes_per_method_and_keeps_the_forbidden_calls():
     others = [codes for method, codes in result["by_method"].items() if not method.endswith("GetCollection")]
     assert all(set(codes) <= {"UNIMPLEMENTED", "CANCELLED", "RESOURCE_EXHAUSTED"} for codes in others)
     assert result["health"]["checks"] > 0 and result["health"]["not_serving"] == 0
+
+
+def test_every_method_has_valid_seed_requests():
+    found = fuzz.seeds(POOLS)
+    assert set(found) == {m.name for service in fuzz.SERVICES for m in service.methods}
+    assert all(streams and all(streams) for streams in found.values())

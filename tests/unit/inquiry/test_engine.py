@@ -1,6 +1,7 @@
 import asyncio
 
 import pytest
+from sounding import errors
 from sounding.inquiry import engine
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, HypothesisIn, Policy, QuestionIn, Start
 
@@ -58,3 +59,68 @@ def test_max_turns_forces_the_answer():
     session = engine.start(start_request(max_turns=2))
     final = play(session)[-1]
     assert final.stopping_reason == "max_queries_reached" and final.forced
+
+
+def hypotheses_start(hypotheses: int, questions: int, **policy) -> Start:
+    ids = [f"h{i}" for i in range(hypotheses)]
+    return Start(
+        "hypotheses",
+        Policy(**policy),
+        hypotheses=tuple(HypothesisIn(i) for i in ids),
+        questions=tuple(
+            QuestionIn(f"q{j}", "?", 1.0, {ids[0]: "yes", ids[-1]: "no"}) for j in range(questions)
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "request_,field",
+    [
+        (hypotheses_start(1001, 1000), "start.questions"),  # a million and one cells
+        (hypotheses_start(3, 2, cost_sensitivity=float("nan")), "start.policy.cost_sensitivity"),
+        (hypotheses_start(3, 2, exploration_weight=float("inf")), "start.policy.exploration_weight"),
+        (hypotheses_start(3, 2, cost_budget=float("nan")), "start.policy.cost_budget"),
+        (hypotheses_start(3, 2, seed=-1), "start.policy.seed"),
+        (hypotheses_start(3, 2, max_turns=1001), "start.policy.max_turns"),
+    ],
+)
+def test_starts_over_a_limit_or_with_numbers_that_are_not_finite_name_the_field(request_, field):
+    with pytest.raises(errors.InvalidArgument) as raised:
+        engine.start(request_)
+    assert raised.value.field == field
+
+
+def test_a_hypothesis_prior_that_is_huge_but_finite_still_makes_a_distribution():
+    start = hypotheses_start(2, 1)
+    start = Start(
+        "hypotheses",
+        Policy(),
+        hypotheses=(HypothesisIn("h0", prior=1e308), HypothesisIn("h1", prior=1e308)),
+        questions=start.questions,
+    )
+    session = engine.start(start)
+    assert session.domain_state["probabilities"] == pytest.approx([0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    "parameters,max_turns,refused",
+    [
+        ({"task": "dc", "samples": "4"}, 25, False),
+        ({"task": "dc", "samples": "32"}, 25, True),
+        ({"task": "dc", "samples": "32"}, 3, False),
+    ],
+)
+def test_an_llm_session_whose_settings_could_generate_too_much_is_refused(parameters, max_turns, refused):
+    start = Start(
+        "llm",
+        Policy(max_turns=max_turns),
+        domain_parameters=parameters,
+        hypotheses=(HypothesisIn("a", "Anna"), HypothesisIn("b", "Bob")),
+        context="A case.",
+    )
+    if refused:
+        with pytest.raises(errors.InvalidArgument) as raised:
+            engine.start(start)
+        assert raised.value.field == "start.domain_parameters.samples"
+    else:
+        engine.start(start)
