@@ -91,12 +91,11 @@ class GraphBuilder:
         state = await self._graphs.state(collection)
         if state is None:
             return stats
-        version = await (await self._store.chunks(collection)).version()
         return replace(
             stats,
             graph_entity_count=state["entity_count"],
             graph_edge_count=state["edge_count"],
-            graph_current=state["chunks_version"] == version,
+            graph_current=state["chunks_version"] == stats.version,
         )
 
     async def drop(self, collection: str) -> None:

@@ -225,8 +225,15 @@ class CorpusManager:
         size = page_size or DEFAULT_PAGE_SIZE
         infos = await self._store.list_collections(start_after=page_token, limit=size + 1)
         page, more = infos[:size], len(infos) > size
-        stats = await asyncio.gather(*(self._stats(i.name) for i in page))
-        return list(zip(page, stats, strict=True)), (page[-1].name if more else "")
+
+        async def with_stats(info: CollectionInfo) -> tuple[CollectionInfo, CollectionStats] | None:
+            try:
+                return info, await self._stats(info.name)
+            except errors.NotFound:  # deleted since the registry was read
+                return None
+
+        listed = [entry for entry in await asyncio.gather(*(with_stats(i) for i in page)) if entry]
+        return listed, (page[-1].name if more else "")
 
     async def delete(self, name: str) -> None:
         """Unregister the collection, then drop its graph and the workers' copies (a cancel

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -271,15 +272,16 @@ class Store:
     async def stats(self, name: str) -> CollectionStats:
         """Document, chunk and indexed-chunk counts of the table's current version (cached per
         version). This process is the only writer: a version read here includes every write
-        acknowledged before."""
-        table = await self.chunks(name)
-        version = await table.version()
-        cached = self._stats.get(name)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        chunk_count = await table.count_rows()
-        document_count = await table.count_rows("chunk_index = 0")
-        index = await table.index_stats(schema.TEXT_INDEX)
+        acknowledged before. NotFound if the collection is gone (deleted meanwhile)."""
+        async with self._gone_is_not_found(name):
+            table = await self.chunks(name)
+            version = await table.version()
+            cached = self._stats.get(name)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            chunk_count = await table.count_rows()
+            document_count = await table.count_rows("chunk_index = 0")
+            index = await table.index_stats(schema.TEXT_INDEX)
         indexed = chunk_count - (index.num_unindexed_rows if index else chunk_count)
         stats = CollectionStats(document_count, chunk_count, indexed, version=version)
         self._stats[name] = (version, stats)
@@ -289,12 +291,28 @@ class Store:
         """Title, text and metadata of the given chunks, keyed by chunk id."""
         if not chunk_ids:
             return {}
-        table = await self.chunks(name)
         ids = ", ".join(schema.sql_string(c) for c in chunk_ids)
-        rows = (
-            await table.query()
-            .where(f"chunk_id IN ({ids})")
-            .select(["chunk_id", "title", "text", "metadata_json"])
-            .to_arrow()
-        ).to_pylist()
+        async with self._gone_is_not_found(name):
+            table = await self.chunks(name)
+            rows = (
+                await table.query()
+                .where(f"chunk_id IN ({ids})")
+                .select(["chunk_id", "title", "text", "metadata_json"])
+                .to_arrow()
+            ).to_pylist()
         return {r["chunk_id"]: r for r in rows}
+
+    @asynccontextmanager
+    async def _gone_is_not_found(self, name: str):
+        """A read of a collection's table that fails because the collection was deleted
+        meanwhile is NotFound."""
+        try:
+            yield
+        except errors.SoundingError:
+            raise
+        except Exception:
+            if await self._find(name) is None:
+                raise errors.NotFound(
+                    f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
+                ) from None
+            raise

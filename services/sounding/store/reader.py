@@ -15,6 +15,7 @@ import asyncio
 import math
 import weakref
 from collections import OrderedDict
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
@@ -114,13 +115,25 @@ class ChunkReader:
             try:
                 table = await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise errors.NotFound(
-                    f"collection {collection!r} does not exist",
-                    reason="COLLECTION_NOT_FOUND",
-                    field="collection",
-                ) from None
+                raise _not_found(collection) from None
             self._tables[collection] = table
         return table
+
+    @asynccontextmanager
+    async def _gone_is_not_found(self, collection: str):
+        """A read that fails because the collection was deleted meanwhile is NotFound (and the
+        cached handles of it are dropped)."""
+        try:
+            yield
+        except errors.SoundingError:
+            raise
+        except Exception:
+            self.forget(collection)
+            try:
+                await self._db.open_table(schema.chunks_table(collection))
+            except ValueError:
+                raise _not_found(collection) from None
+            raise
 
     def forget(self, collection: str) -> None:
         """Drop cached handles (after the collection was deleted or recreated)."""
@@ -150,41 +163,43 @@ class ChunkReader:
     ) -> list[ChunkHit]:
         """Best chunk per document by cosine similarity; `version`, when given, is the collection's
         current version (read by the only writer)."""
-        table = await self._table(collection)
-        snapshot = await self._snapshot(collection, table, version)
-        if snapshot.matrix is not None:
-            return _exact_scan(snapshot, vector, limit)
+        async with self._gone_is_not_found(collection):
+            table = await self._table(collection)
+            snapshot = await self._snapshot(collection, table, version)
+            if snapshot.matrix is not None:
+                return _exact_scan(snapshot, vector, limit)
 
-        async def fetch(count: int) -> list[ChunkHit]:
-            rows = (
-                await table.vector_search(vector)
-                .distance_type("cosine")
-                .select(["chunk_id", "document_id"])
-                .limit(count)
-                .to_arrow()
-            ).to_pylist()
-            return [ChunkHit(r["document_id"], r["chunk_id"], 1.0 - r["_distance"]) for r in rows]
+            async def fetch(count: int) -> list[ChunkHit]:
+                rows = (
+                    await table.vector_search(vector)
+                    .distance_type("cosine")
+                    .select(["chunk_id", "document_id"])
+                    .limit(count)
+                    .to_arrow()
+                ).to_pylist()
+                return [ChunkHit(r["document_id"], r["chunk_id"], 1.0 - r["_distance"]) for r in rows]
 
-        return await _documents(fetch, limit, snapshot.chunks_per_document)
+            return await _documents(fetch, limit, snapshot.chunks_per_document)
 
     async def text_search(
         self, collection: str, query: str, limit: int, version: int | None = None
     ) -> list[ChunkHit]:
-        table = await self._table(collection)
-        snapshot = await self._snapshot(collection, table, version)
+        async with self._gone_is_not_found(collection):
+            table = await self._table(collection)
+            snapshot = await self._snapshot(collection, table, version)
 
-        async def fetch(count: int) -> list[ChunkHit]:
-            rows = (
-                await table.query()
-                .nearest_to_text(query)
-                # Naming `_score` keeps LanceDB from logging a deprecation warning per search.
-                .select(["chunk_id", "document_id", "_score"])
-                .limit(count)
-                .to_arrow()
-            ).to_pylist()
-            return [ChunkHit(r["document_id"], r["chunk_id"], float(r["_score"])) for r in rows]
+            async def fetch(count: int) -> list[ChunkHit]:
+                rows = (
+                    await table.query()
+                    .nearest_to_text(query)
+                    # Naming `_score` keeps LanceDB from logging a deprecation warning per search.
+                    .select(["chunk_id", "document_id", "_score"])
+                    .limit(count)
+                    .to_arrow()
+                ).to_pylist()
+                return [ChunkHit(r["document_id"], r["chunk_id"], float(r["_score"])) for r in rows]
 
-        return await _documents(fetch, limit, snapshot.chunks_per_document)
+            return await _documents(fetch, limit, snapshot.chunks_per_document)
 
     async def _snapshot(
         self, collection: str, table: lancedb.AsyncTable, known_version: int | None = None
@@ -223,6 +238,12 @@ class ChunkReader:
                 matrix=np.ascontiguousarray(matrix, dtype=np.float32),
             )
             return self._keep_snapshot(collection, snapshot)
+
+
+def _not_found(collection: str) -> errors.NotFound:
+    return errors.NotFound(
+        f"collection {collection!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
+    )
 
 
 async def _documents(fetch, limit: int, chunks_per_document: float) -> list[ChunkHit]:

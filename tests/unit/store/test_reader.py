@@ -146,3 +146,36 @@ def test_held_vectors_stay_within_the_budget_and_a_collection_over_it_is_searche
     assert list(reader._snapshots) == ["other", "large"]  # "small" gave way to "other"
     assert reader._snapshots["large"].matrix is None  # 40 chunks exceed the budget alone
     assert sum(s.nbytes for s in reader._snapshots.values()) <= 25 * vector_bytes
+
+
+def test_a_collection_deleted_under_cached_handles_is_not_found_for_writer_and_reader(tmp_path):
+    """Found by the fuzz suite: ListCollections racing DeleteCollection read a dropped table."""
+    import lancedb
+    from sounding import errors
+
+    async def run():
+        store = await Store.open(str(tmp_path))
+        await store.create_collection("c", "", "test", 2, 400, 50)
+        await store.write_documents("c", rows(["a"], [1.0, 0.0]), ["a"])
+        reader = await ChunkReader.open(str(tmp_path), exact_scan_max_chunks=100)
+        await store.stats("c")
+        await reader.vector_search("c", np.array([1.0, 0.0], np.float32), 1)
+        # Another writer's delete, which this store's and reader's caches do not know of.
+        other = lancedb.connect(str(tmp_path))
+        other.open_table(schema.COLLECTIONS_TABLE).delete("name = 'c'")
+        other.drop_table(schema.chunks_table("c"))
+        store._infos.clear()
+        failures = []
+        for call in (
+            store.stats("c"),
+            store.fetch_chunks("c", ["a#0"]),
+            reader.text_search("c", "a", 1),
+        ):
+            try:
+                await call
+                failures.append(None)
+            except errors.NotFound as error:
+                failures.append(error.reason)
+        return failures
+
+    assert asyncio.run(run()) == ["COLLECTION_NOT_FOUND"] * 3
