@@ -281,6 +281,12 @@ class MemoryLimits(BaseModel):
         description="a strategy worker's in-memory vectors, over all collections (least recently used go)",
     )
     worker_graphs: int = Field(8, ge=1, description="collection graphs a strategy worker keeps in memory")
+    lancedb_index_cache_mib: int = Field(
+        256, ge=1, description="LanceDB's cache of index data, per process (orchestrator, each worker)"
+    )
+    lancedb_metadata_cache_mib: int = Field(
+        64, ge=1, description="LanceDB's cache of table versions' metadata, per process"
+    )
 
 
 class LimitsSettings(BaseModel):

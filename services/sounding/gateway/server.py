@@ -30,6 +30,7 @@ from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
+from sounding.store.connection import configure_caches
 from sounding.store.durability import Durability
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
@@ -132,6 +133,8 @@ async def serve(settings: Settings) -> None:
     refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
     data_lock = DataDirectoryLock(settings.data_dir).acquire()
+    memory = settings.limits.memory
+    configure_caches(memory.lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib)
     start_ray(settings)
     serving = asyncio.Event()
     stop = stop_on_signals(serving)

@@ -14,6 +14,7 @@ from sounding.models.client import ModelsClient
 from sounding.retrieval.expansions import expand
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.store.connection import DEFAULT_CACHE_MIB, configure_caches
 from sounding.store.reader import ChunkReader
 
 
@@ -30,11 +31,13 @@ class StrategyRunner:
         exact_scan_max_chunks: int,
         snapshot_bytes: int = 1 << 30,
         max_graphs: int = 8,
+        lancedb_caches_mib: tuple[int, int] = DEFAULT_CACHE_MIB,
     ) -> StrategyRunner:
         # Dense scans are small matrix-vector products: threaded BLAS gains nothing on them, and
         # its threads keep spinning afterwards on the cores the sidecar's encoder needs (measured
         # here: a query encode took 43 ms instead of 17 ms right after a two-thread scan).
         threadpoolctl.threadpool_limits(1, user_api="blas")
+        configure_caches(*lancedb_caches_mib)
         reader = await ChunkReader.open(store_uri, exact_scan_max_chunks, snapshot_bytes, max_graphs)
         return cls(ModelsClient(models_address), reader)
 

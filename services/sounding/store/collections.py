@@ -12,6 +12,7 @@ Write rules that keep every acknowledged batch whole:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from contextlib import asynccontextmanager
@@ -24,13 +25,26 @@ from lancedb.index import FTS, BTree
 
 from sounding import errors
 from sounding.store import schema
+from sounding.store.connection import connect
 from sounding.store.durability import Durability
+
+log = logging.getLogger(__name__)
 
 # Every commit leaves a table version; optimising prunes those older than this, which no reader
 # still needs (thousands of kept versions made each optimisation take seconds).
 VERSION_RETENTION = timedelta(minutes=1)
 # Session saves are one small commit each; compact the table (and refresh its index) every so many.
 SESSION_WRITES_PER_COMPACTION = 200
+
+
+async def compact(*tables: lancedb.AsyncTable) -> None:
+    """Compact the tables and prune versions older than VERSION_RETENTION; best effort: a
+    failure is logged (the next compaction tries again)."""
+    for table in tables:
+        try:
+            await table.optimize(cleanup_older_than=VERSION_RETENTION)
+        except Exception:
+            log.warning("compacting %s failed; the next compaction tries again", table.name, exc_info=True)
 
 
 @dataclass(frozen=True)
@@ -70,7 +84,7 @@ class Store:
 
     @classmethod
     async def open(cls, uri: str, durability: Durability | None = None) -> Store:
-        connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
+        connection = await connect(uri)
         store = cls(connection, durability or Durability("process", uri))
         await store._ensure_registry()
         await store._ensure_sessions()
@@ -114,6 +128,9 @@ class Store:
         self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
         self._session_setups = await self._db.open_table(schema.SESSION_SETUPS_TABLE)
         self._session_writes = 0
+        # Saves replace rows (an update) and compaction rewrites them: LanceDB refuses such
+        # commits when they overlap, so the session tables take one write at a time.
+        self._session_lock = asyncio.Lock()
 
     async def create_session(self, session_id: str, domain: str, setup_json: str) -> None:
         """Record a new session's fixed setup (once, before its first step is saved)."""
@@ -123,8 +140,9 @@ class Store:
             "setup_json": setup_json,
             "create_time_us": int(time.time() * 1e6),
         }
-        await self._session_setups.add(pa.Table.from_pylist([row], schema.SESSION_SETUPS_SCHEMA))
-        await self._count_session_write()
+        async with self._session_lock:
+            await self._session_setups.add(pa.Table.from_pylist([row], schema.SESSION_SETUPS_SCHEMA))
+            await self._count_session_write()
         await self._durability.sync()
 
     async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
@@ -142,21 +160,22 @@ class Store:
             ],
             schema.SESSIONS_SCHEMA,
         )
-        await (
-            self._sessions.merge_insert("session_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(row)
-        )
-        await self._count_session_write()
+        async with self._session_lock:
+            await (
+                self._sessions.merge_insert("session_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(row)
+            )
+            await self._count_session_write()
         await self._durability.sync()
 
     async def _count_session_write(self) -> None:
-        """Every small append adds a table version; compact both session tables now and then."""
+        """Every small commit adds a table version; compact both session tables now and then
+        (a failed compaction is logged and tried again later: the write itself is done)."""
         self._session_writes += 1
         if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
-            for table in (self._sessions, self._session_setups):
-                await table.optimize(cleanup_older_than=VERSION_RETENTION)
+            await compact(self._sessions, self._session_setups)
 
     async def load_session(self, session_id: str) -> tuple[str, str] | None:
         """(setup, state of the latest step) of a session, or None for an unknown session (data
@@ -266,7 +285,7 @@ class Store:
             .when_not_matched_by_source_delete(stale)
             .execute(rows)
         )
-        await table.optimize(cleanup_older_than=VERSION_RETENTION)
+        await compact(table)  # also indexes the new chunks for full-text search
         await self._durability.sync()
 
     async def stats(self, name: str) -> CollectionStats:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 
 from sounding.store import schema
+from sounding.store.connection import connect
 
 ENTITIES_PREFIX = "entities__"
 EDGES_PREFIX = "edges__"
@@ -56,7 +56,7 @@ class GraphStore:
 
     @classmethod
     async def open(cls, uri: str) -> GraphStore:
-        return cls(await lancedb.connect_async(uri, read_consistency_interval=timedelta(0)))
+        return cls(await connect(uri))
 
     async def _state_table(self) -> lancedb.AsyncTable:
         return await self._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)

@@ -14,12 +14,13 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 import lancedb
 import pyarrow as pa
 from lancedb.index import BTree
 
+from sounding.store.collections import compact
+from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.schema import sql_string
 
@@ -27,7 +28,6 @@ RETRIEVALS_TABLE = "retrievals"
 OBSERVATIONS_TABLE = "retrieval_observations"
 DEPLOYMENTS_TABLE = "selector_deployments"
 WRITES_PER_COMPACTION = 200
-VERSION_RETENTION = timedelta(minutes=1)
 ID_CHUNK = 1000
 
 RETRIEVALS_SCHEMA = pa.schema(
@@ -190,7 +190,7 @@ class LearningLog:
     @classmethod
     async def open(cls, uri: str, durability: Durability | None = None) -> LearningLog:
         log = cls(
-            await lancedb.connect_async(uri, read_consistency_interval=timedelta(0)),
+            await connect(uri),
             durability or Durability("process", uri),
         )
         names = set(await log._db.table_names(limit=100_000))
@@ -222,8 +222,7 @@ class LearningLog:
     async def _compact_now_and_then(self) -> None:
         self._writes += 1
         if self._writes % WRITES_PER_COMPACTION == 0:
-            for table in (self._retrievals, self._observations):
-                await table.optimize(cleanup_older_than=VERSION_RETENTION)
+            await compact(self._retrievals, self._observations)
 
     async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:
         rows = [r.row() for r in records]

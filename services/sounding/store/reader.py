@@ -17,7 +17,6 @@ import weakref
 from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import NamedTuple
 
 import lancedb
@@ -25,6 +24,7 @@ import numpy as np
 
 from sounding import errors
 from sounding.store import schema
+from sounding.store.connection import connect
 from sounding.store.graph import GraphSnapshot
 
 # Chunks fetched per wanted document: the table's chunks-per-document ratio times this margin.
@@ -90,7 +90,7 @@ class ChunkReader:
     async def open(
         cls, uri: str, exact_scan_max_chunks: int, snapshot_bytes: int = 1 << 30, max_graphs: int = 8
     ) -> ChunkReader:
-        connection = await lancedb.connect_async(uri, read_consistency_interval=timedelta(0))
+        connection = await connect(uri)
         return cls(connection, exact_scan_max_chunks, snapshot_bytes, max_graphs)
 
     def _lock(self, key: str) -> asyncio.Lock:

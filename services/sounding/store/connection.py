@@ -1,0 +1,31 @@
+"""How the store's classes connect to LanceDB: one way, sharing one cache per process.
+
+LanceDB keeps index data and table versions' metadata in in-process caches which, left at their
+defaults, grow with every commit (bench/README.md, "Load and faults"). `configure_caches` sets
+their sizes once per process, before the first `connect`; every connection then shares them.
+Readers in other processes need `read_consistency_interval=0` to see each new version at once
+(DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import lancedb
+
+_session: lancedb.Session | None = None
+DEFAULT_CACHE_MIB = (256, 64)
+
+
+def configure_caches(index_mib: int, metadata_mib: int) -> None:
+    """The sizes of this process's LanceDB caches (index, table metadata), in MiB."""
+    global _session
+    _session = lancedb.Session(
+        index_cache_size_bytes=index_mib << 20, metadata_cache_size_bytes=metadata_mib << 20
+    )
+
+
+async def connect(uri: str) -> lancedb.AsyncConnection:
+    if _session is None:
+        configure_caches(*DEFAULT_CACHE_MIB)
+    return await lancedb.connect_async(uri, read_consistency_interval=timedelta(0), session=_session)
