@@ -18,6 +18,9 @@ class EmbedderSettings(BaseModel):
     # How long the first request of a batch waits for company before the batch runs. With 0 a
     # lone request runs at once, and requests arriving while a batch encodes still form the next.
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
+    # Texts per forward pass within a batch: a pass's memory grows with texts x length^2, so
+    # long texts in large passes make the sidecar's resident memory spike.
+    forward_batch_size: int = Field(16, ge=1, le=4096)
     # Batches of at most this many texts encode on one CPU thread (see models.embedder.Embedder).
     single_thread_max_texts: int = Field(4, ge=0, le=4096)
 
@@ -29,6 +32,9 @@ class GeneratorSettings(BaseModel):
     # The local backend batches concurrent generations that decode alike.
     max_batch_size: int = Field(8, ge=1, le=256)
     max_wait_ms: float = Field(5.0, ge=0.0, le=1000.0)
+    # A batch's prompt tokens, padding included (jobs x longest prompt), at most this many: the
+    # first forward pass's memory grows with them. A longer prompt runs in a batch of its own.
+    max_batch_prompt_tokens: int = Field(2048, ge=1)
     # Load the model while the sidecar starts (it reports NOT_SERVING meanwhile), so the first
     # Retrieve with a generating arm does not spend its arm timeout on loading it.
     preload: bool = True
@@ -51,6 +57,7 @@ class NliSettings(BaseModel):
     train_max_minutes: float = Field(20.0, gt=0.0)
     max_batch_size: int = Field(64, ge=1, le=4096)
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
+    forward_batch_size: int = Field(16, ge=1, le=4096)  # pairs per forward pass, as the embedder's
 
 
 class ModelsSettings(BaseModel):
@@ -281,11 +288,16 @@ class MemoryLimits(BaseModel):
         description="a strategy worker's in-memory vectors, over all collections (least recently used go)",
     )
     worker_graphs: int = Field(8, ge=1, description="collection graphs a strategy worker keeps in memory")
-    lancedb_index_cache_mib: int = Field(
-        256, ge=1, description="LanceDB's cache of index data, per process (orchestrator, each worker)"
+    worker_lancedb_index_cache_mib: int = Field(
+        256,
+        ge=1,
+        description="LanceDB's cache of index data in a strategy worker (the full-text indexes it searches)",
+    )
+    orchestrator_lancedb_index_cache_mib: int = Field(
+        32, ge=1, description="LanceDB's cache of index data in the orchestrator (which writes the indexes)"
     )
     lancedb_metadata_cache_mib: int = Field(
-        64, ge=1, description="LanceDB's cache of table versions' metadata, per process"
+        16, ge=1, description="LanceDB's cache of table versions' metadata, per process"
     )
 
 

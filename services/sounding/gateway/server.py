@@ -12,7 +12,7 @@ import warnings
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from sounding import rpc, telemetry
+from sounding import allocator, rpc, telemetry
 from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.config import LimitsSettings, SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
@@ -132,9 +132,10 @@ async def serve(settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT (or cancelled), then drain: NOT_SERVING at once, new calls
     refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
+    allocator.limit_arenas()
     data_lock = DataDirectoryLock(settings.data_dir).acquire()
     memory = settings.limits.memory
-    configure_caches(memory.lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib)
+    configure_caches(memory.orchestrator_lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib)
     start_ray(settings)
     serving = asyncio.Event()
     stop = stop_on_signals(serving)

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from sounding.allocator import release_free_memory
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -23,9 +25,10 @@ def bundled_model_dir() -> Path:
 class Embedder:
     """Encodes texts into L2-normalised float32 vectors (cosine similarity = dot product).
 
-    Calls with at most `single_thread_max_texts` texts (a query, a few phrasings) run on one
-    CPU thread: their matrices are too small for a second thread to help much (a query encode
-    took 17 ms on two threads, 19 ms on one, here), and a two-thread OpenMP team stalls at every
+    At most `batch_size` texts go through the model at a time. Calls with at most
+    `single_thread_max_texts` texts (a query, a few phrasings) run on one CPU thread: their
+    matrices are too small for a second thread to help much (a query encode took 17 ms on two
+    threads, 19 ms on one, here), and a two-thread OpenMP team stalls at every
     barrier while another process holds one of the cores (p50 54–364 ms against 23 ms on one
     thread, measured with both cores busy). Larger calls use torch's thread count."""
 
@@ -53,4 +56,6 @@ class Embedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
+        if not small:
+            release_free_memory()
         return np.ascontiguousarray(vectors, dtype=np.float32)

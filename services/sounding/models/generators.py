@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from sounding.allocator import release_free_memory
 from sounding.config import GeneratorSettings
 from sounding.errors import InvalidArgument, Unavailable
 
@@ -183,6 +184,7 @@ class LocalGenerator:
         max_batch_size: int = 8,
         max_wait_ms: float = 5.0,
         max_prompt_tokens: int = 4096,
+        max_batch_prompt_tokens: int = 2048,
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -193,6 +195,7 @@ class LocalGenerator:
         self._max_batch_size = max_batch_size
         self._max_wait_s = max_wait_ms / 1000
         self._max_prompt_tokens = max_prompt_tokens
+        self._max_batch_prompt_tokens = max_batch_prompt_tokens
         # Waiting jobs by flow, the flows in the order they are next served.
         self._pending: OrderedDict[str, deque[_Job]] = OrderedDict()
         self._worker: asyncio.Task | None = None
@@ -200,6 +203,15 @@ class LocalGenerator:
         configured = self._model.generation_config.eos_token_id
         configured = configured if isinstance(configured, list) else [configured]
         self._eos_ids = {self._tokenizer.eos_token_id, *configured} - {None}
+        self._touch_weights()
+
+    def _touch_weights(self) -> None:
+        """One forward pass over one token: the weights are memory-mapped from the converted copy
+        and come into memory as first used, so a sidecar reporting SERVING already holds them."""
+        import torch
+
+        with torch.inference_mode():
+            self._model(torch.tensor([[self._tokenizer.eos_token_id]], device=self._device))
 
     async def stream(
         self, messages: Sequence[dict[str, str]], params: GenerationParams, flow: str = ""
@@ -233,7 +245,8 @@ class LocalGenerator:
             waiting = sum(len(jobs) for jobs in self._pending.values())
             if self._max_wait_s and waiting < self._max_batch_size:
                 await asyncio.sleep(self._max_wait_s)
-            batch = [j for j in next_batch(self._pending, self._max_batch_size) if not j.cancelled.is_set()]
+            chosen = next_batch(self._pending, self._max_batch_size, self._max_batch_prompt_tokens)
+            batch = [j for j in chosen if not j.cancelled.is_set()]
             if batch:
                 await loop.run_in_executor(self._thread, self._generate, batch)
 
@@ -275,23 +288,33 @@ class LocalGenerator:
                 if not job.done:
                     job.done = True
                     job.send(error)
+        finally:
+            release_free_memory()
 
 
-def next_batch(pending: OrderedDict[str, deque[_Job]], size: int) -> list[_Job]:
+def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: int) -> list[_Job]:
     """Up to `size` jobs that decode alike, taken round-robin across the flows (each flow's
-    oldest first), starting with the flow at the head; the chosen jobs leave `pending`, the
-    emptied flows are dropped and the head flow moves to the back."""
+    oldest first), starting with the flow at the head, whose oldest job is always taken; a job
+    that would bring the batch's padded prompt tokens (jobs x longest prompt) over `max_tokens`
+    waits for a later batch. The chosen jobs leave `pending`, the emptied flows are dropped and
+    the head flow moves to the back."""
     head = next(iter(pending))
     key = pending[head][0].batch_key()
     batch: list[_Job] = []
+    width = 0
     depth = 0
     while len(batch) < size:
         taken = False
         for jobs in pending.values():
             matching = [j for j in jobs if j.batch_key() == key]
             if depth < len(matching):
-                batch.append(matching[depth])
                 taken = True
+                candidate = matching[depth]
+                wider = max(width, len(candidate.prompt_ids))
+                if batch and (len(batch) + 1) * wider > max_tokens:
+                    continue
+                batch.append(candidate)
+                width = wider
                 if len(batch) == size:
                     break
         if not taken:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sounding.allocator import release_free_memory
+
 LABELS = ("entailment", "neutral", "contradiction")
 TRAINED_DIR = "nli-minilm-snli"
 RECIPE_FILE = "training.json"
@@ -203,6 +205,8 @@ class NliModel:
                 ).to(self._device)
                 probabilities = torch.softmax(self._model(**batch).logits, dim=-1)
                 out.append(probabilities[:, self._columns].cpu().numpy())
+        if len(pairs) > self._batch_size:
+            release_free_memory()
         return np.concatenate(out) if out else np.zeros((0, len(LABELS)), dtype=np.float32)
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from sounding import errors, rpc, telemetry
+from sounding import allocator, errors, rpc, telemetry
 from sounding.api.sounding.models.v1 import models_pb2
 from sounding.config import Settings
 from sounding.core import clustering
@@ -69,7 +69,7 @@ class ModelServicer:
                     path = await asyncio.to_thread(ensure_trained, own, config.train_max_minutes)
                 device = select_device(self._settings.models.device)
                 model = await asyncio.get_running_loop().run_in_executor(
-                    self._encode_thread, NliModel, path, device, config.max_batch_size
+                    self._encode_thread, NliModel, path, device, config.forward_batch_size
                 )
                 batcher = MicroBatcher(
                     model.predict, config.max_batch_size, config.max_wait_ms, self._encode_thread
@@ -97,6 +97,7 @@ class ModelServicer:
                         config.max_batch_size,
                         config.max_wait_ms,
                         self._limits.max_prompt_tokens,
+                        config.max_batch_prompt_tokens,
                     )
                 if config.cache_max_entries:
                     identity = (
@@ -259,6 +260,7 @@ def call_policies(settings: Settings) -> dict[str, rpc.CallPolicy]:
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     telemetry.setup("sounding-models")
+    allocator.limit_arenas()
     import torch
 
     if settings.models.torch_threads:
@@ -269,7 +271,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         encode_thread,
         Embedder,
         device,
-        settings.models.embedder.max_batch_size,
+        settings.models.embedder.forward_batch_size,
         settings.models.embedder.single_thread_max_texts,
     )
     batcher = MicroBatcher(

@@ -30,7 +30,7 @@ def runner_arguments(settings: Settings) -> tuple:
         settings.retrieval.exact_scan_max_chunks,
         memory.worker_snapshot_mib * 1024 * 1024,
         memory.worker_graphs,
-        (memory.lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib),
+        (memory.worker_lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib),
     )
 
 

@@ -14,7 +14,7 @@ from sounding.models.client import ModelsClient
 from sounding.retrieval.expansions import expand
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.strategies import STRATEGIES
-from sounding.store.connection import DEFAULT_CACHE_MIB, configure_caches
+from sounding.store.connection import configure_caches
 from sounding.store.reader import ChunkReader
 
 
@@ -29,9 +29,9 @@ class StrategyRunner:
         models_address: str,
         store_uri: str,
         exact_scan_max_chunks: int,
-        snapshot_bytes: int = 1 << 30,
-        max_graphs: int = 8,
-        lancedb_caches_mib: tuple[int, int] = DEFAULT_CACHE_MIB,
+        snapshot_bytes: int,
+        max_graphs: int,
+        lancedb_caches_mib: tuple[int, int],
     ) -> StrategyRunner:
         # Dense scans are small matrix-vector products: threaded BLAS gains nothing on them, and
         # its threads keep spinning afterwards on the cores the sidecar's encoder needs (measured

@@ -24,6 +24,7 @@ import pyarrow as pa
 from lancedb.index import FTS, BTree
 
 from sounding import errors
+from sounding.allocator import release_free_memory
 from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
@@ -38,13 +39,15 @@ SESSION_WRITES_PER_COMPACTION = 200
 
 
 async def compact(*tables: lancedb.AsyncTable) -> None:
-    """Compact the tables and prune versions older than VERSION_RETENTION; best effort: a
-    failure is logged (the next compaction tries again)."""
+    """Compact the tables and prune versions older than VERSION_RETENTION, then hand the memory
+    the pruned versions held back to the system; best effort: a failure is logged (the next
+    compaction tries again)."""
     for table in tables:
         try:
             await table.optimize(cleanup_older_than=VERSION_RETENTION)
         except Exception:
             log.warning("compacting %s failed; the next compaction tries again", table.name, exc_info=True)
+    await asyncio.to_thread(release_free_memory)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from datetime import timedelta
 import lancedb
 
 _session: lancedb.Session | None = None
-DEFAULT_CACHE_MIB = (256, 64)
+# For processes that never configure (tools, tests); the servers configure from limits.memory.
+DEFAULT_CACHE_MIB = (256, 16)
 
 
 def configure_caches(index_mib: int, metadata_mib: int) -> None:

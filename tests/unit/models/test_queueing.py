@@ -8,15 +8,15 @@ from sounding.models.server import Admission
 pytestmark = pytest.mark.unit
 
 
-def job(flow: str, temperature: float = 0.0) -> _Job:
-    return _Job([1, 2], GenerationParams(temperature=temperature), None, flow)
+def job(flow: str, temperature: float = 0.0, prompt_tokens: int = 2) -> _Job:
+    return _Job([1] * prompt_tokens, GenerationParams(temperature=temperature), None, flow)
 
 
 def test_a_batch_takes_flows_round_robin_so_a_flood_cannot_starve_another_flow():
     inquiry = [job("inquiry") for _ in range(20)]
     retrieve = job("retrieve:1")
     pending = OrderedDict([("inquiry", deque(inquiry)), ("retrieve:1", deque([retrieve]))])
-    first = next_batch(pending, 4)
+    first = next_batch(pending, 4, 2048)
     assert first[:2] == [inquiry[0], retrieve]  # one of each flow before a second of either
     assert first[2:] == inquiry[1:3]
     assert list(pending) == ["inquiry"] and len(pending["inquiry"]) == 17
@@ -25,16 +25,31 @@ def test_a_batch_takes_flows_round_robin_so_a_flood_cannot_starve_another_flow()
 def test_the_flow_served_first_goes_to_the_back():
     a, b = [job("a") for _ in range(3)], [job("b") for _ in range(3)]
     pending = OrderedDict([("a", deque(a)), ("b", deque(b))])
-    assert next_batch(pending, 1) == [a[0]]
-    assert next_batch(pending, 1) == [b[0]]
-    assert next_batch(pending, 1) == [a[1]]
+    assert next_batch(pending, 1, 2048) == [a[0]]
+    assert next_batch(pending, 1, 2048) == [b[0]]
+    assert next_batch(pending, 1, 2048) == [a[1]]
 
 
 def test_a_batch_holds_only_jobs_that_decode_alike():
     greedy, sampled = job("a"), job("b", temperature=0.7)
     pending = OrderedDict([("a", deque([greedy])), ("b", deque([sampled]))])
-    assert next_batch(pending, 8) == [greedy]
-    assert next_batch(pending, 8) == [sampled]
+    assert next_batch(pending, 8, 2048) == [greedy]
+    assert next_batch(pending, 8, 2048) == [sampled]
+
+
+def test_a_batch_keeps_its_padded_prompt_tokens_within_the_budget():
+    short, long_, short2 = (job(flow, prompt_tokens=n) for flow, n in (("a", 100), ("b", 900), ("c", 100)))
+    pending = OrderedDict([("a", deque([short])), ("b", deque([long_])), ("c", deque([short2]))])
+    # 2 x 900 tokens would be over 1000: the long prompt waits, the later short one comes along
+    assert next_batch(pending, 8, 1000) == [short, short2]
+    assert next_batch(pending, 8, 1000) == [long_]
+
+
+def test_a_prompt_over_the_budget_still_runs_alone():
+    huge, small = job("a", prompt_tokens=5000), job("a", prompt_tokens=10)
+    pending = OrderedDict([("a", deque([huge, small]))])
+    assert next_batch(pending, 8, 1000) == [huge]
+    assert next_batch(pending, 8, 1000) == [small]
 
 
 def test_admission_bounds_generations_in_all_and_per_flow():
