@@ -1,7 +1,7 @@
 """How the store's classes connect to LanceDB: one way, sharing one cache per process.
 
 LanceDB keeps index data and table versions' metadata in in-process caches which, left at their
-defaults, grow with every commit (bench/README.md, "Load and faults"). `configure_caches` sets
+defaults, grow with every commit (bench/README.md, "Robustness: load and faults"). `configure_caches` sets
 their sizes once per process, before the first `connect`; every connection then shares them.
 Readers in other processes need `read_consistency_interval=0` to see each new version at once
 (DESIGN.md).
