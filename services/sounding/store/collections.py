@@ -28,6 +28,7 @@ from sounding.allocator import release_free_memory
 from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
+from sounding.store.group_commit import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ class Store:
         # Saves replace rows (an update) and compaction rewrites them: LanceDB refuses such
         # commits when they overlap, so the session tables take one write at a time.
         self._session_lock = asyncio.Lock()
+        self._session_saves = GroupCommit(self._commit_session_rows)
 
     async def create_session(self, session_id: str, domain: str, setup_json: str) -> None:
         """Record a new session's fixed setup (once, before its first step is saved)."""
@@ -149,29 +151,29 @@ class Store:
         await self._durability.sync()
 
     async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
-        """Store a session's state after `step`, replacing the one before (one commit; a session
-        has one row however often it is saved or resumed)."""
-        row = pa.Table.from_pylist(
-            [
-                {
-                    "session_id": session_id,
-                    "step": step,
-                    "domain": domain,
-                    "state_json": state_json,
-                    "update_time_us": int(time.time() * 1e6),
-                }
-            ],
-            schema.SESSIONS_SCHEMA,
-        )
+        """Store a session's state after `step`, replacing the one before (a session has one row
+        however often it is saved or resumed). Saves of several sessions arriving together share
+        one commit."""
+        row = {
+            "session_id": session_id,
+            "step": step,
+            "domain": domain,
+            "state_json": state_json,
+            "update_time_us": int(time.time() * 1e6),
+        }
+        await self._session_saves.submit(row)
+        await self._durability.sync()
+
+    async def _commit_session_rows(self, rows: list[dict]) -> None:
+        latest = {row["session_id"]: row for row in sorted(rows, key=lambda r: r["step"])}
         async with self._session_lock:
             await (
                 self._sessions.merge_insert("session_id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
-                .execute(row)
+                .execute(pa.Table.from_pylist(list(latest.values()), schema.SESSIONS_SCHEMA))
             )
             await self._count_session_write()
-        await self._durability.sync()
 
     async def _count_session_write(self) -> None:
         """Every small commit adds a table version; compact both session tables now and then
