@@ -20,7 +20,7 @@ class EmbedderSettings(BaseModel):
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
     # Texts per forward pass within a batch: a pass's memory grows with texts x length^2, so
     # long texts in large passes make the sidecar's resident memory spike.
-    forward_batch_size: int = Field(16, ge=1, le=4096)
+    forward_batch_size: int = Field(8, ge=1, le=4096)
     # Batches of at most this many texts encode on one CPU thread (see models.embedder.Embedder).
     single_thread_max_texts: int = Field(4, ge=0, le=4096)
 
@@ -34,7 +34,7 @@ class GeneratorSettings(BaseModel):
     max_wait_ms: float = Field(5.0, ge=0.0, le=1000.0)
     # A batch's prompt tokens, padding included (jobs x longest prompt), at most this many: the
     # first forward pass's memory grows with them. A longer prompt runs in a batch of its own.
-    max_batch_prompt_tokens: int = Field(2048, ge=1)
+    max_batch_prompt_tokens: int = Field(1024, ge=1)
     # Load the model while the sidecar starts (it reports NOT_SERVING meanwhile), so the first
     # Retrieve with a generating arm does not spend its arm timeout on loading it.
     preload: bool = True
@@ -57,7 +57,7 @@ class NliSettings(BaseModel):
     train_max_minutes: float = Field(20.0, gt=0.0)
     max_batch_size: int = Field(64, ge=1, le=4096)
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0)
-    forward_batch_size: int = Field(16, ge=1, le=4096)  # pairs per forward pass, as the embedder's
+    forward_batch_size: int = Field(8, ge=1, le=4096)  # pairs per forward pass, as the embedder's
 
 
 class ModelsSettings(BaseModel):

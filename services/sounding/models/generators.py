@@ -184,7 +184,7 @@ class LocalGenerator:
         max_batch_size: int = 8,
         max_wait_ms: float = 5.0,
         max_prompt_tokens: int = 4096,
-        max_batch_prompt_tokens: int = 2048,
+        max_batch_prompt_tokens: int = 1024,
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
