@@ -69,6 +69,10 @@ class Unimplemented(SoundingError):
     default_reason = "UNIMPLEMENTED"
 
 
+def collection_not_found(name: str) -> NotFound:
+    return NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection")
+
+
 def of_code(code: str, message: str, *, reason: str | None = None) -> SoundingError:
     """The domain error for a canonical code name (a plain SoundingError, INTERNAL, for a code
     without a class of its own, which keeps the name as its reason)."""

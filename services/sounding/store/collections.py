@@ -245,11 +245,7 @@ class Store:
         # This process is the only writer, so a registered collection stays cached until deleted.
         info = self._infos.get(name) or await self._find(name)
         if info is None:
-            raise errors.NotFound(
-                f"collection {name!r} does not exist",
-                reason="COLLECTION_NOT_FOUND",
-                field="collection",
-            )
+            raise errors.collection_not_found(name)
         self._infos[name] = info
         return info
 
@@ -336,7 +332,5 @@ class Store:
             raise
         except Exception:
             if await self._find(name) is None:
-                raise errors.NotFound(
-                    f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
-                ) from None
+                raise errors.collection_not_found(name) from None
             raise

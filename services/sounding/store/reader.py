@@ -115,7 +115,7 @@ class ChunkReader:
             try:
                 table = await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise _not_found(collection) from None
+                raise errors.collection_not_found(collection) from None
             self._tables[collection] = table
         return table
 
@@ -132,7 +132,7 @@ class ChunkReader:
             try:
                 await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise _not_found(collection) from None
+                raise errors.collection_not_found(collection) from None
             raise
 
     def forget(self, collection: str) -> None:
@@ -238,12 +238,6 @@ class ChunkReader:
                 matrix=np.ascontiguousarray(matrix, dtype=np.float32),
             )
             return self._keep_snapshot(collection, snapshot)
-
-
-def _not_found(collection: str) -> errors.NotFound:
-    return errors.NotFound(
-        f"collection {collection!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection"
-    )
 
 
 async def _documents(fetch, limit: int, chunks_per_document: float) -> list[ChunkHit]:
