@@ -132,7 +132,7 @@ async def serve(settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT (or cancelled), then drain: NOT_SERVING at once, new calls
     refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
-    allocator.limit_arenas()
+    allocator.configure()
     data_lock = DataDirectoryLock(settings.data_dir).acquire()
     memory = settings.limits.memory
     configure_caches(memory.orchestrator_lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib)

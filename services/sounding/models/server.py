@@ -260,7 +260,7 @@ def call_policies(settings: Settings) -> dict[str, rpc.CallPolicy]:
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     telemetry.setup("sounding-models")
-    allocator.limit_arenas()
+    allocator.configure()
     import torch
 
     if settings.models.torch_threads:
