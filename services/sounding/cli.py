@@ -329,7 +329,6 @@ def _print_llm_inquiry(client) -> None:
         InquiryAnswer,
         InquiryOutcome,
         InquiryPolicy,
-        SoundingError,
     )
 
     suspects = ["Anna Byrne", "Victor Crane", "Lucy Dunn"]
@@ -357,9 +356,63 @@ def _print_llm_inquiry(client) -> None:
             console.print(f"[bold]answer[/bold] {event.answer or '(none)'} ({event.stopping_reason})")
     ack = client.observe([InquiryOutcome(inquiry.session_id, "Victor Crane")])
     console.print(f"[bold]observe[/bold] the true culprit: recorded {ack.recorded} session's states")
+    _print_calibration(client.calibrate("stop_threshold", task="dc", regime="normal"))
+
+
+def _print_agent_traffic(client, collection: str, questions: Path) -> None:
+    """Each question (with the id of the document it was written from) through a Retrieve on
+    the cheap arms, its outcome through Observe: the source document used when it ranked first,
+    reported missing when it did not."""
+    from sounding_client import ExpansionOptions, RetrievalOutcome
+
+    asked = [json.loads(line) for line in questions.read_text().splitlines() if line.strip()]
+    outcomes, stated = [], []
+    with progress_bar(console) as progress:
+        task = progress.add_task("Retrieve", total=len(asked))
+        for question in asked:
+            final = client.retrieve_final(
+                collection,
+                question["question"],
+                top_k=1,
+                arms=("dense", "lexical"),
+                expansion=ExpansionOptions(max_iterations=0),
+                omit_text=True,
+            )
+            source = question["document_id"]
+            found = source in {hit.document_id for hit in final.hits}
+            outcomes.append(
+                RetrievalOutcome(
+                    final.retrieval_id,
+                    (source,) if found else (),
+                    feedback="helpful" if found else "not_helpful",
+                    found_missing_content=not found,
+                    missed_document_ids=() if found else (source,),
+                )
+            )
+            stated.append(final.uncertainty.miss_rate.value)
+            progress.update(task, advance=1)
+    ack = client.observe(outcomes)
+    missed = sum(o.found_missing_content for o in outcomes)
+    console.print(
+        f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}: the source "
+        f"document ranked first for {len(outcomes) - missed} of {len(outcomes)} questions; "
+        f"stated miss rate {sum(stated) / len(stated):.2f} on average, observed {missed / len(outcomes):.2f}"
+    )
+
+
+def _print_calibration(events) -> None:
+    from sounding_client import CalibrationReport, SoundingError
+
     try:
-        for event in client.calibrate("stop_threshold", task="dc", regime="normal"):
-            console.print(f"[bold]calibrate[/bold] {event}")
+        for event in events:
+            if isinstance(event, CalibrationReport):
+                console.print(
+                    f"[bold]calibrate[/bold] {event.target} v{event.version}, {event.sample_size} "
+                    f"outcomes: {event.summary}",
+                    highlight=False,
+                )
+            else:
+                console.print(f"[bold]calibrate[/bold] {event.stage}", style="dim")
     except SoundingError as error:
         console.print(f"[bold]calibrate[/bold] refused: {error.code.name}: {error.message}")
 
@@ -369,9 +422,9 @@ def demo(
     data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
-    with Observe, play an Inquire game, let Sounding's model work a detective case, stop the
-    stack."""
-    from sounding_client import Client, RetrievalOutcome, SoundingError
+    with Observe, recalibrate the strategy selector and the miss rate from them, play an Inquire
+    game, let Sounding's model work a detective case, stop the stack."""
+    from sounding_client import Client, RetrievalOutcome
 
     from sounding.stack import Stack
 
@@ -404,12 +457,12 @@ def demo(
                     f"  {arm.arm:12} runs {arm.runs:3}  mean reward {arm.mean_reward:.2f}  "
                     f"contribution rate {arm.contribution_rate:.2f}  latency {arm.mean_latency_ms:7.1f} ms"
                 )
-            console.rule("Calibrate(BANDIT): recalibrate the strategy selector from recorded outcomes")
-            try:
-                for event in client.calibrate("bandit"):
-                    console.print(f"[bold]calibrate[/bold] {event}")
-            except SoundingError as error:
-                console.print(f"[bold]calibrate[/bold] refused: {error.code.name}: {error.message}")
+            console.rule("Retrieve and Observe: sixty questions, each with its source document")
+            _print_agent_traffic(client, "demo", corpus.with_name("demo-questions.jsonl"))
+            console.rule("Calibrate(BANDIT): retrain the strategy selector on the recorded outcomes")
+            _print_calibration(client.calibrate("bandit"))
+            console.rule("Calibrate(MISS_RATE): map stated miss rates to the misses the agent reported")
+            _print_calibration(client.calibrate("miss_rate"))
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
             console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
