@@ -19,7 +19,7 @@ HALF_SENTENCE = "1 digits are present in the answer and in the correct positions
     [HALF_SENTENCE + "\n" * 64 + "1", " " * 10_000],
     ids=["the first half of the feedback sentence, 64 newlines and a digit", "10k whitespace"],
 )
-def test_a_hostile_answer_is_refused_at_once_while_health_answers(client, stack, answer):
+def test_a_hostile_answer_is_refused_within_50_ms_while_health_answers(client, stack, answer):
     inquiry = client.inquire("bulls_and_cows")
     with HealthWatch(stack.settings.address, interval_s=0.01) as health:
         try:
@@ -34,10 +34,8 @@ def test_a_hostile_answer_is_refused_at_once_while_health_answers(client, stack,
         time.sleep(0.3)  # and after
     assert refused is not None and refused.code == grpc.StatusCode.INVALID_ARGUMENT
     assert refused.fields == ["observation.answer"]
-    # Generous bounds, for shared CI machines: the backtracking pattern this guards against took
-    # over 30 s and stalled every call meanwhile.
-    assert refused_after < 2.0
-    assert len(health.checks) > 20 and max(health.latencies) < 1.0
+    assert refused_after < 0.05
+    assert len(health.checks) > 20 and max(health.latencies) < 0.1
 
 
 def test_a_start_over_the_size_limit_is_refused_naming_the_field(client, stack):
@@ -69,7 +67,7 @@ def test_non_finite_numbers_and_long_parameters_are_refused(client, stack, start
 
 
 @pytest.mark.slow
-def test_eig_lookahead_moves_leave_health_answering(client, stack):
+def test_eig_lookahead_moves_leave_health_answering_within_100_ms(client, stack):
     table = bc.feedback_table()
     secret = "8402"
     turns = 0
@@ -83,8 +81,7 @@ def test_eig_lookahead_moves_leave_health_answering(client, stack):
             if isinstance(event, InquiryAnswer):
                 assert event.answer == secret
     assert turns >= 3
-    # On the event loop, one lookahead move would hold every call for seconds.
-    assert len(health.checks) > 50 and max(health.latencies) < 1.0
+    assert len(health.checks) > 50 and max(health.latencies) < 0.1
 
 
 def test_observe_reports_each_rejection_at_its_stream_position(stack):
