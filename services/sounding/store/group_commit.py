@@ -1,8 +1,8 @@
 """Group commit: writes that arrive while a commit is in flight go together in the next one.
 
-Each LanceDB commit costs a table version, a manifest write and some memory that LanceDB does
-not give back (bench/README.md, "Robustness: load and faults"); concurrent inquiry sessions each
-saving every step would otherwise commit one row at a time.
+Each LanceDB commit costs a table version, a manifest write and room in LanceDB's caches
+(bench/README.md, "Robustness: load and faults"); concurrent inquiry sessions each saving every
+step would otherwise commit one row at a time.
 """
 
 from __future__ import annotations
