@@ -1,8 +1,7 @@
 """Domain errors. The gateway turns them into gRPC statuses with google.rpc details.
 
 Each carries a canonical gRPC code name, an UPPER_SNAKE reason (ErrorInfo) and, for bad input,
-the offending field (BadRequest field violation). They pickle, so they cross process boundaries
-(the strategy workers' calls).
+the offending field (BadRequest field violation).
 """
 
 from __future__ import annotations
@@ -20,13 +19,6 @@ class SoundingError(Exception):
         self.message = message
         self.reason = reason or self.default_reason
         self.field = field
-
-    def __reduce__(self):
-        return (_rebuild, (type(self), self.message, self.reason, self.field))
-
-
-def _rebuild(cls, message, reason, field):
-    return cls(message, reason=reason, field=field)
 
 
 class InvalidArgument(SoundingError):
@@ -73,12 +65,12 @@ def collection_not_found(name: str) -> NotFound:
     return NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection")
 
 
-def of_code(code: str, message: str, *, reason: str | None = None) -> SoundingError:
+def of_code(code: str, message: str, *, reason: str | None = None, field: str | None = None) -> SoundingError:
     """The domain error for a canonical code name (a plain SoundingError, INTERNAL, for a code
     without a class of its own, which keeps the name as its reason)."""
     kinds = {kind.code: kind for kind in SoundingError.__subclasses__()}
     kind = kinds.get(code, SoundingError)
-    return kind(message, reason=reason or (code if kind is SoundingError else None))
+    return kind(message, reason=reason or (code if kind is SoundingError else None), field=field)
 
 
 def internal(what: str, error: BaseException) -> SoundingError:

@@ -4,13 +4,18 @@ executor's calls are cancelled on the workers, and survive a worker's death."""
 
 import asyncio
 import os
+import secrets
 import signal
+import time
 import uuid
 
 import numpy as np
 import pytest
 from sounding import errors
-from sounding.retrieval.executors import InProcessExecutor, RayExecutor
+from sounding.api.sounding.worker.v1 import worker_pb2
+from sounding.retrieval import channel
+from sounding.retrieval.channel import ChannelClient
+from sounding.retrieval.executors import InProcessExecutor, RayExecutor, StrategyWorker, runner_arguments
 from sounding.retrieval.protocol import ArmRequest
 from sounding.store.reader import ChunkReader
 
@@ -132,3 +137,102 @@ def test_exact_scan_agrees_with_lancedb_vector_search(stack, demo_collection):
     for exact_hits, lance_hits in asyncio.run(run()):
         assert [h.document_id for h in exact_hits] == [h.document_id for h in lance_hits]
         np.testing.assert_allclose([h.score for h in exact_hits], [h.score for h in lance_hits], atol=1e-5)
+
+
+def test_a_local_ray_runtimes_workers_listen_on_loopback(stack, ray_runtime):
+    async def run():
+        remote = await RayExecutor.open(stack.settings)
+        try:
+            return [await worker.address.remote() for worker in remote._workers]
+        finally:
+            await remote.close()
+
+    assert {host for host, _ in asyncio.run(run())} == {"127.0.0.1"}
+
+
+async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> float:
+    """Seconds until the worker closes the connection, having sent nothing more."""
+    started = time.monotonic()
+    assert await asyncio.wait_for(reader.read(), seconds) == b""
+    return time.monotonic() - started
+
+
+def test_the_worker_channel_closes_strangers_replays_and_silence(stack, ray_runtime):
+    """A real Ray strategy worker: a recorded handshake replayed, a wrong proof and a silent
+    client are each closed (before any call is read; the silent one within 5 s), and the
+    worker still serves its orchestrator afterwards."""
+    import ray
+
+    secret = secrets.token_bytes(32)
+    worker = ray.remote(num_cpus=0)(StrategyWorker).remote(
+        runner_arguments(stack.settings), secret, "127.0.0.1"
+    )
+
+    async def run():
+        host, port = await worker.address.remote()
+        recorded = bytearray()
+
+        async def recording_proxy(client_reader, client_writer):
+            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
+
+            async def pump(source, sink, record):
+                while data := await source.read(65536):
+                    if record:
+                        recorded.extend(data)
+                    sink.write(data)
+                sink.close()
+
+            await asyncio.gather(
+                pump(client_reader, upstream_writer, True), pump(upstream_reader, client_writer, False)
+            )
+
+        proxy = await asyncio.start_server(recording_proxy, "127.0.0.1", 0)
+        proxied = proxy.sockets[0].getsockname()[:2]
+
+        async def locate(address=proxied):
+            return address
+
+        asking = worker_pb2.WorkerCall(calls_in_flight=worker_pb2.CallsInFlightCall())
+        orchestrator = ChannelClient(locate, secret)
+        assert (await orchestrator.call(asking)).calls_in_flight == 0
+        await orchestrator.close()
+        proxy.close()
+
+        reader, writer = await asyncio.open_connection(host, port)
+        await reader.readexactly(channel.NONCE_BYTES)
+        writer.write(bytes(recorded))  # the recorded handshake and call
+        replay_closed = await _closed_within(reader, 5)
+
+        reader, writer = await asyncio.open_connection(host, port)
+        await reader.readexactly(channel.NONCE_BYTES)
+        writer.write(secrets.token_bytes(channel.NONCE_BYTES + channel.TAG_BYTES))
+        wrong_closed = await _closed_within(reader, 5)
+
+        reader, writer = await asyncio.open_connection(host, port)
+        await reader.readexactly(channel.NONCE_BYTES)
+        silent_closed = await _closed_within(reader, 6)
+
+        again = ChannelClient(lambda: _located(host, port), secret)
+        try:
+            return (
+                len(recorded),
+                replay_closed,
+                wrong_closed,
+                silent_closed,
+                (await again.call(asking)).calls_in_flight,
+            )
+        finally:
+            await again.close()
+
+    try:
+        recorded_bytes, replay_s, wrong_s, silent_s, in_flight = asyncio.run(run())
+    finally:
+        ray.kill(worker)
+    assert recorded_bytes > channel.NONCE_BYTES + channel.TAG_BYTES  # the handshake and a call
+    assert replay_s < 1 and wrong_s < 1
+    assert silent_s < 5
+    assert in_flight == 0
+
+
+async def _located(host: str, port: int) -> tuple[str, int]:
+    return host, port

@@ -1,61 +1,96 @@
-"""A direct call channel between the orchestrator and one strategy worker.
+"""A direct, authenticated call channel between the orchestrator and one strategy worker.
 
 Ray starts, places and restarts the workers; the calls themselves travel over one TCP
-connection per worker, to the address of the worker's node (so workers on other nodes of a Ray
-cluster are reached the same way). A Ray actor call took 3–7 ms round trip on the 2-core
-machine this was built on, this channel about 1.5 ms (bench/README.md, SciFact retrieval), and
-a Retrieve's dense arm makes one such call after the query is embedded.
+connection per worker, to the address the worker listens on (loopback when Ray is local, the
+node's address in a cluster). A Ray actor call costs several times this channel's round trip
+(bench/README.md, SciFact retrieval), and a Retrieve's dense arm makes one call after the query
+is embedded.
 
-Wire format: frames of a 4-byte big-endian length and a pickle. The client first sends the
-secret the worker was created with (raw bytes, checked before anything is unpickled), then
-  request  (call_id, method, args)   the worker runs `handlers[method](*args)` as a task;
-  cancel   (call_id, None, ())       the worker cancels that task;
-  reply    (call_id, ok, value)      the result, or the exception the call raised.
-A connection that closes cancels the worker's calls on it; on the client a lost connection
-fails the calls in flight with `Unavailable`, and the next call connects again.
+Messages are protobuf (`sounding.worker.v1`): the client sends `WorkerCall`, the server answers
+each with a `WorkerReply` of the same call_id; a `cancel` call cancels the running call of that
+id; a connection that closes cancels the server's calls on it, and on the client fails the calls
+in flight with `Unavailable` (the next call connects again).
+
+Both ends hold the secret the worker was created with and prove it without sending it:
+  server -> client   a fresh 32-byte nonce Ns
+  client -> server   a 32-byte nonce Nc and HMAC(secret, "client" | Ns | Nc)
+  server -> client   HMAC(secret, "server" | Nc | Ns)
+A wrong proof closes the connection before anything else is read (a recorded handshake fails
+against the next connection's fresh Ns), and a client that has not proved itself within
+`HANDSHAKE_TIMEOUT_S` is dropped. Every later frame (4-byte big-endian length, 32-byte tag,
+message) is tagged with HMAC(session key, direction | sequence number | message), the session key
+being HMAC(secret, "session" | Ns | Nc): frames cannot be forged, replayed or reordered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import itertools
 import logging
-import pickle
+import secrets
 import struct
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from sounding import errors
+from sounding.api.sounding.worker.v1 import worker_pb2
 
 log = logging.getLogger(__name__)
 
+NONCE_BYTES = 32
+TAG_BYTES = hashlib.sha256().digest_size
+HANDSHAKE_TIMEOUT_S = 3.0
+# Once a frame's length has arrived, the rest of it must arrive within this many seconds.
+FRAME_TIMEOUT_S = 30.0
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_CONNECTIONS = 16
+
 _LENGTH = struct.Struct("!I")
-MAX_FRAME_BYTES = 256 * 1024 * 1024
+_SEQUENCE = struct.Struct("!Q")
 
-Handler = Callable[..., Awaitable[Any]]
-
-
-def _frame(payload: bytes) -> bytes:
-    return _LENGTH.pack(len(payload)) + payload
+Dispatch = Callable[[worker_pb2.WorkerCall], Awaitable[worker_pb2.WorkerReply]]
 
 
-async def _read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME_BYTES) -> bytes:
-    (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
-    if length > limit:
-        raise ConnectionError(f"frame of {length} bytes exceeds {limit}")
-    return await reader.readexactly(length)
+def _proof(secret: bytes, label: bytes, first: bytes, second: bytes) -> bytes:
+    return hmac.digest(secret, label + first + second, "sha256")
 
 
-def _dumps(message: tuple) -> bytes:
-    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+class _Sealed:
+    """One direction of an authenticated connection: tags what it writes, checks what it reads."""
+
+    def __init__(self, key: bytes, direction: bytes):
+        self._key = key
+        self._direction = direction
+        self._sequence = itertools.count()
+
+    def _tag(self, payload: bytes) -> bytes:
+        header = self._direction + _SEQUENCE.pack(next(self._sequence))
+        return hmac.digest(self._key, header + payload, "sha256")
+
+    def seal(self, payload: bytes) -> bytes:
+        return _LENGTH.pack(TAG_BYTES + len(payload)) + self._tag(payload) + payload
+
+    async def read(self, reader: asyncio.StreamReader) -> bytes:
+        (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+        if not TAG_BYTES <= length <= MAX_FRAME_BYTES:
+            raise ConnectionError(f"a frame of {length} bytes")
+        frame = await asyncio.wait_for(reader.readexactly(length), FRAME_TIMEOUT_S)
+        tag, payload = frame[:TAG_BYTES], frame[TAG_BYTES:]
+        if not hmac.compare_digest(tag, self._tag(payload)):
+            raise ConnectionError("a frame with a wrong tag")
+        return payload
+
+
+def _session(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
+    return _proof(secret, b"session", server_nonce, client_nonce)
 
 
 class ChannelServer:
-    """Serves `handlers` to clients that present `secret`; runs in the worker's event loop."""
+    """Serves `dispatch` to clients that prove they hold `secret`; runs in the worker's loop."""
 
-    def __init__(self, handlers: Mapping[str, Handler], secret: bytes):
-        self._handlers = dict(handlers)
+    def __init__(self, dispatch: Dispatch, secret: bytes):
+        self._dispatch = dispatch
         self._secret = secret
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -77,25 +112,41 @@ class ChannelServer:
         if self._server is not None:
             await self._server.wait_closed()
 
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """The session key, once the client has proved it holds the secret."""
+        server_nonce = secrets.token_bytes(NONCE_BYTES)
+        writer.write(server_nonce)
+        answer = await reader.readexactly(NONCE_BYTES + TAG_BYTES)
+        client_nonce, proof = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
+        if not hmac.compare_digest(proof, _proof(self._secret, b"client", server_nonce, client_nonce)):
+            raise PermissionError("a wrong handshake")
+        writer.write(_proof(self._secret, b"server", client_nonce, server_nonce))
+        return _session(self._secret, server_nonce, client_nonce)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._connections) >= MAX_CONNECTIONS:
+            log.warning("channel: refused a connection beyond the cap of %d", MAX_CONNECTIONS)
+            writer.close()
+            return
         connection = asyncio.current_task()
         self._connections.add(connection)
         tasks: dict[int, asyncio.Task] = {}
         try:
-            if not hmac.compare_digest(await _read_frame(reader, len(self._secret)), self._secret):
-                log.warning("channel: refused a connection with a wrong secret")
-                return
+            key = await asyncio.wait_for(self._handshake(reader, writer), HANDSHAKE_TIMEOUT_S)
+            incoming, outgoing = _Sealed(key, b"c"), _Sealed(key, b"s")
             while True:
-                call_id, method, args = pickle.loads(await _read_frame(reader))
-                if method is None:
-                    if call_id in tasks:
-                        tasks[call_id].cancel()
+                call = worker_pb2.WorkerCall.FromString(await incoming.read(reader))
+                if call.WhichOneof("method") == "cancel":
+                    if call.call_id in tasks:
+                        tasks[call.call_id].cancel()
                     continue
-                tasks[call_id] = asyncio.create_task(self._call(call_id, method, args, writer, tasks))
+                tasks[call.call_id] = asyncio.create_task(self._call(call, writer, outgoing, tasks))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away: its calls are cancelled below
+        except (PermissionError, TimeoutError) as refused:
+            log.warning("channel: closed a connection: %s", refused or "no handshake in time")
         except Exception:
-            log.exception("channel: an unreadable request; closing the connection")
+            log.exception("channel: an unreadable call; closing the connection")
         finally:
             for task in tasks.values():
                 task.cancel()
@@ -103,26 +154,26 @@ class ChannelServer:
             writer.close()
             self._connections.discard(connection)
 
-    async def _call(self, call_id: int, method: str, args: tuple, writer, tasks: dict) -> None:
+    async def _call(self, call: worker_pb2.WorkerCall, writer, outgoing: _Sealed, tasks: dict) -> None:
         self.calls_in_flight += 1
         try:
-            handler = self._handlers.get(method)
-            if handler is None:
-                raise errors.SoundingError(f"the strategy worker has no method {method!r}")
-            reply = (call_id, True, await handler(*args))
+            reply = await self._dispatch(call)
         except asyncio.CancelledError:
             return  # cancelled by the caller, who expects no reply
         except Exception as error:  # the caller re-raises it
-            reply = (call_id, False, error)
+            if not isinstance(error, errors.SoundingError):
+                error = errors.internal(f"strategy worker call {call.WhichOneof('method')}", error)
+            reply = worker_pb2.WorkerReply(
+                error=worker_pb2.WorkerError(
+                    code=error.code, reason=error.reason, message=error.message, field=error.field or ""
+                )
+            )
         finally:
             self.calls_in_flight -= 1
-            tasks.pop(call_id, None)
-        try:
-            payload = _dumps(reply)
-        except Exception as error:  # an unpicklable result or exception
-            payload = _dumps((call_id, False, errors.SoundingError(f"strategy worker reply: {error!r}")))
+            tasks.pop(call.call_id, None)
+        reply.call_id = call.call_id
         if not writer.is_closing():
-            writer.write(_frame(payload))
+            writer.write(outgoing.seal(reply.SerializeToString()))
 
 
 class ChannelClient:
@@ -134,30 +185,36 @@ class ChannelClient:
     def __init__(self, locate: Callable[[], Awaitable[tuple[str, int]]], secret: bytes):
         self._locate = locate
         self._secret = secret
-        self._call_ids = itertools.count()
+        self._call_ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._writer: asyncio.StreamWriter | None = None
+        self._outgoing: _Sealed | None = None
         self._reading: asyncio.Task | None = None
         self._connecting = asyncio.Lock()
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """`method(*args)` on the worker. Cancelling the caller cancels it there."""
-        writer = await self._connected()
-        call_id = next(self._call_ids)
+    async def call(self, call: worker_pb2.WorkerCall) -> worker_pb2.WorkerReply:
+        """Sends `call` (its call_id is set here) and returns the reply; a failed call raises the
+        worker's error. Cancelling the caller cancels the call on the worker."""
+        writer, outgoing = await self._connected()
+        call_id = call.call_id = next(self._call_ids)
         reply = asyncio.get_running_loop().create_future()
         self._pending[call_id] = reply
         try:
-            writer.write(_frame(_dumps((call_id, method, args))))
-            ok, value = await reply
+            writer.write(outgoing.seal(call.SerializeToString()))
+            answer: worker_pb2.WorkerReply = await reply
         except asyncio.CancelledError:
             if not writer.is_closing():
-                writer.write(_frame(_dumps((call_id, None, ()))))
+                cancel = worker_pb2.WorkerCall(call_id=call_id, cancel=worker_pb2.CancelCall())
+                writer.write(outgoing.seal(cancel.SerializeToString()))
             raise
         finally:
             self._pending.pop(call_id, None)
-        if ok:
-            return value
-        raise value
+        if answer.WhichOneof("result") == "error":
+            failure = answer.error
+            raise errors.of_code(
+                failure.code, failure.message, reason=failure.reason, field=failure.field or None
+            )
+        return answer
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -166,28 +223,40 @@ class ChannelClient:
             self._reading.cancel()
             await asyncio.gather(self._reading, return_exceptions=True)
 
-    async def _connected(self) -> asyncio.StreamWriter:
+    async def _connected(self) -> tuple[asyncio.StreamWriter, _Sealed]:
         async with self._connecting:
             if self._writer is None or self._writer.is_closing():
                 host, port = await self._locate()
                 try:
                     reader, writer = await asyncio.open_connection(host, port)
-                except OSError as error:
-                    raise errors.Unavailable(f"strategy worker at {host}:{port}: {error}") from None
-                writer.write(_frame(self._secret))
-                self._writer = writer
-                self._reading = asyncio.create_task(self._read(reader, writer))
-            return self._writer
+                    key = await asyncio.wait_for(self._handshake(reader, writer), HANDSHAKE_TIMEOUT_S)
+                except (OSError, EOFError, TimeoutError, PermissionError) as error:
+                    raise errors.Unavailable(f"strategy worker at {host}:{port}: {error!r}") from None
+                self._writer, self._outgoing = writer, _Sealed(key, b"c")
+                self._reading = asyncio.create_task(self._read(reader, writer, _Sealed(key, b"s")))
+            return self._writer, self._outgoing
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        server_nonce = await reader.readexactly(NONCE_BYTES)
+        client_nonce = secrets.token_bytes(NONCE_BYTES)
+        writer.write(client_nonce + _proof(self._secret, b"client", server_nonce, client_nonce))
+        proof = await reader.readexactly(TAG_BYTES)
+        if not hmac.compare_digest(proof, _proof(self._secret, b"server", client_nonce, server_nonce)):
+            writer.close()
+            raise PermissionError("the worker did not prove it holds the secret")
+        return _session(self._secret, server_nonce, client_nonce)
+
+    async def _read(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, incoming: _Sealed
+    ) -> None:
         lost: Exception = errors.Unavailable("strategy worker channel closed")
         try:
             while True:
-                call_id, ok, value = pickle.loads(await _read_frame(reader))
-                reply = self._pending.get(call_id)
+                answer = worker_pb2.WorkerReply.FromString(await incoming.read(reader))
+                reply = self._pending.get(answer.call_id)
                 if reply is not None and not reply.done():
-                    reply.set_result((ok, value))
-        except Exception as error:  # a closed or broken connection
+                    reply.set_result(answer)
+        except Exception as error:  # a closed, broken or forged connection
             lost = errors.Unavailable(f"strategy worker connection lost: {error!r}")
         finally:
             writer.close()

@@ -15,7 +15,9 @@ import secrets
 from collections.abc import Mapping
 
 from sounding import errors, telemetry
+from sounding.api.sounding.worker.v1 import worker_pb2
 from sounding.config import Settings
+from sounding.retrieval import wire
 from sounding.retrieval.channel import ChannelClient, ChannelServer
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.runner import StrategyRunner
@@ -57,11 +59,13 @@ class InProcessExecutor:
 
 class StrategyWorker:
     """Body of the Ray actor: one warm StrategyRunner per worker process, served over a
-    `ChannelServer` (Ray only starts, places and restarts the actor and tells its address)."""
+    `ChannelServer` on `host` (Ray only starts, places and restarts the actor and tells its
+    address)."""
 
-    def __init__(self, runner_arguments: tuple, secret: bytes):
+    def __init__(self, runner_arguments: tuple, secret: bytes, host: str | None):
         self._args = runner_arguments
         self._secret = secret
+        self._host = host
         self._runner: StrategyRunner | None = None
         self._channel: ChannelServer | None = None
         self._address: tuple[str, int] | None = None
@@ -75,24 +79,24 @@ class StrategyWorker:
         async with self._lock:
             if self._address is None:
                 self._runner = await StrategyRunner.open(*self._args)
-                self._channel = ChannelServer(
-                    {
-                        "run": self._runner.run,
-                        "expand": self._runner.expand,
-                        "forget": self._forget,
-                        "calls_in_flight": self._calls_in_flight,
-                    },
-                    self._secret,
-                )
-                self._address = await self._channel.start(ray.util.get_node_ip_address())
+                self._channel = ChannelServer(self._dispatch, self._secret)
+                self._address = await self._channel.start(self._host or ray.util.get_node_ip_address())
             return self._address
 
-    async def _forget(self, collection: str) -> None:
-        self._runner.forget(collection)
-
-    async def _calls_in_flight(self) -> int:
-        """Calls running on this worker, not counting this one."""
-        return self._channel.calls_in_flight - 1
+    async def _dispatch(self, call: worker_pb2.WorkerCall) -> worker_pb2.WorkerReply:
+        method = call.WhichOneof("method")
+        if method == "run_arm":
+            request = wire.arm_request(call.run_arm)
+            return wire.arm_outcome(await self._runner.run(call.run_arm.arm, request, call.trace_carrier))
+        if method == "expand":
+            request = wire.expansion_request(call.expand)
+            return wire.expansion_outcome(await self._runner.expand(request, call.trace_carrier))
+        if method == "forget":
+            self._runner.forget(call.forget.collection)
+            return worker_pb2.WorkerReply(forgotten=worker_pb2.Forgotten())
+        if method == "calls_in_flight":
+            return worker_pb2.WorkerReply(calls_in_flight=self._channel.calls_in_flight - 1)
+        raise errors.Unimplemented(f"the strategy worker has no method {method!r}")
 
 
 class RayExecutor:
@@ -114,26 +118,38 @@ class RayExecutor:
             StrategyWorker
         )
         secret = secrets.token_bytes(32)
+        # A local Ray runtime's workers listen on loopback only; in a cluster, on their node.
+        host = None if settings.ray_address else "127.0.0.1"
         workers = [
-            actor.remote(runner_arguments(settings), secret)
+            actor.remote(runner_arguments(settings), secret, host)
             for _ in range(settings.retrieval.strategy_workers)
         ]
         channels = [ChannelClient(functools.partial(_address, worker), secret) for worker in workers]
-        await asyncio.gather(*(channel.call("calls_in_flight") for channel in channels))
-        return cls(workers, channels)
+        executor = cls(workers, channels)
+        await executor.calls_in_flight()
+        return executor
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
-        return await self._channels[next(self._next)].call("run", arm, request, dict(trace_carrier))
+        reply = await self._channels[next(self._next)].call(wire.arm_call(arm, request, trace_carrier))
+        return wire.arm_result(reply)
 
     async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
-        return await self._channels[next(self._next)].call("expand", request, dict(trace_carrier))
+        reply = await self._channels[next(self._next)].call(wire.expansion_call(request, trace_carrier))
+        return wire.expansion_result(reply)
 
     async def forget(self, collection: str) -> None:
-        await asyncio.gather(*(channel.call("forget", collection) for channel in self._channels))
+        await asyncio.gather(
+            *(
+                channel.call(worker_pb2.WorkerCall(forget=worker_pb2.ForgetCall(collection=collection)))
+                for channel in self._channels
+            )
+        )
 
     async def calls_in_flight(self) -> list[int]:
         """Per worker, the calls it is running (a cancelled arm's call is gone from it)."""
-        return list(await asyncio.gather(*(channel.call("calls_in_flight") for channel in self._channels)))
+        asking = worker_pb2.WorkerCall(calls_in_flight=worker_pb2.CallsInFlightCall())
+        replies = await asyncio.gather(*(channel.call(asking) for channel in self._channels))
+        return [reply.calls_in_flight for reply in replies]
 
     async def close(self) -> None:
         import ray

@@ -41,13 +41,6 @@ def test_not_found_has_a_reason_and_no_field_violation():
     assert "BadRequest" not in details
 
 
-def test_domain_errors_survive_pickling():
-    import pickle
-
-    error = pickle.loads(pickle.dumps(errors.Unavailable("down", field="x")))
-    assert isinstance(error, errors.Unavailable) and error.field == "x" and error.message == "down"
-
-
 def test_a_message_quoting_client_data_is_clipped():
     status = to_status(errors.InvalidArgument("bad: " + "x" * 100_000, field="f" * 10_000))
     decoded, details = _details(status)

@@ -2,9 +2,13 @@
 
 import asyncio
 import contextlib
+import secrets
+import time
 
 import pytest
 from sounding import errors
+from sounding.api.sounding.worker.v1 import worker_pb2
+from sounding.retrieval import channel as channel_module
 from sounding.retrieval.channel import ChannelClient, ChannelServer
 
 pytestmark = pytest.mark.unit
@@ -12,19 +16,35 @@ pytestmark = pytest.mark.unit
 SECRET = b"s" * 32
 
 
+def forget(collection: str) -> worker_pb2.WorkerCall:
+    """A call the test worker echoes back (as the generated text of an arm outcome)."""
+    return worker_pb2.WorkerCall(forget=worker_pb2.ForgetCall(collection=collection))
+
+
+def hang() -> worker_pb2.WorkerCall:
+    return worker_pb2.WorkerCall(calls_in_flight=worker_pb2.CallsInFlightCall())
+
+
 class Worker:
+    """forget: echoes the collection after `delay` seconds ("fail:<field>" fails with that field);
+    calls_in_flight: hangs until cancelled."""
+
     def __init__(self):
         self.cancelled = asyncio.Event()
         self.started = asyncio.Event()
+        self.calls = 0
 
-    async def echo(self, value, delay=0.0):
-        await asyncio.sleep(delay)
-        return value
-
-    async def fail(self, field):
-        raise errors.InvalidArgument("bad value", field=field)
-
-    async def hang(self):
+    async def dispatch(self, call: worker_pb2.WorkerCall) -> worker_pb2.WorkerReply:
+        self.calls += 1
+        if call.WhichOneof("method") == "forget":
+            value = call.forget.collection
+            if value.startswith("fail:"):
+                raise errors.InvalidArgument("bad value", field=value.removeprefix("fail:"))
+            if value == "crash":
+                raise ValueError("an unexpected failure")
+            delay, _, text = value.partition("|")
+            await asyncio.sleep(float(delay or 0))
+            return worker_pb2.WorkerReply(arm=worker_pb2.ArmOutcome(generated_text=text))
         self.started.set()
         try:
             await asyncio.sleep(60)
@@ -34,7 +54,7 @@ class Worker:
 
 
 async def serve(worker: Worker, secret: bytes = SECRET) -> tuple[ChannelServer, tuple[str, int]]:
-    server = ChannelServer({"echo": worker.echo, "fail": worker.fail, "hang": worker.hang}, secret)
+    server = ChannelServer(worker.dispatch, secret)
     return server, await server.start("127.0.0.1")
 
 
@@ -57,26 +77,36 @@ async def connected(worker: Worker, secret: bytes = SECRET):
         await server.close()
 
 
+async def echo(client: ChannelClient, text: str, delay: float = 0.0) -> str:
+    return (await client.call(forget(f"{delay}|{text}"))).arm.generated_text
+
+
 def test_concurrent_calls_share_a_connection_and_get_their_own_replies():
     async def run():
         async with connected(Worker()) as (_, client):
             # The slower call is sent first: replies arrive out of order.
-            return await asyncio.gather(*(client.call("echo", {"n": n}, 0.05 * (3 - n)) for n in range(4)))
+            return await asyncio.gather(*(echo(client, f"n{n}", 0.05 * (3 - n)) for n in range(4)))
 
-    assert asyncio.run(run()) == [{"n": n} for n in range(4)]
+    assert asyncio.run(run()) == [f"n{n}" for n in range(4)]
 
 
 def test_a_handlers_error_is_raised_to_the_caller_with_its_details():
     async def run():
         async with connected(Worker()) as (_, client):
             with pytest.raises(errors.InvalidArgument) as raised:
-                await client.call("fail", "top_k")
-            with pytest.raises(errors.SoundingError, match="no method 'missing'"):
-                await client.call("missing")
-            return raised.value, await client.call("echo", "still serving")
+                await client.call(forget("fail:top_k"))
+            with pytest.raises(errors.SoundingError, match="incident") as unexpected:
+                await client.call(forget("crash"))
+            return raised.value, unexpected.value, await echo(client, "still serving")
 
-    error, after = asyncio.run(run())
-    assert (error.field, error.code, error.message) == ("top_k", "INVALID_ARGUMENT", "bad value")
+    error, unexpected, after = asyncio.run(run())
+    assert (error.field, error.code, error.reason, error.message) == (
+        "top_k",
+        "INVALID_ARGUMENT",
+        "INVALID_ARGUMENT",
+        "bad value",
+    )
+    assert unexpected.code == "INTERNAL" and "unexpected failure" not in unexpected.message
     assert after == "still serving"
 
 
@@ -84,15 +114,15 @@ def test_cancelling_the_caller_cancels_the_call_on_the_worker():
     async def run():
         worker = Worker()
         async with connected(worker) as (server, client):
-            call = asyncio.ensure_future(client.call("hang"))
+            call = asyncio.ensure_future(client.call(hang()))
             await asyncio.wait_for(worker.started.wait(), 5)
             assert server.calls_in_flight == 1
             call.cancel()
             await asyncio.wait_for(worker.cancelled.wait(), 5)
             await asyncio.sleep(0.01)
-            return server.calls_in_flight, await client.call("echo", 1)
+            return server.calls_in_flight, await echo(client, "1")
 
-    assert asyncio.run(run()) == (0, 1)
+    assert asyncio.run(run()) == (0, "1")
 
 
 def test_a_closed_connection_cancels_the_workers_calls():
@@ -101,7 +131,7 @@ def test_a_closed_connection_cancels_the_workers_calls():
         server, address = await serve(worker)
         client = client_of(address)
         try:
-            asyncio.ensure_future(client.call("hang"))
+            asyncio.ensure_future(client.call(hang()))
             await asyncio.wait_for(worker.started.wait(), 5)
             await client.close()
             await asyncio.wait_for(worker.cancelled.wait(), 5)
@@ -112,14 +142,133 @@ def test_a_closed_connection_cancels_the_workers_calls():
     assert asyncio.run(run()) == 0
 
 
-def test_a_wrong_secret_is_refused_before_anything_is_unpickled():
+def test_a_client_with_a_wrong_secret_is_refused_and_runs_nothing():
     async def run():
-        async with connected(Worker(), secret=b"x" * 32) as (server, client):
+        worker = Worker()
+        async with connected(worker, secret=b"x" * 32) as (server, client):
             with pytest.raises(errors.Unavailable):
-                await asyncio.wait_for(client.call("echo", 1), 5)
-            return server.calls_in_flight
+                await asyncio.wait_for(echo(client, "1"), 5)
+            return worker.calls, server.calls_in_flight
 
-    assert asyncio.run(run()) == 0
+    assert asyncio.run(run()) == (0, 0)
+
+
+def test_a_server_without_the_secret_is_not_trusted_by_the_client():
+    async def run():
+        async def impostor(reader, writer):
+            writer.write(secrets.token_bytes(channel_module.NONCE_BYTES))
+            await reader.readexactly(channel_module.NONCE_BYTES + channel_module.TAG_BYTES)
+            writer.write(secrets.token_bytes(channel_module.TAG_BYTES))
+            await reader.read()
+
+        server = await asyncio.start_server(impostor, "127.0.0.1", 0)
+        client = client_of(server.sockets[0].getsockname()[:2])
+        try:
+            with pytest.raises(errors.Unavailable, match="did not prove"):
+                await asyncio.wait_for(echo(client, "1"), 5)
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(run())
+
+
+async def _closed(reader: asyncio.StreamReader, within_s: float) -> bool:
+    """Whether the server closes the connection (EOF) within `within_s`, sending nothing more."""
+    return await asyncio.wait_for(reader.read(), within_s) == b""
+
+
+async def _genuine_call(host: str, port: int, collection: str):
+    """A raw connection that completes the handshake and sends one call, and what it wrote
+    (as an eavesdropper records it): (reader, writer, handshake answer, call frame)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    server_nonce = await reader.readexactly(channel_module.NONCE_BYTES)
+    client_nonce = secrets.token_bytes(channel_module.NONCE_BYTES)
+    answer = client_nonce + channel_module._proof(SECRET, b"client", server_nonce, client_nonce)
+    writer.write(answer)
+    await reader.readexactly(channel_module.TAG_BYTES)
+    key = channel_module._session(SECRET, server_nonce, client_nonce)
+    frame = channel_module._Sealed(key, b"c").seal(forget(collection).SerializeToString())
+    writer.write(frame)
+    await channel_module._Sealed(key, b"s").read(reader)
+    return reader, writer, answer, frame
+
+
+def test_a_replayed_handshake_is_closed_before_any_payload_is_read():
+    async def run():
+        worker = Worker()
+        server, (host, port) = await serve(worker)
+        try:
+            _, writer, answer, frame = await _genuine_call(host, port, "0|recorded")
+            writer.close()
+            assert worker.calls == 1
+            # Replayed on a new connection: refused at the proof, the frame never read.
+            reader, writer = await asyncio.open_connection(host, port)
+            await reader.readexactly(channel_module.NONCE_BYTES)
+            writer.write(answer + frame)
+            closed = await _closed(reader, 5)
+            writer.close()
+            return closed, worker.calls
+        finally:
+            await server.close()
+
+    assert asyncio.run(run()) == (True, 1)
+
+
+def test_a_replayed_frame_on_a_live_connection_closes_it():
+    async def run():
+        worker = Worker()
+        server, (host, port) = await serve(worker)
+        try:
+            reader, writer, _, frame = await _genuine_call(host, port, "0|once")
+            writer.write(frame)
+            closed = await _closed(reader, 5)
+            writer.close()
+            return closed, worker.calls
+        finally:
+            await server.close()
+
+    assert asyncio.run(run()) == (True, 1)
+
+
+def test_a_silent_connection_is_closed_within_the_handshake_timeout(monkeypatch):
+    monkeypatch.setattr(channel_module, "HANDSHAKE_TIMEOUT_S", 0.3)
+
+    async def run():
+        server, (host, port) = await serve(Worker())
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+            started = time.monotonic()
+            await reader.readexactly(channel_module.NONCE_BYTES)
+            closed = await _closed(reader, 5)
+            writer.close()
+            return closed, time.monotonic() - started
+        finally:
+            await server.close()
+
+    closed, waited = asyncio.run(run())
+    assert closed and waited < 5
+
+
+def test_connections_beyond_the_cap_are_closed(monkeypatch):
+    monkeypatch.setattr(channel_module, "MAX_CONNECTIONS", 2)
+
+    async def run():
+        server, (host, port) = await serve(Worker())
+        try:
+            held = [await asyncio.open_connection(host, port) for _ in range(2)]
+            for reader, _ in held:
+                await reader.readexactly(channel_module.NONCE_BYTES)
+            reader, writer = await asyncio.open_connection(host, port)
+            refused = await _closed(reader, 5)
+            for _, held_writer in held:
+                held_writer.close()
+            writer.close()
+            return refused
+        finally:
+            await server.close()
+
+    assert asyncio.run(run())
 
 
 def test_a_lost_worker_fails_calls_in_flight_and_the_next_call_finds_its_replacement():
@@ -132,7 +281,7 @@ def test_a_lost_worker_fails_calls_in_flight_and_the_next_call_finds_its_replace
             return addresses[-1]
 
         client = ChannelClient(locate, SECRET)
-        call = asyncio.ensure_future(client.call("hang"))
+        call = asyncio.ensure_future(client.call(hang()))
         await asyncio.wait_for(first_worker.started.wait(), 5)
         await first.close()  # as when the worker dies: its socket and connections close
         with pytest.raises(errors.Unavailable):
@@ -140,7 +289,7 @@ def test_a_lost_worker_fails_calls_in_flight_and_the_next_call_finds_its_replace
         second, second_address = await serve(Worker())
         addresses.append(second_address)
         try:
-            return await client.call("echo", "from the replacement")
+            return await echo(client, "from the replacement")
         finally:
             await client.close()
             await second.close()
@@ -154,7 +303,7 @@ def test_an_unreachable_worker_is_unavailable():
         await server.close()
         client = client_of(address)
         try:
-            await client.call("echo", 1)
+            await echo(client, "1")
         finally:
             await client.close()
 
