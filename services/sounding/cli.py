@@ -33,6 +33,8 @@ app.add_typer(serve_app, name="serve")
 app.add_typer(eval_app, name="eval")
 models_app = typer.Typer(help="Train or prepare the sidecar's models.")
 app.add_typer(models_app, name="models")
+token_app = typer.Typer(help="Bearer tokens of the public port (README, Security).")
+app.add_typer(token_app, name="token")
 DEFAULT_NLI_TRAIN = BUNDLED_NLI_TRAINING_DATA
 
 
@@ -67,6 +69,25 @@ def train_nli(
 
 
 console = Console()
+
+# How the commands that call a running orchestrator reach it.
+ADDRESS = typer.Option(None, help="orchestrator address (default from settings)")
+TOKEN = typer.Option(None, "--token", envvar="SOUNDING_TOKEN", help="bearer token (or SOUNDING_TOKEN)")
+TLS_CA = typer.Option(
+    None, "--tls-ca", exists=True, dir_okay=False, help="CA bundle verifying the server: turns TLS on"
+)
+TLS_CERT = typer.Option(
+    None, "--tls-cert", exists=True, dir_okay=False, help="client certificate (mutual TLS)"
+)
+TLS_KEY = typer.Option(None, "--tls-key", exists=True, dir_okay=False, help="client certificate's key")
+
+
+def _connect(address: str | None, token: str | None, tls_ca: Path | None, tls_cert: Path | None, tls_key):
+    from sounding_client import Client
+
+    return Client(
+        address or Settings().address, token=token, ca_file=tls_ca, cert_file=tls_cert, key_file=tls_key
+    )
 
 
 def _run_until_signalled(main) -> None:
@@ -178,13 +199,17 @@ def ingest(
     path: Path = typer.Argument(..., exists=True, help="FILE.jsonl or a directory of .txt/.md files"),
     collection: str = typer.Option(..., "--collection", "-c"),
     batch_size: int = typer.Option(64, min=1, max=2000),
-    address: str = typer.Option(None, help="orchestrator address (default from settings)"),
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
 ) -> None:
     """Ingest documents, creating the collection if needed, with a progress bar."""
-    from sounding_client import Client, SoundingError
+    from sounding_client import SoundingError
 
     documents = list(_read_documents(path))
-    with Client(address or Settings().address) as client:
+    with _connect(address, token, tls_ca, tls_cert, tls_key) as client:
         try:
             try:
                 client.get_collection(collection)
@@ -217,15 +242,19 @@ def retrieve(
     ),
     min_recall: float = typer.Option(None, help="expand while the estimated recall is below this"),
     expansion: list[str] = typer.Option([], "--expansion", help="allowed expansion strategies (repeatable)"),
-    address: str = typer.Option(None, help="orchestrator address (default from settings)"),
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
 ) -> None:
     """Stream a Retrieve, printing each event as it arrives."""
-    from sounding_client import Client, ExpansionOptions, SoundingError
+    from sounding_client import ExpansionOptions, SoundingError
 
     options = ExpansionOptions(
         min_recall=min_recall, max_iterations=max_iterations, strategies=tuple(expansion)
     )
-    with Client(address or Settings().address) as client:
+    with _connect(address, token, tls_ca, tls_cert, tls_key) as client:
         try:
             _print_retrieve(client, collection, query, top_k, arm, options)
         except SoundingError as error:
@@ -473,6 +502,42 @@ def demo(
             stack.stop()
 
 
+@token_app.command("create")
+def token_create(
+    tenant: str = typer.Option(..., help="the tenant the token acts for"),
+    role: str = typer.Option("reader", help="reader, writer or admin"),
+    file: Path = typer.Option(..., help="the token file to add it to (created if missing)"),
+) -> None:
+    """Make a token for a tenant and role: its hash goes into the token file (a running server
+    picks it up within a second), the token itself is printed once and stored nowhere."""
+    import datetime
+    import tempfile
+
+    from pydantic import ValidationError
+
+    from sounding import auth
+
+    token, digest = auth.new_token()
+    try:
+        auth.TokenEntry(sha256=digest, tenant=tenant, role=role)
+    except ValidationError as error:
+        first = error.errors()[0]
+        console.print(f"{first['loc'][0]}: {first['msg']}", style="red", markup=False)
+        raise typer.Exit(2) from None
+    existing = file.read_text() if file.exists() else ""
+    if existing:
+        auth.read_token_file(file)  # never extend a file the server cannot read
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    entry = f'\n# created {created}\n[[tokens]]\nsha256 = "{digest}"\ntenant = "{tenant}"\nrole = "{role}"\n'
+    # Written whole and renamed into place: a server reloading it never reads half a file.
+    with tempfile.NamedTemporaryFile("w", dir=file.parent, prefix=f".{file.name}.", delete=False) as staged:
+        staged.write(existing + entry)
+    os.chmod(staged.name, 0o600)
+    os.replace(staged.name, file)
+    console.print(f"added a {role} token of tenant {tenant} to {file}; the token (shown only now):")
+    print(token)
+
+
 @app.command()
 def limits(markdown: bool = typer.Option(False, help="the README's table, in Markdown")) -> None:
     """Every limit on what a client can make Sounding do: its setting, default and current value."""
@@ -493,11 +558,15 @@ def limits(markdown: bool = typer.Option(False, help="the README's table, in Mar
 
 
 @app.command()
-def collections(address: str = typer.Option(None)) -> None:
+def collections(
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+) -> None:
     """List collections."""
-    from sounding_client import Client
-
-    with Client(address or Settings().address) as client:
+    with _connect(address, token, tls_ca, tls_cert, tls_key) as client:
         for c in client.list_collections():
             console.print(
                 f"{c.name}: {c.document_count} documents, {c.chunk_count} chunks, {c.embedding_model}"
@@ -535,9 +604,14 @@ def eval_retrieval(
         console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
         console.print(f"written to {out} and {out.with_suffix('.png')}")
         return
+    from sounding.evaluation.harness import provenance
     from sounding.evaluation.retrieval import run
 
-    result = run(data, split, address, fresh, Settings(), console, background_load)
+    settings = Settings()
+    result = {
+        "provenance": provenance(settings),
+        **run(data, split, address, fresh, settings, console, background_load),
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     console.print_json(json.dumps(result["systems"]))
@@ -630,7 +704,7 @@ def eval_arbench(
         try:
             result = arbench.run(
                 client,
-                settings.models.address,
+                settings.models,
                 task,
                 data,
                 stop_rule,

@@ -5,10 +5,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sounding.auth import TokenEntry
 from sounding.core.expansion import DEFAULT_STRATEGIES, Strategy
+
+
+class TlsSettings(BaseModel):
+    """TLS of one hop (README, "Security"). Server side: `cert_file` and `key_file` make the port
+    speak TLS, and `client_ca_file` requires clients to present a certificate it signed (mutual
+    TLS). Client side: `ca_file` verifies the server (TLS on when set), and `client_cert_file`
+    with `client_key_file` answer a server that requires mutual TLS. PEM files."""
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    client_ca_file: Path | None = None
+    ca_file: Path | None = None
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+
+
+class AuthSettings(BaseModel):
+    """Bearer tokens of the public port (README, "Security"; `sounding.auth`)."""
+
+    # A TOML file of [[tokens]] tables (sha256, tenant, role), read again when it changes.
+    tokens_file: Path | None = None
+    # More tokens, as JSON: [{"sha256": "...", "tenant": "...", "role": "..."}].
+    tokens: list[TokenEntry] = []
+    # Serve a non-loopback address without tokens (refused otherwise).
+    allow_unauthenticated: bool = False
 
 
 class EmbedderSettings(BaseModel):
@@ -42,9 +68,18 @@ class GeneratorSettings(BaseModel):
     # deterministic request is then answered from the cache instead of decoded again.
     cache_max_entries: int = Field(0, ge=0)
     openai_base_url: str = "http://127.0.0.1:8000/v1"
-    openai_api_key: str = ""
+    # The endpoint's key: from the environment, or read from a file (a mounted secret). A
+    # SecretStr: settings printed or logged show it as asterisks.
+    openai_api_key: SecretStr = SecretStr("")
+    openai_api_key_file: Path | None = None
     openai_model: str = "default"
     request_timeout_s: float = 120.0
+
+    def api_key(self) -> str:
+        """The endpoint's key ('' for none); the file wins over the environment."""
+        if self.openai_api_key_file is not None:
+            return self.openai_api_key_file.read_text().strip()
+        return self.openai_api_key.get_secret_value()
 
 
 class NliSettings(BaseModel):
@@ -62,6 +97,10 @@ class NliSettings(BaseModel):
 
 class ModelsSettings(BaseModel):
     address: str = "127.0.0.1:50052"
+    # The sidecar's TLS (its server side) and what its clients use to reach it (client side).
+    tls: TlsSettings = TlsSettings()
+    # A file holding the one token the sidecar requires and its clients send (empty: none).
+    token_file: Path | None = None
     # Converted model copies (e.g. the de-quantised SmolLM2), shared by every data directory.
     cache_dir: Path = Path.home() / ".cache" / "sounding" / "models"
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -324,6 +363,8 @@ class Settings(BaseSettings):
     # flush (an acknowledged write survives the process dying, not the machine).
     durability: Literal["process", "fsync"] = "fsync"
     address: str = "127.0.0.1:50051"
+    tls: TlsSettings = TlsSettings()
+    auth: AuthSettings = AuthSettings()
     # Address of a Ray cluster to join; empty starts a local Ray runtime.
     ray_address: str = ""
     models: ModelsSettings = ModelsSettings()

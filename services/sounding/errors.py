@@ -56,6 +56,16 @@ class ResourceExhausted(SoundingError):
     default_reason = "RESOURCE_EXHAUSTED"
 
 
+class Unauthenticated(SoundingError):
+    code = "UNAUTHENTICATED"
+    default_reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(SoundingError):
+    code = "PERMISSION_DENIED"
+    default_reason = "PERMISSION_DENIED"
+
+
 class Unimplemented(SoundingError):
     code = "UNIMPLEMENTED"
     default_reason = "UNIMPLEMENTED"

@@ -3,6 +3,9 @@
 `service_handler(service, servicer, policies)` binds each method of a service descriptor to the
 servicer's method of the same name (a coroutine for a unary response, an async generator for a
 streamed one) and wraps every call:
+- the caller is authenticated first (`auth.Authenticator`: UNAUTHENTICATED without a valid bearer
+  token when tokens are configured) and its role checked against the method's
+  (PERMISSION_DENIED); the servicer finds the caller in `context.principal`;
 - requests decode leniently: a message that does not parse is answered INVALID_ARGUMENT naming
   the field it was traced to (grpc's own decoding answers UNKNOWN);
 - calls beyond the method's concurrency are answered RESOURCE_EXHAUSTED at once, and once the
@@ -11,6 +14,7 @@ streamed one) and wraps every call:
   reports it, so the work below it is bounded too); a client-streamed request whose first
   message, or next one, does not arrive in time ends DEADLINE_EXCEEDED;
 - a server span under the caller's trace;
+- a call of a method that changes state (role above `reader`) leaves an audit line (`audit`);
 - domain errors become statuses with details (`grpc_errors`); any other exception is logged
   with an incident id and answered INTERNAL.
 Client cancels and deadlines cancel the handler's task; the services release their work in
@@ -24,15 +28,18 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf import descriptor, message_factory
 from google.protobuf.internal import decoder
 from opentelemetry.trace import SpanKind
+from sounding_client import credentials
 
-from sounding import errors, telemetry
-from sounding.config import TransportLimits
+from sounding import auth, errors, telemetry
+from sounding.audit import AuditRecord
+from sounding.config import TlsSettings, TransportLimits
 from sounding.grpc_errors import abort
 
 log = logging.getLogger(__name__)
@@ -48,6 +55,8 @@ class CallPolicy:
     first_message_s: float | None = None
     idle_s: float | None = None
     max_concurrent: int | None = None
+    # The least role a caller needs (when tokens are configured).
+    role: auth.Role = "reader"
 
 
 class Gate:
@@ -177,11 +186,13 @@ def _is_map(field: descriptor.FieldDescriptor) -> bool:
 
 
 class _Context:
-    """The servicer context with the server's default deadline folded into `time_remaining`."""
+    """The servicer context with the server's default deadline folded into `time_remaining`, and
+    the authenticated caller as `principal`."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, deadline: float | None):
+    def __init__(self, context: grpc.aio.ServicerContext, deadline: float | None, principal: auth.Principal):
         self._context = context
         self._deadline = deadline
+        self.principal = principal
 
     def time_remaining(self) -> float | None:
         client = self._context.time_remaining()
@@ -197,11 +208,14 @@ class _Context:
 class _Method:
     """One method's wrapper around its servicer behaviour."""
 
-    def __init__(self, full_name: str, behaviour, policy: CallPolicy, gate: Gate):
+    def __init__(
+        self, full_name: str, behaviour, policy: CallPolicy, gate: Gate, authenticator: auth.Authenticator
+    ):
         self.full_name = full_name
         self._behaviour = behaviour
         self._policy = policy
         self._gate = gate
+        self._authenticator = authenticator
         self._running = 0
 
     @contextmanager
@@ -233,8 +247,8 @@ class _Method:
             reason="SERVER_DEADLINE",
         )
 
-    async def _requests(self, request_iterator) -> AsyncIterator[Any]:
-        """Client-streamed requests, decoded, each within its timeout."""
+    async def _requests(self, request_iterator, record: AuditRecord | None) -> AsyncIterator[Any]:
+        """Client-streamed requests, decoded, each within its timeout (noted in `record`)."""
         iterator = aiter(request_iterator)
         timeout, which = self._policy.first_message_s, "first"
         index = 0
@@ -250,23 +264,45 @@ class _Method:
                 ) from None
             if isinstance(message, Undecodable):
                 raise message.error(f"messages[{index}].")
+            if record is not None:
+                record.note(message)
             yield message
             timeout, which, index = self._policy.idle_s, "next", index + 1
 
-    async def _fail(self, context, error: BaseException) -> None:
-        if isinstance(error, errors.SoundingError):
-            await abort(context, error)
-        await abort(context, errors.internal(self.full_name, error))
+    def _admit(self, context, record: AuditRecord | None) -> auth.Principal:
+        """The caller, authenticated and allowed this method (before it may take a slot)."""
+        principal = self._authenticator.authenticate(context.invocation_metadata())
+        if record is not None:
+            record.principal = principal
+        auth.authorize(principal, self._policy.role, self.full_name)
+        return principal
 
-    def _prepare(self, request, context, client_streaming: bool):
+    def _prepare(self, request, context, client_streaming: bool, principal, record: AuditRecord | None):
         """The request (decoded, or the stream of them), the context bounded by the server's
-        deadline, and that deadline."""
+        deadline and carrying the caller, and that deadline."""
         deadline = self._deadline(context)
         if client_streaming:
-            request = self._requests(request)
+            request = self._requests(request, record)
         elif isinstance(request, Undecodable):
             raise request.error()
-        return request, _Context(context, deadline), deadline
+        return request, _Context(context, deadline, principal), deadline
+
+    def _record(self, request, client_streaming: bool) -> AuditRecord | None:
+        """The audit record of a call that may change state (noting a unary request at once, so
+        that a refused call names what it tried to change)."""
+        if self._policy.role == "reader":
+            return None
+        record = AuditRecord(self.full_name)
+        if not client_streaming and not isinstance(request, Undecodable):
+            record.note(request)
+        return record
+
+    async def _fail(self, context, error: BaseException, record: AuditRecord | None) -> None:
+        if not isinstance(error, errors.SoundingError):
+            error = errors.internal(self.full_name, error)
+        if record is not None:
+            record.outcome = error.code
+        await abort(context, error)
 
     async def _within(self, deadline: float | None, awaitable):
         """`awaitable`, bounded by the server's deadline (if the call has one)."""
@@ -283,22 +319,40 @@ class _Method:
             with telemetry.tracer().start_as_current_span(
                 self.full_name, context=telemetry.extract(context.invocation_metadata()), kind=SpanKind.SERVER
             ):
+                record = self._record(request, client_streaming)
                 try:
+                    principal = self._admit(context, record)
                     with self._slot():
-                        request, bounded, deadline = self._prepare(request, context, client_streaming)
-                        return await self._within(deadline, self._behaviour(request, bounded))
-                except (asyncio.CancelledError, grpc.aio.AbortError):
+                        request, bounded, deadline = self._prepare(
+                            request, context, client_streaming, principal, record
+                        )
+                        response = await self._within(deadline, self._behaviour(request, bounded))
+                    if record is not None:
+                        record.outcome = "OK"
+                    return response
+                except asyncio.CancelledError:
+                    if record is not None:
+                        record.outcome = "CANCELLED"
+                    raise
+                except grpc.aio.AbortError:
                     raise
                 except Exception as error:
-                    await self._fail(context, error)
+                    await self._fail(context, error, record)
+                finally:
+                    if record is not None:
+                        record.emit()
 
         return handle
 
     def streaming(self, client_streaming: bool):
         async def handle(request, context):
+            record = self._record(request, client_streaming)
             try:
+                principal = self._admit(context, record)
                 with self._slot():
-                    request, bounded, deadline = self._prepare(request, context, client_streaming)
+                    request, bounded, deadline = self._prepare(
+                        request, context, client_streaming, principal, record
+                    )
                     responses = telemetry.traced_stream(
                         self._behaviour(request, bounded),
                         self.full_name,
@@ -312,12 +366,21 @@ class _Method:
                             try:
                                 response = await self._within(deadline, anext(responses))
                             except StopAsyncIteration:
+                                if record is not None:
+                                    record.outcome = "OK"
                                 return
                             yield response
-            except (asyncio.CancelledError, grpc.aio.AbortError):
+            except (asyncio.CancelledError, GeneratorExit):
+                if record is not None:
+                    record.outcome = "CANCELLED"
+                raise
+            except grpc.aio.AbortError:
                 raise
             except Exception as error:
-                await self._fail(context, error)
+                await self._fail(context, error, record)
+            finally:
+                if record is not None:
+                    record.emit()
 
         return handle
 
@@ -335,17 +398,24 @@ def service_handler(
     servicer: object,
     policies: Mapping[str, CallPolicy],
     gate: Gate | None = None,
+    authenticator: auth.Authenticator | None = None,
 ) -> grpc.GenericRpcHandler:
     """Every method of `service`, served by the servicer's method of the same name under the
-    policy named after it (a method without one has no limits), admitted through `gate`."""
+    policy named after it (a method without one has no limits), admitted through `gate`, its
+    callers identified by `authenticator` (none: every caller is `auth.LOCAL`)."""
     gate = gate or Gate()
+    authenticator = authenticator or auth.Authenticator()
     handlers = {}
     for method in service.methods:
         behaviour = getattr(servicer, method.name, None)
         if behaviour is None:
             raise TypeError(f"{type(servicer).__name__} does not implement {service.full_name}.{method.name}")
         wrapped = _Method(
-            f"{service.full_name}/{method.name}", behaviour, policies.get(method.name, CallPolicy()), gate
+            f"{service.full_name}/{method.name}",
+            behaviour,
+            policies.get(method.name, CallPolicy()),
+            gate,
+            authenticator,
         )
         handle = (
             wrapped.streaming(method.client_streaming)
@@ -381,3 +451,42 @@ def server(limits: TransportLimits) -> grpc.aio.Server:
             ("grpc.so_reuseport", 0),
         ],
     )
+
+
+def _read(path) -> bytes | None:
+    return None if path is None else Path(path).read_bytes()
+
+
+def listen(server: grpc.aio.Server, address: str, tls: TlsSettings) -> None:
+    """Binds `address`: TLS when the settings name a certificate and key (mutual TLS when they
+    name a client CA), plaintext otherwise."""
+    if (tls.cert_file is None) != (tls.key_file is None):
+        raise ValueError("TLS needs both a certificate file and a key file")
+    if tls.cert_file is None:
+        if tls.client_ca_file is not None:
+            raise ValueError("mutual TLS (a client CA file) needs a server certificate and key")
+        server.add_insecure_port(address)
+        return
+    client_ca = _read(tls.client_ca_file)
+    credentials = grpc.ssl_server_credentials(
+        [(_read(tls.key_file), _read(tls.cert_file))],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )
+    server.add_secure_port(address, credentials)
+
+
+def refuse_open_plaintext(address: str, authenticated: bool, allow_unauthenticated: bool, what: str) -> None:
+    """ValueError when `address` is reachable beyond this machine and nothing authenticates its
+    callers, unless explicitly allowed."""
+    if not authenticated and not allow_unauthenticated and not auth.is_loopback(address):
+        raise ValueError(
+            f"{what} would listen on {address}, beyond loopback, with no tokens configured: anyone who "
+            "reaches it could use it. Configure tokens (README, Security), or set "
+            "SOUNDING_AUTH__ALLOW_UNAUTHENTICATED=true to serve it open anyway."
+        )
+
+
+def channel_credentials(tls: TlsSettings, token: str = "") -> grpc.ChannelCredentials | None:
+    """Credentials of a channel under these client-side TLS settings, sending `token`."""
+    return credentials.channel_credentials(token, tls.ca_file, tls.client_cert_file, tls.client_key_file)

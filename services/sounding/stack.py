@@ -18,14 +18,23 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sounding.config import Settings
+from sounding.rpc import channel_credentials
 
 log = logging.getLogger(__name__)
 
 
-def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:
+def wait_serving(
+    address: str,
+    timeout_s: float,
+    process: subprocess.Popen | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> None:
     """Block until the gRPC health service at `address` reports SERVING."""
     deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
+    channel = (
+        grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    )
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
@@ -74,11 +83,14 @@ class Stack:
 
     def start_models(self, timeout_s: float = 180.0) -> None:
         self.models = self._spawn("models", "models")
-        wait_serving(self.settings.models.address, timeout_s, self.models)
+        credentials = channel_credentials(self.settings.models.tls)
+        wait_serving(self.settings.models.address, timeout_s, self.models, credentials)
 
     def start_orchestrator(self, timeout_s: float = 180.0) -> None:
         self.orchestrator = self._spawn("orchestrator")
-        wait_serving(self.settings.address, timeout_s, self.orchestrator)
+        wait_serving(
+            self.settings.address, timeout_s, self.orchestrator, channel_credentials(self.settings.tls)
+        )
 
     def start(self) -> Stack:
         self.start_models()

@@ -1,6 +1,7 @@
 """sounding.rpc against a real in-process grpc.aio server, with a servicer of CorpusService."""
 
 import asyncio
+import json
 import time
 
 import grpc
@@ -213,3 +214,100 @@ def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_
         corpus_pb2.GetCollectionResponse.FromString(finished).collection.name == "in-flight"
     )  # it completed
     assert drained and gate.in_flight == 0
+
+
+def _served_with(authenticator, body, policies):
+    async def main():
+        server = rpc.server(TransportLimits())
+        server.add_generic_rpc_handlers(
+            (rpc.service_handler(CORPUS, Servicer(), policies, None, authenticator),)
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                return await body(channel)
+        finally:
+            await server.stop(None)
+
+    return asyncio.run(main())
+
+
+def test_callers_are_authenticated_before_anything_else_and_held_to_the_methods_role(caplog):
+    from sounding import auth
+
+    reader, reader_hash = auth.new_token()
+    writer, writer_hash = auth.new_token()
+    authenticator = auth.Authenticator(
+        [
+            auth.TokenEntry(sha256=reader_hash, tenant="acme", role="reader"),
+            auth.TokenEntry(sha256=writer_hash, tenant="acme", role="writer"),
+        ]
+    )
+    policies = {
+        "DeleteCollection": rpc.CallPolicy(role="writer"),
+        "GetCollection": rpc.CallPolicy(max_concurrent=0),
+    }
+
+    async def body(channel):
+        codes = {}
+        for who, token in (("none", None), ("reader", reader), ("writer", writer)):
+            metadata = (("authorization", f"Bearer {token}"),) if token else None
+            for method, request in (
+                ("DeleteCollection", corpus_pb2.DeleteCollectionRequest(name="docs").SerializeToString()),
+                ("GetCollection", b"\xff\xff"),  # undecodable, and no slot free
+            ):
+                try:
+                    await raw(channel, method)(request, metadata=metadata)
+                    codes[who, method] = grpc.StatusCode.OK
+                except grpc.aio.AioRpcError as failure:
+                    codes[who, method] = failure.code()
+        return codes
+
+    with caplog.at_level("INFO", logger="sounding.audit"):
+        codes = _served_with(authenticator, body, policies)
+    assert codes == {
+        ("none", "DeleteCollection"): grpc.StatusCode.UNAUTHENTICATED,
+        ("none", "GetCollection"): grpc.StatusCode.UNAUTHENTICATED,
+        ("reader", "DeleteCollection"): grpc.StatusCode.PERMISSION_DENIED,
+        ("reader", "GetCollection"): grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ("writer", "DeleteCollection"): grpc.StatusCode.OK,
+        ("writer", "GetCollection"): grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+    audited = [line for line in caplog.messages if line.startswith("audit ")]
+    # Only the state-changing method is audited, each call with its caller and outcome.
+    assert [json.loads(line.removeprefix("audit ")) for line in audited] == [
+        {
+            "method": "sounding.v1.CorpusService/DeleteCollection",
+            "tenant": None,
+            "role": None,
+            "resource": "collection=docs",
+            "messages": 1,
+            "outcome": "UNAUTHENTICATED",
+        },
+        {
+            "method": "sounding.v1.CorpusService/DeleteCollection",
+            "tenant": "acme",
+            "role": "reader",
+            "resource": "collection=docs",
+            "messages": 1,
+            "outcome": "PERMISSION_DENIED",
+        },
+        {
+            "method": "sounding.v1.CorpusService/DeleteCollection",
+            "tenant": "acme",
+            "role": "writer",
+            "resource": "collection=docs",
+            "messages": 1,
+            "outcome": "OK",
+        },
+    ]
+    assert reader not in caplog.text and writer not in caplog.text
+
+
+def test_a_server_beyond_loopback_without_tokens_refuses_to_start():
+    with pytest.raises(ValueError, match="beyond loopback"):
+        rpc.refuse_open_plaintext("0.0.0.0:50051", False, False, "the orchestrator")
+    rpc.refuse_open_plaintext("0.0.0.0:50051", True, False, "the orchestrator")
+    rpc.refuse_open_plaintext("0.0.0.0:50051", False, True, "the orchestrator")
+    rpc.refuse_open_plaintext("127.0.0.1:50051", False, False, "the orchestrator")

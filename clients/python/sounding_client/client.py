@@ -14,6 +14,7 @@ from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, 
 
 from sounding_client import _convert
 from sounding_client import types as t
+from sounding_client.credentials import PathType, channel_credentials
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 CHANNEL_OPTIONS = [
@@ -25,9 +26,30 @@ CHANNEL_OPTIONS = [
 ]
 
 
+def _channel(make_secure, make_insecure, address: str, token, ca_file, cert_file, key_file):
+    security = channel_credentials(token, ca_file, cert_file, key_file)
+    if security is None:
+        return make_insecure(address, options=CHANNEL_OPTIONS)
+    return make_secure(address, security, options=CHANNEL_OPTIONS)
+
+
 class Client:
-    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float | None = None):
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    """`token`: sent as a bearer token on every call; `ca_file`: TLS, verifying the server against
+    this CA bundle; `cert_file` and `key_file`: the client certificate for mutual TLS."""
+
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        timeout: float | None = None,
+        *,
+        token: str | None = None,
+        ca_file: PathType | None = None,
+        cert_file: PathType | None = None,
+        key_file: PathType | None = None,
+    ):
+        self._channel = _channel(
+            grpc.secure_channel, grpc.insecure_channel, address, token, ca_file, cert_file, key_file
+        )
         self._sounding = sounding_pb2_grpc.SoundingServiceStub(self._channel)
         self._corpus = corpus_pb2_grpc.CorpusServiceStub(self._channel)
         self.timeout = timeout
@@ -203,8 +225,20 @@ class Inquiry:
 
 
 class AsyncClient:
-    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float | None = None):
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        timeout: float | None = None,
+        *,
+        token: str | None = None,
+        ca_file: PathType | None = None,
+        cert_file: PathType | None = None,
+        key_file: PathType | None = None,
+    ):
+        """As `Client`."""
+        self._channel = _channel(
+            grpc.aio.secure_channel, grpc.aio.insecure_channel, address, token, ca_file, cert_file, key_file
+        )
         self._sounding = sounding_pb2_grpc.SoundingServiceStub(self._channel)
         self._corpus = corpus_pb2_grpc.CorpusServiceStub(self._channel)
         self.timeout = timeout

@@ -5,6 +5,10 @@ chunked or embedded; chunking and building the batch's table run on a worker thr
 collection also drops its graph and the strategy workers' cached copies of it; creating one
 makes sure no leftovers of an earlier collection of the same name remain, so a re-created
 collection is never served its predecessor's graph or vectors.
+
+Every method acts for a tenant on the collections it named (README, "Security"); below this
+room a collection is known by its key (`schema.scoped`), and what goes back names it as the
+tenant does.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -117,6 +121,15 @@ def validate_collection_name(name: str, field_name: str = "name") -> None:
         )
 
 
+def _key(tenant: str, name: str) -> str:
+    validate_collection_name(name)
+    return schema.scoped(tenant, name)
+
+
+def _public(info: CollectionInfo) -> CollectionInfo:
+    return replace(info, name=schema.public_name(info.name))
+
+
 def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: CorpusLimits) -> list[dict]:
     """The chunk rows of a validated batch (without vectors), within the chunk limits."""
     rows: list[dict] = []
@@ -178,43 +191,43 @@ class CorpusManager:
         self._forget = forget
         self._limits = limits
 
-    async def create(self, name: str, description: str = "") -> CollectionInfo:
+    async def create(self, tenant: str, name: str, description: str = "") -> CollectionInfo:
         validate_collection_name(name)
         if len(description) > self._limits.max_description_chars:
             raise errors.InvalidArgument(
                 f"description is longer than {self._limits.max_description_chars} characters",
                 field="description",
             )
-        if (
-            len(await self._store.list_collections(limit=self._limits.max_collections))
-            >= self._limits.max_collections
-        ):
+        held = await self._store.list_collections(tenant, limit=self._limits.max_collections)
+        if len(held) >= self._limits.max_collections:
             raise errors.ResourceExhausted(
-                f"the store holds {self._limits.max_collections} collections, the limit",
+                f"the tenant holds {self._limits.max_collections} collections, the limit",
                 reason="TOO_MANY_COLLECTIONS",
             )
         embedding_model, embedding_dimension = await self._models.embedder_info()
-        await self._clear(name)
-        return await self._store.create_collection(
-            name,
+        key = schema.scoped(tenant, name)
+        await self._clear(key)
+        info = await self._store.create_collection(
+            key,
             description,
             embedding_model,
             embedding_dimension,
             DEFAULT_CHUNK_WORDS,
             DEFAULT_CHUNK_OVERLAP_WORDS,
         )
+        return _public(info)
 
-    async def get(self, name: str) -> tuple[CollectionInfo, CollectionStats]:
-        validate_collection_name(name)
-        info = await self._store.get_collection(name)
-        return info, await self._stats(name)
+    async def get(self, tenant: str, name: str) -> tuple[CollectionInfo, CollectionStats]:
+        key = _key(tenant, name)
+        info = await self._store.get_collection(key)
+        return _public(info), await self._stats(key)
 
     async def _stats(self, name: str) -> CollectionStats:
         stats = await self._store.stats(name)
         return await self._graphs.stats(name, stats) if self._graphs is not None else stats
 
     async def list(
-        self, page_size: int, page_token: str
+        self, tenant: str, page_size: int, page_token: str
     ) -> tuple[list[tuple[CollectionInfo, CollectionStats]], str]:
         if not 0 <= page_size <= self._limits.max_page_size:
             raise errors.InvalidArgument(
@@ -223,60 +236,62 @@ class CorpusManager:
         if page_token:
             validate_collection_name(page_token, "page_token")
         size = page_size or DEFAULT_PAGE_SIZE
-        infos = await self._store.list_collections(start_after=page_token, limit=size + 1)
+        infos = await self._store.list_collections(
+            tenant, schema.scoped(tenant, page_token) if page_token else "", size + 1
+        )
         page, more = infos[:size], len(infos) > size
 
         async def with_stats(info: CollectionInfo) -> tuple[CollectionInfo, CollectionStats] | None:
             try:
-                return info, await self._stats(info.name)
+                return _public(info), await self._stats(info.name)
             except errors.NotFound:  # deleted since the registry was read
                 return None
 
         listed = [entry for entry in await asyncio.gather(*(with_stats(i) for i in page)) if entry]
-        return listed, (page[-1].name if more else "")
+        return listed, (schema.public_name(page[-1].name) if more else "")
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, tenant: str, name: str) -> None:
         """Unregister the collection, then drop its graph and the workers' copies (a cancel
         cannot stop it halfway)."""
-        validate_collection_name(name)
-        await asyncio.shield(self._delete(name))
+        await asyncio.shield(self._delete(_key(tenant, name)))
 
-    async def _delete(self, name: str) -> None:
-        await self._store.delete_collection(name)
+    async def _delete(self, key: str) -> None:
+        await self._store.delete_collection(key)
         try:
-            await self._clear(name)
+            await self._clear(key)
         except errors.SoundingError as error:  # recreating the name clears again, or fails
-            log.warning("collection %r deleted, but its cached copies were not all dropped: %s", name, error)
+            log.warning("collection %r deleted, but its cached copies were not all dropped: %s", key, error)
 
-    async def _clear(self, name: str) -> None:
-        """Drop what may remain of a collection of this name: its graph, the workers' copies."""
+    async def _clear(self, key: str) -> None:
+        """Drop what may remain of a collection of this key: its graph, the workers' copies."""
         if self._graphs is not None:
-            await self._graphs.drop(name)
+            await self._graphs.drop(key)
         if self._forget is not None:
-            await self._forget(name)
+            await self._forget(key)
 
     async def prepare_batch(
-        self, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
+        self, tenant: str, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
     ) -> PreparedBatch:
         """Validate, chunk and embed one batch; nothing is written yet."""
         validate_batch(documents, self._limits)
-        info = await self._store.get_collection(name)
+        info = await self._store.get_collection(_key(tenant, name))
         rows = await asyncio.to_thread(chunk_rows, documents, info, self._limits)
         vectors = await self._embed([r["search_text"] for r in rows], timeout_s)
         table = await asyncio.to_thread(chunk_table, rows, vectors, info.embedding_dimension)
         return PreparedBatch(table=table, document_ids=[d.id for d in documents])
 
-    def ingestion_ended(self, name: str) -> None:
-        """An ingest stream into `name` ended (however it ended): rebuild its graph, once the
-        collection has been quiet for a moment, off the ingestion's critical path."""
+    def ingestion_ended(self, tenant: str, name: str) -> None:
+        """An ingest stream into the collection ended (however it ended): rebuild its graph, once
+        the collection has been quiet for a moment, off the ingestion's critical path."""
         if self._graphs is not None:
-            self._graphs.schedule(name)
+            self._graphs.schedule(_key(tenant, name))
 
-    async def write_batch(self, name: str, batch: PreparedBatch) -> BatchWritten:
+    async def write_batch(self, tenant: str, name: str, batch: PreparedBatch) -> BatchWritten:
         """Write a prepared batch in one commit: it is visible entirely or not at all."""
-        async with self._store.lock(name):
-            await self._store.get_collection(name)  # not deleted meanwhile
-            await self._store.write_documents(name, batch.table, batch.document_ids)
+        key = _key(tenant, name)
+        async with self._store.lock(key):
+            await self._store.get_collection(key)  # not deleted meanwhile
+            await self._store.write_documents(key, batch.table, batch.document_ids)
         return BatchWritten(documents=len(batch.document_ids), chunks=batch.table.num_rows)
 
     async def _embed(self, texts: list[str], timeout_s: float | None) -> np.ndarray:

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from sounding.config import ModelsSettings
 from sounding.core.stop_rules import STOP_RULES
 from sounding.core.uncertainty import expected_calibration_error
 from sounding.inquiry.llm import outcomes, tasks
@@ -261,7 +262,7 @@ async def _redundancy(models, played: list[dict]) -> float | None:
 
 def run(
     client,
-    models_address: str,
+    models_settings: ModelsSettings,
     task: str,
     data: Path,
     stop_rule: str,
@@ -307,7 +308,7 @@ def run(
     loop = asyncio.new_event_loop()
 
     async def connect() -> ModelsClient:  # the channel belongs to the loop it is made on
-        return ModelsClient(models_address)
+        return ModelsClient.of(models_settings)
 
     models = loop.run_until_complete(connect())
     played = []

@@ -12,7 +12,7 @@ import warnings
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from sounding import allocator, rpc, telemetry
+from sounding import allocator, auth, rpc, telemetry
 from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.config import LimitsSettings, SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
@@ -24,6 +24,7 @@ from sounding.inquiry.llm.assessment import Models
 from sounding.inquiry.service import InquiryService
 from sounding.learning.inquiry import InquiryLearning
 from sounding.learning.service import LearningService
+from sounding.learning.tenants import TenantLearning, Tenants
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
 from sounding.retrieval.selection import SelectionConfig
@@ -35,6 +36,7 @@ from sounding.store.durability import Durability
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
 from sounding.store.lock import DataDirectoryLock
+from sounding.store.schema import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,9 @@ SERVICES = (SOUNDING_SERVICE.full_name, CORPUS_SERVICE.full_name)
 
 
 def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]]:
-    """Per service and method: the default deadline, request timeouts and concurrency."""
+    """Per service and method: the default deadline, request timeouts, concurrency and the least
+    role a caller needs (README, "Security": readers query, writers change collections and report
+    outcomes, admins change what the tenant's later calls are served with)."""
     d = limits.deadlines
     unary = rpc.CallPolicy(deadline_s=d.unary_s)
     return {
@@ -54,19 +58,21 @@ def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]
                 None, d.first_message_s, d.inquire_idle_s, limits.inquiry.max_open_sessions
             ),
             "Observe": rpc.CallPolicy(
-                d.observe_s, d.first_message_s, d.first_message_s, limits.observe.max_concurrent
+                d.observe_s, d.first_message_s, d.first_message_s, limits.observe.max_concurrent, "writer"
             ),
-            "Calibrate": rpc.CallPolicy(d.calibrate_s, max_concurrent=limits.calibrate.max_concurrent),
+            "Calibrate": rpc.CallPolicy(
+                d.calibrate_s, max_concurrent=limits.calibrate.max_concurrent, role="admin"
+            ),
             # Reads the whole learning log: a few at a time.
             "GetStrategyMetrics": rpc.CallPolicy(d.unary_s, max_concurrent=2),
         },
         CORPUS_SERVICE.name: {
-            "CreateCollection": unary,
+            "CreateCollection": rpc.CallPolicy(deadline_s=d.unary_s, role="writer"),
             "GetCollection": unary,
             "ListCollections": unary,
-            "DeleteCollection": unary,
+            "DeleteCollection": rpc.CallPolicy(deadline_s=d.unary_s, role="writer"),
             "IngestDocuments": rpc.CallPolicy(
-                None, d.first_message_s, d.ingest_idle_s, limits.corpus.max_concurrent_ingests
+                None, d.first_message_s, d.ingest_idle_s, limits.corpus.max_concurrent_ingests, "writer"
             ),
         },
     }
@@ -133,6 +139,10 @@ async def serve(settings: Settings) -> None:
     refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
     allocator.configure()
+    authenticator = auth.Authenticator(settings.auth.tokens, settings.auth.tokens_file)
+    rpc.refuse_open_plaintext(
+        settings.address, authenticator.enabled, settings.auth.allow_unauthenticated, "the orchestrator"
+    )
     data_lock = DataDirectoryLock(settings.data_dir).acquire()
     memory = settings.limits.memory
     configure_caches(memory.orchestrator_lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib)
@@ -141,7 +151,7 @@ async def serve(settings: Settings) -> None:
     stop = stop_on_signals(serving)
     durability = Durability(settings.durability, settings.store_uri)
     store = await Store.open(settings.store_uri, durability)
-    models = ModelsClient(settings.models.address)
+    models = ModelsClient.of(settings.models)
     executor = await RayExecutor.open(settings)
     selectable = settings.retrieval.selection.arms
     unknown = sorted(set(selectable) - set(STRATEGIES))
@@ -149,14 +159,19 @@ async def serve(settings: Settings) -> None:
         raise ValueError(
             f"retrieval.selection.arms must name known arms ({sorted(STRATEGIES)}), got {unknown}"
         )
-    learning_log = await LearningLog.open(settings.store_uri, durability)
-    learning = await LearningService.restore(
-        learning_log,
-        tuple(selectable),
-        selection_config(settings.retrieval.selection, settings.limits.memory.learning_history),
-        settings.retrieval.selection.recalibration_window_days * 24 * 3600,
-    )
-    inquiry_learning = InquiryLearning(learning_log, store)
+
+    async def open_tenant(tenant: str) -> TenantLearning:
+        learning_log = await LearningLog.open(settings.store_uri, durability, tenant)
+        learning = await LearningService.restore(
+            learning_log,
+            tuple(selectable),
+            selection_config(settings.retrieval.selection, settings.limits.memory.learning_history),
+            settings.retrieval.selection.recalibration_window_days * 24 * 3600,
+        )
+        return TenantLearning(learning, InquiryLearning(learning_log, store, tenant))
+
+    tenants = Tenants(open_tenant)
+    await tenants.of(DEFAULT_TENANT)
     graphs = await GraphStore.open(settings.store_uri)
     graph_builder = GraphBuilder(
         store, graphs, models, max_entities_per_chunk=settings.limits.corpus.graph_max_entities_per_chunk
@@ -165,7 +180,6 @@ async def serve(settings: Settings) -> None:
         store,
         executor,
         models,
-        learning,
         graphs,
         settings.retrieval.expansion,
         settings.retrieval.fusion_k,
@@ -178,17 +192,18 @@ async def serve(settings: Settings) -> None:
     server = rpc.server(limits.transport)
     inquiry = InquiryService(
         store,
-        lambda session_id: Models(
-            models, flow=f"inquiry:{session_id}", in_flight=limits.inquiry.llm_generations_in_flight
+        lambda session_id, tenant: Models(
+            models,
+            flow=f"inquiry:{session_id}",
+            in_flight=limits.inquiry.llm_generations_in_flight,
+            tenant=tenant,
         ),
-        inquiry_learning.thresholds,
         limits.inquiry,
     )
     sounding = SoundingServicer(
         retrieval,
         inquiry,
-        learning,
-        inquiry_learning,
+        tenants,
         limits.inquiry,
         limits.observe,
         limits.calibrate,
@@ -196,8 +211,12 @@ async def serve(settings: Settings) -> None:
     gate = rpc.Gate()
     server.add_generic_rpc_handlers(
         (
-            rpc.service_handler(SOUNDING_SERVICE, sounding, policies[SOUNDING_SERVICE.name], gate),
-            rpc.service_handler(CORPUS_SERVICE, CorpusServicer(corpus), policies[CORPUS_SERVICE.name], gate),
+            rpc.service_handler(
+                SOUNDING_SERVICE, sounding, policies[SOUNDING_SERVICE.name], gate, authenticator
+            ),
+            rpc.service_handler(
+                CORPUS_SERVICE, CorpusServicer(corpus), policies[CORPUS_SERVICE.name], gate, authenticator
+            ),
         )
     )
     health_servicer = health.aio.HealthServicer()
@@ -208,7 +227,7 @@ async def serve(settings: Settings) -> None:
         SERVICES,
         {"the models sidecar": models.check_serving, "the strategy workers": executor.calls_in_flight},
     )
-    server.add_insecure_port(settings.address)
+    rpc.listen(server, settings.address, settings.tls)
     await server.start()
     try:
         await readiness.start()
@@ -224,7 +243,7 @@ async def serve(settings: Settings) -> None:
         await server.stop(grace=1.0)
         inquiry.close()
         await executor.close()
-        await learning.close()
+        await tenants.close()
         await models.close()
         data_lock.release()
         telemetry.shutdown()

@@ -14,33 +14,36 @@ from sounding.config import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert
 from sounding.inquiry.service import InquiryService
-from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
-from sounding.learning.service import LearningService, ObserveResult, Rejected, RetrievalOutcome
+from sounding.learning.inquiry import InquiryOutcome
+from sounding.learning.service import ObserveResult, Rejected, RetrievalOutcome
+from sounding.learning.tenants import Tenants
 from sounding.retrieval.service import RetrievalService
 
 
 class SoundingServicer:
+    """Every call acts for the caller's tenant, with that tenant's learned state (`tenants`)."""
+
     def __init__(
         self,
         retrieval: RetrievalService,
         inquiry: InquiryService,
-        learning: LearningService,
-        inquiry_learning: InquiryLearning,
+        tenants: Tenants,
         inquiry_limits: InquiryLimits = InquiryLimits(),
         observe_limits: ObserveLimits = ObserveLimits(),
         calibrate_limits: CalibrateLimits = CalibrateLimits(),
     ):
         self._retrieval = retrieval
         self._inquiry = inquiry
-        self._learning = learning
-        self._inquiry_learning = inquiry_learning
+        self._tenants = tenants
         self._inquiry_limits = inquiry_limits
         self._observe_limits = observe_limits
         self._calibrate_limits = calibrate_limits
 
     async def Retrieve(self, request, context):
-        query = convert.retrieve_query(request, context.time_remaining())
-        async for event in self._retrieval.retrieve(query):
+        tenant = context.principal.tenant
+        query = replace(convert.retrieve_query(request, context.time_remaining()), tenant=tenant)
+        learning = (await self._tenants.of(tenant)).retrieval
+        async for event in self._retrieval.retrieve(query, learning):
             yield convert.retrieve_response(event)
 
     async def Inquire(self, request_iterator, context):
@@ -48,7 +51,9 @@ class SoundingServicer:
             async for message in request_iterator:
                 yield convert.inquiry_request(message, self._inquiry_limits.max_start_bytes)
 
-        async for event in self._inquiry.run(requests()):
+        tenant = context.principal.tenant
+        thresholds = (await self._tenants.of(tenant)).inquiry.thresholds
+        async for event in self._inquiry.run(requests(), tenant, thresholds):
             yield convert.inquire_response(event)
 
     async def Observe(self, request_iterator, context):
@@ -64,11 +69,12 @@ class SoundingServicer:
                     field=f"messages[{len(observations)}]",
                 )
             observations.append(convert.observation(message, len(observations), limits))
+        learned = await self._tenants.of(context.principal.tenant)
         inquiries = [(i, o) for i, o in enumerate(observations) if isinstance(o, InquiryOutcome)]
         positions = [i for i, o in enumerate(observations) if isinstance(o, RetrievalOutcome)]
         outcomes = [observations[i] for i in positions]
-        retrievals = await self._learning.observe(outcomes) if outcomes else ObserveResult(0, [])
-        recorded, rejected = await self._inquiry_learning.observe(inquiries) if inquiries else (0, [])
+        retrievals = await learned.retrieval.observe(outcomes) if outcomes else ObserveResult(0, [])
+        recorded, rejected = await learned.inquiry.observe(inquiries) if inquiries else (0, [])
         rejected += [o for o in observations if isinstance(o, Rejected)]  # at their stream positions
         # The retrieval side numbers its rejections within `outcomes`: back to stream positions.
         rejected += [replace(r, index=positions[r.index]) for r in retrievals.rejected]
@@ -78,12 +84,13 @@ class SoundingServicer:
 
     async def Calibrate(self, request, context):
         target = convert.calibration_target(request)
+        learned = await self._tenants.of(context.principal.tenant)
         if target == sounding_pb2.CALIBRATION_TARGET_BANDIT:
-            events = self._learning.recalibrate()
+            events = learned.retrieval.recalibrate()
         elif target == sounding_pb2.CALIBRATION_TARGET_MISS_RATE:
-            events = self._learning.calibrate_miss_rate()
+            events = learned.retrieval.calibrate_miss_rate()
         elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
-            events = self._inquiry_learning.calibrate(
+            events = learned.inquiry.calibrate(
                 convert.stop_threshold_request(request, self._calibrate_limits.max_inline_states)
             )
         else:
@@ -93,7 +100,8 @@ class SoundingServicer:
             yield convert.calibrate_response(event)
 
     async def GetStrategyMetrics(self, request, context):
-        return convert.strategy_metrics(await self._learning.metrics())
+        learned = await self._tenants.of(context.principal.tenant)
+        return convert.strategy_metrics(await learned.retrieval.metrics())
 
 
 class CorpusServicer:
@@ -101,28 +109,30 @@ class CorpusServicer:
         self._corpus = corpus
 
     async def CreateCollection(self, request, context):
-        info = await self._corpus.create(request.name, request.description)
-        _, stats = await self._corpus.get(info.name)
+        tenant = context.principal.tenant
+        info = await self._corpus.create(tenant, request.name, request.description)
+        _, stats = await self._corpus.get(tenant, info.name)
         return corpus_pb2.CreateCollectionResponse(collection=convert.collection(info, stats))
 
     async def GetCollection(self, request, context):
-        info, stats = await self._corpus.get(request.name)
+        info, stats = await self._corpus.get(context.principal.tenant, request.name)
         return corpus_pb2.GetCollectionResponse(collection=convert.collection(info, stats))
 
     async def ListCollections(self, request, context):
-        page, token = await self._corpus.list(request.page_size, request.page_token)
+        page, token = await self._corpus.list(context.principal.tenant, request.page_size, request.page_token)
         return corpus_pb2.ListCollectionsResponse(
             collections=[convert.collection(i, s) for i, s in page], next_page_token=token
         )
 
     async def DeleteCollection(self, request, context):
-        await self._corpus.delete(request.name)
+        await self._corpus.delete(context.principal.tenant, request.name)
         return corpus_pb2.DeleteCollectionResponse()
 
     async def IngestDocuments(self, request_iterator, context):
         """Batches are prepared (validated, chunked, embedded) while the previous one is being
         written, and acknowledged in order once written."""
         started = time.perf_counter()
+        tenant = context.principal.tenant
         collection = ""
         totals = [0, 0]
         writing: asyncio.Task | None = None
@@ -154,7 +164,7 @@ class CorpusServicer:
                     )
                 try:
                     prepared = await self._corpus.prepare_batch(
-                        collection, convert.documents(request), context.time_remaining()
+                        tenant, collection, convert.documents(request), context.time_remaining()
                     )
                 except errors.InvalidArgument as error:
                     if writing is not None:
@@ -167,7 +177,7 @@ class CorpusServicer:
                     ) from None
                 if writing is not None:
                     yield await acknowledge(writing, batch_index - 1)
-                writing = asyncio.ensure_future(self._corpus.write_batch(collection, prepared))
+                writing = asyncio.ensure_future(self._corpus.write_batch(tenant, collection, prepared))
                 batch_index += 1
             if writing is not None:
                 yield await acknowledge(writing, batch_index - 1)
@@ -176,4 +186,4 @@ class CorpusServicer:
             if writing is not None:  # the stream failed or was cancelled: let the commit settle
                 await asyncio.gather(writing, return_exceptions=True)
             if batch_index:
-                self._corpus.ingestion_ended(collection)
+                self._corpus.ingestion_ended(tenant, collection)

@@ -10,6 +10,9 @@ part (EIG over the hypotheses, the bulls-and-cows look-ahead, encoding the sessi
 bounded thread pool, never on the event loop. At most `max_open_llm_sessions` streams of the
 llm domain are open at once; each session's generations run as one flow in the sidecar, at most
 `llm_generations_in_flight` at a time.
+
+A session belongs to the tenant that started it: it is stored under the tenant's key
+(`schema.session_key`), so another tenant's resume finds nothing (SESSION_NOT_FOUND).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from sounding.inquiry import engine
 from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
 from sounding.offload import BoundedPool, completed
+from sounding.store import schema
 from sounding.store.collections import Store
 
 
@@ -48,20 +52,17 @@ Thresholds = Callable[[str, str], Awaitable[Mapping[str, Mapping[str, Any]]]]
 
 
 class InquiryService:
-    """`backend(session_id)` gives what a session's domain thinks with (the models, for the llm
-    domain); `thresholds(task, regime)` gives the llm domain's calibrated stop thresholds when a
-    session starts."""
+    """`backend(session_id, tenant)` gives what a session's domain thinks with (the models, for
+    the llm domain)."""
 
     def __init__(
         self,
         store: Store,
-        backend: Callable[[str], Any] | None = None,
-        thresholds: Thresholds | None = None,
+        backend: Callable[[str, str], Any] | None = None,
         limits: InquiryLimits = InquiryLimits(),
     ):
         self._store = store
-        self._backend = backend or (lambda session_id: None)
-        self._thresholds = thresholds
+        self._backend = backend or (lambda session_id, tenant: None)
         self._limits = limits
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._compute = BoundedPool(limits.compute_threads, limits.compute_queue, "inquiry")
@@ -70,38 +71,48 @@ class InquiryService:
     def close(self) -> None:
         self._compute.close()
 
-    async def run(self, requests: AsyncIterator[InquiryRequest]) -> AsyncIterator[InquiryEvent]:
+    async def run(
+        self,
+        requests: AsyncIterator[InquiryRequest],
+        tenant: str = schema.DEFAULT_TENANT,
+        thresholds: Thresholds | None = None,
+    ) -> AsyncIterator[InquiryEvent]:
+        """The tenant's stream; `thresholds(task, regime)` gives the tenant's calibrated stop
+        thresholds of the llm domain when a session starts."""
         first = await anext(requests, None)
         if isinstance(first, Start):
-            thresholds = None
-            if first.domain == LlmInquiry.name and self._thresholds is not None:
-                thresholds = await self._thresholds(*LlmInquiry.task_and_regime(first.domain_parameters))
+            calibrated = None
+            if first.domain == LlmInquiry.name and thresholds is not None:
+                calibrated = await thresholds(*LlmInquiry.task_and_regime(first.domain_parameters))
             # Validated and set up in the pool: a start may hold a million outcome cells.
-            session = await self._compute(engine.start, first, thresholds, self._limits)
-            lock = self._lock(session.session_id)
+            session = await self._compute(engine.start, first, calibrated, self._limits)
+            key = schema.scoped(tenant, session.session_id)
         elif isinstance(first, ResumeRequest):
             if not first.session_id or len(first.session_id) > self._limits.max_id_chars:
                 raise errors.InvalidArgument(
                     f"session_id must be 1 to {self._limits.max_id_chars} characters",
                     field="resume.session_id",
                 )
-            lock = self._lock(first.session_id)
+            key = schema.session_key(tenant, first.session_id)
+            if key is None:
+                raise _session_not_found(first.session_id)
         else:
             raise errors.InvalidArgument("the first message must be start or resume", field="message")
+        lock = self._lock(key)
         if lock.locked():
             raise errors.FailedPrecondition(
                 f"session {getattr(first, 'session_id', '')} is open on another stream", reason="SESSION_BUSY"
             )
         async with lock:
             if isinstance(first, ResumeRequest):
-                session = await self._load(first.session_id)
+                session = await self._load(key, first.session_id)
             async with self._open(session):
-                backend = self._backend(session.session_id)
+                backend = self._backend(session.session_id, tenant)
                 if isinstance(first, Start):
                     events = await engine.advance(session, backend, self._compute)
                 else:
                     events = await engine.resume(session, backend, self._compute)
-                await self._save(session, new=isinstance(first, Start))
+                await self._save(key, session, new=isinstance(first, Start))
                 for event in events:
                     yield event
                 if isinstance(events[-1], AnswerEvent):
@@ -114,17 +125,17 @@ class InquiryService:
                     events = await engine.observe(
                         session, request.question_id, request.answer, backend, self._compute, self._limits
                     )
-                    await self._save(session)
+                    await self._save(key, session)
                     for event in events:
                         yield event
                     if isinstance(events[-1], AnswerEvent):
                         return
 
-    def _lock(self, session_id: str) -> asyncio.Lock:
+    def _lock(self, key: str) -> asyncio.Lock:
         """The session's lock (kept only while some stream holds or waits for it)."""
-        lock = self._locks.get(session_id)
+        lock = self._locks.get(key)
         if lock is None:
-            lock = self._locks[session_id] = asyncio.Lock()
+            lock = self._locks[key] = asyncio.Lock()
         return lock
 
     @asynccontextmanager
@@ -144,25 +155,27 @@ class InquiryService:
         finally:
             self._open_llm -= 1
 
-    async def _load(self, session_id: str) -> engine.Session:
-        stored = await self._store.load_session(session_id)
+    async def _load(self, key: str, session_id: str) -> engine.Session:
+        stored = await self._store.load_session(key)
         if stored is None:
-            raise errors.NotFound(
-                f"no inquiry session {session_id[:64]!r}",
-                reason="SESSION_NOT_FOUND",
-                field="resume.session_id",
-            )
+            raise _session_not_found(session_id)
         return await self._compute(engine.Session.from_json, *stored)
 
-    async def _save(self, session: engine.Session, new: bool = False) -> None:
-        """Persist the step (and, for a new session, its setup); a cancel cannot split it, and
-        the session's lock is held until it is done."""
+    async def _save(self, key: str, session: engine.Session, new: bool = False) -> None:
+        """Persist the step under the session's key (and, for a new session, its setup); a
+        cancel cannot split it, and the session's lock is held until it is done."""
         session.saves += 1
-        await completed(self._write(session, new))
+        await completed(self._write(key, session, new))
 
-    async def _write(self, session: engine.Session, new: bool) -> None:
+    async def _write(self, key: str, session: engine.Session, new: bool) -> None:
         if new:
             setup = await self._compute(session.setup_json)
-            await self._store.create_session(session.session_id, session.domain, setup)
+            await self._store.create_session(key, session.domain, setup)
         state = await self._compute(session.to_json)
-        await self._store.save_session(session.session_id, session.saves, session.domain, state)
+        await self._store.save_session(key, session.saves, session.domain, state)
+
+
+def _session_not_found(session_id: str) -> errors.NotFound:
+    return errors.NotFound(
+        f"no inquiry session {session_id[:64]!r}", reason="SESSION_NOT_FOUND", field="resume.session_id"
+    )

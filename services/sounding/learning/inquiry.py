@@ -24,6 +24,7 @@ from sounding.inquiry.llm.assessment import REGIMES
 from sounding.learning import stop_thresholds
 from sounding.learning.service import CalibrationProgress, CalibrationReport, Rejected
 from sounding.offload import completed
+from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.learning import InquiryState, LearningLog
 
@@ -56,9 +57,12 @@ class StopThresholdRequest:
 
 
 class InquiryLearning:
-    def __init__(self, learning_log: LearningLog, store: Store):
+    """One tenant's: its log, and the sessions it ran."""
+
+    def __init__(self, learning_log: LearningLog, store: Store, tenant: str = schema.DEFAULT_TENANT):
         self._log = learning_log
         self._store = store
+        self._tenant = tenant
         self._lock = asyncio.Lock()
 
     async def observe(self, indexed: Sequence[tuple[int, InquiryOutcome]]) -> tuple[int, list[Rejected]]:
@@ -92,7 +96,8 @@ class InquiryLearning:
             return Rejected(0, "INVALID_ARGUMENT", "inquiry_outcome.ground_truth must not be empty")
         if outcome.session_id in seen:
             return Rejected(0, "ALREADY_EXISTS", f"session {outcome.session_id[:64]!r} was already observed")
-        stored = await self._store.load_session(outcome.session_id) if outcome.session_id else None
+        key = schema.session_key(self._tenant, outcome.session_id) if outcome.session_id else None
+        stored = await self._store.load_session(key) if key else None
         if stored is None:
             return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id[:64]!r}")
 

@@ -17,8 +17,10 @@ from opentelemetry.trace import SpanKind
 
 from sounding import telemetry
 from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
+from sounding.config import ModelsSettings
 from sounding.errors import Unavailable
 from sounding.grpc_errors import from_rpc_error
+from sounding.rpc import channel_credentials
 
 ClusterMethod = Literal["exact", "embedding", "entailment"]
 # gRPC metadata naming the caller's flow (the sidecar queues flows fairly).
@@ -39,11 +41,29 @@ CHANNEL_OPTIONS = [
 ]
 
 
+def sidecar_token(settings: ModelsSettings) -> str:
+    """The token the sidecar requires and its clients send ('' when none is configured)."""
+    if settings.token_file is None:
+        return ""
+    token = settings.token_file.read_text().strip()
+    if not token:
+        raise ValueError(f"the sidecar token file {settings.token_file} is empty")
+    return token
+
+
 class ModelsClient:
-    def __init__(self, address: str):
+    def __init__(self, address: str, credentials: grpc.ChannelCredentials | None = None):
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
         self._stub = models_pb2_grpc.ModelServiceStub(self._channel)
+
+    @classmethod
+    def of(cls, settings: ModelsSettings) -> ModelsClient:
+        """A client of the sidecar these settings describe (its TLS and token)."""
+        return cls(settings.address, channel_credentials(settings.tls, sidecar_token(settings)))
 
     async def close(self) -> None:
         await self._channel.close()
@@ -140,16 +160,19 @@ class ModelsClient:
         stop: Sequence[str] = (),
         timeout: float | None = None,
         flow: str = "",
+        cache_scope: str = "",
     ) -> AsyncIterator[models_pb2.GenerateResponse]:
         """Streams generated text pieces; the last one carries the finish reason. Closing the
         stream early cancels the generation. `flow` names the caller's flow of requests (a
-        Retrieve, an inquiry session): the sidecar serves flows round-robin and bounds each."""
+        Retrieve, an inquiry session): the sidecar serves flows round-robin and bounds each.
+        Cached generations are shared only within `cache_scope` (the tenant)."""
         request = models_pb2.GenerateRequest(
             messages=[models_pb2.ChatMessage(**m) for m in messages],
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             top_p=top_p,
             stop=list(stop),
+            cache_scope=cache_scope,
         )
         if seed is not None:
             request.seed = seed

@@ -1,7 +1,8 @@
 """A persistent cache of deterministic generations, in front of any `Generator`.
 
 Only greedy requests (temperature 0, no seed) are cached: for them the same messages and limits
-give the same text, so a repeated query costs a lookup instead of a decode. Entries live in one
+give the same text, so a repeated query costs a lookup instead of a decode. An entry serves only
+requests of the scope it was generated for (`GenerationParams.cache_scope`, the tenant). Entries live in one
 SQLite file; the oldest are evicted beyond `max_entries`. A generation is stored only when it ran
 to its end (a cancelled caller stores nothing), with the time decoding it took; a hit streams the
 stored text as one piece carrying that time, so callers can still count what the text costs.
@@ -57,7 +58,8 @@ class CachedGenerator:
         if params.temperature != 0 or params.seed is not None:
             return None
         payload = json.dumps(
-            [self._identity, list(messages), params.max_new_tokens, list(params.stop)], sort_keys=True
+            [self._identity, params.cache_scope, list(messages), params.max_new_tokens, list(params.stop)],
+            sort_keys=True,
         )
         return hashlib.sha256(payload.encode()).hexdigest()
 

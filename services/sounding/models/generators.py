@@ -31,6 +31,8 @@ class GenerationParams:
     top_p: float = 1.0
     seed: int | None = None
     stop: Sequence[str] = field(default_factory=tuple)
+    # A cached generation is served only to requests of the same scope.
+    cache_scope: str = ""
 
 
 @dataclass
@@ -344,7 +346,8 @@ class OpenAIGenerator:
         import httpx
 
         self.model_name = settings.openai_model
-        headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
+        key = settings.api_key()
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(
             base_url=settings.openai_base_url.rstrip("/"),
             headers=headers,

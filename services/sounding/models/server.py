@@ -12,12 +12,12 @@ from contextlib import contextmanager
 import numpy as np
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from sounding import allocator, errors, rpc, telemetry
+from sounding import allocator, auth, errors, rpc, telemetry
 from sounding.api.sounding.models.v1 import models_pb2
 from sounding.config import Settings
 from sounding.core import clustering
 from sounding.models.batching import MicroBatcher
-from sounding.models.client import FLOW_METADATA_KEY, SERVICE_NAME
+from sounding.models.client import FLOW_METADATA_KEY, SERVICE_NAME, sidecar_token
 from sounding.models.embedder import Embedder
 from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
@@ -31,6 +31,7 @@ MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
 MAX_STOP_CHARS = 64
 MAX_FLOW_CHARS = 128
+MAX_CACHE_SCOPE_CHARS = 64
 
 
 def select_device(preference: str) -> str:
@@ -194,12 +195,17 @@ class ModelServicer:
                 f"at most {limits.max_stop_strings} stop strings of at most {MAX_STOP_CHARS} characters",
                 field="stop",
             )
+        if len(request.cache_scope) > MAX_CACHE_SCOPE_CHARS:
+            raise errors.InvalidArgument(
+                f"cache_scope is at most {MAX_CACHE_SCOPE_CHARS} characters", field="cache_scope"
+            )
         params = GenerationParams(
             max_new_tokens=request.max_new_tokens or 256,
             temperature=request.temperature,
             top_p=request.top_p or 1.0,
             seed=request.seed if request.HasField("seed") else None,
             stop=tuple(request.stop),
+            cache_scope=request.cache_scope,
         )
         messages = [{"role": m.role or "user", "content": m.content} for m in request.messages]
         flow = dict(context.invocation_metadata()).get(FLOW_METADATA_KEY, "")[:MAX_FLOW_CHARS]
@@ -258,9 +264,24 @@ def call_policies(settings: Settings) -> dict[str, rpc.CallPolicy]:
     return {"Embed": unary, "Entail": unary, "Cluster": unary, "Generate": rpc.CallPolicy(d.generate_s)}
 
 
+def sidecar_authenticator(settings: Settings) -> auth.Authenticator:
+    """Callers must send the sidecar's token when one is configured; refuses to serve a
+    non-loopback address without one (unless allowed)."""
+    token = sidecar_token(settings.models)
+    rpc.refuse_open_plaintext(
+        settings.models.address, bool(token), settings.auth.allow_unauthenticated, "the models sidecar"
+    )
+    if not token:
+        return auth.Authenticator()
+    return auth.Authenticator(
+        [auth.TokenEntry(sha256=auth.hash_token(token), tenant="sidecar", role="admin")]
+    )
+
+
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     telemetry.setup("sounding-models")
     allocator.configure()
+    authenticator = sidecar_authenticator(settings)
     import torch
 
     if settings.models.torch_threads:
@@ -287,11 +308,11 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     gate = rpc.Gate()
     server.add_generic_rpc_handlers(
-        (rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate),)
+        (rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate, authenticator),)
     )
     for name in (SERVICE_NAME, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    server.add_insecure_port(settings.models.address)
+    rpc.listen(server, settings.models.address, settings.models.tls)
     await server.start()
     if settings.models.generator.preload:
         await servicer.generator()

@@ -27,7 +27,7 @@ def runner_arguments(settings: Settings) -> tuple:
     """What `StrategyRunner.open` takes, from the settings."""
     memory = settings.limits.memory
     return (
-        settings.models.address,
+        settings.models,
         settings.store_uri,
         settings.retrieval.exact_scan_max_chunks,
         memory.worker_snapshot_mib * 1024 * 1024,

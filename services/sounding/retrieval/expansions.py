@@ -141,9 +141,7 @@ async def negative_sampling(request, graph, models) -> list[ExpandedQuery]:
 
 
 async def reformulation(request, graph, models) -> list[ExpandedQuery]:
-    text = (
-        await generate_text(models, REFORMULATION_SYSTEM, request.query, 48, request.timeout_s, request.flow)
-    ).text
+    text = (await generate_text(models, REFORMULATION_SYSTEM, request.query, 48, request)).text
     return [ExpandedQuery(v) for v in parse_variations(text, request.query, 1)]
 
 

@@ -12,6 +12,7 @@ from sounding import errors
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.store.reader import ChunkHit
+from sounding.store.schema import DEFAULT_TENANT
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ class RetrieveQuery:
     synthesis_confidence: float | None = None
     timeout_s: float | None = None
     expansion: ExpansionOptions = ExpansionOptions()
+    # The tenant whose collection is searched (README, "Security").
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import threadpoolctl
 
 from sounding import telemetry
+from sounding.config import ModelsSettings
 from sounding.models.client import ModelsClient
 from sounding.retrieval.expansions import expand
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
@@ -26,7 +27,7 @@ class StrategyRunner:
     @classmethod
     async def open(
         cls,
-        models_address: str,
+        models: ModelsSettings,
         store_uri: str,
         exact_scan_max_chunks: int,
         snapshot_bytes: int,
@@ -39,7 +40,7 @@ class StrategyRunner:
         threadpoolctl.threadpool_limits(1, user_api="blas")
         configure_caches(*lancedb_caches_mib)
         reader = await ChunkReader.open(store_uri, exact_scan_max_chunks, snapshot_bytes, max_graphs)
-        return cls(ModelsClient(models_address), reader)
+        return cls(ModelsClient.of(models), reader)
 
     async def close(self) -> None:
         await self._models.close()

@@ -10,7 +10,7 @@ cancel or deadline) the outstanding arms are cancelled. An arm that fails, or ru
 `arm_timeout_s`, is left out: the others' result stands and the Final event names the arm and
 why (so does a failed step of the expansion loop, which then stops); the retrieval fails only
 when every arm failed, with the first failure's code. After the Final event, what each arm found
-is handed to the learning service, for Observe.
+is handed to the tenant's learning service, for Observe.
 """
 
 from __future__ import annotations
@@ -119,7 +119,6 @@ class RetrievalService:
         store: Store,
         executor: Executor,
         models: ModelsClient,
-        learning: LearningService,
         graphs: GraphStore,
         expansion: ExpansionSettings = ExpansionSettings(),
         default_fusion_k: float = DEFAULT_RRF_K,
@@ -129,7 +128,6 @@ class RetrievalService:
         self._store = store
         self._executor = executor
         self._models = models
-        self._learning = learning
         self._graphs = graphs
         self._default_fusion_k = default_fusion_k
         self._expansion = expansion
@@ -148,18 +146,22 @@ class RetrievalService:
             protected_head=defaults.protected_head,
         )
 
-    async def retrieve(self, query: RetrieveQuery) -> AsyncIterator[RetrieveEvent]:
+    async def retrieve(self, query: RetrieveQuery, learning: LearningService) -> AsyncIterator[RetrieveEvent]:
+        """The query's events, on the collection of the query's tenant; `learning` is that
+        tenant's (its selector plans the arms, its history and calibration state the miss rate,
+        and it remembers the retrieval for Observe)."""
         started = time.perf_counter()
         validate(query, self._limits)
-        await self._store.get_collection(query.collection)
+        collection = schema.scoped(query.tenant, query.collection)
+        await self._store.get_collection(collection)
         retrieval_id = uuid.uuid4().hex
         flow = f"retrieve:{retrieval_id}"
         carrier = telemetry.inject()
         # The query's embedding is asked for first; requested arms that do not search with it
         # start meanwhile, those that do as soon as it is here, chosen arms once planned.
         embedded = asyncio.ensure_future(self._models.embed([query.query], timeout=query.timeout_s))
-        stats = asyncio.ensure_future(self._store.stats(query.collection))
-        early = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, flow=flow)
+        stats = asyncio.ensure_future(self._store.stats(collection))
+        early = ArmRequest(collection, query.query, query.top_k, query.timeout_s, flow=flow)
         pending = {
             asyncio.ensure_future(self._arm(arm, early, carrier)): arm
             for arm in query.arms
@@ -173,7 +175,7 @@ class RetrievalService:
             embedding = np.asarray((await embedded)[0], dtype=np.float32)
             collection_stats = await stats  # read while the query was embedded
             request = ArmRequest(
-                query.collection,
+                collection,
                 query.query,
                 query.top_k,
                 query.timeout_s,
@@ -194,11 +196,11 @@ class RetrievalService:
 
             start(query.arms)
             await asyncio.sleep(0)  # the started arms send their requests before planning runs
-            graph_entities = await self._graphs.entity_names(query.collection)
+            graph_entities = await self._graphs.entity_names(collection)
             phrases = extract_entities(query.query)
             mentioned = sum(entity in graph_entities for entity in phrases)
-            context = self._learning.features(query.query, embedding, mentioned)
-            plan = self._learning.plan(context, query.arms)
+            context = learning.features(query.query, embedding, mentioned)
+            plan = learning.plan(context, query.arms)
             # Chosen arms start before the Plan event is written (writing waits on the stream).
             start(plan.chosen)
             yield PlanEvent(retrieval_id, plan.arms)
@@ -229,18 +231,18 @@ class RetrievalService:
                 query.query,
                 [h.score for h in dense.hits] if dense else [],
                 {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
-                self._learning.miss_history.miss_rate(embedding),
+                learning.miss_history.miss_rate(embedding),
                 [h.score for h in separation.hits] if separation else [],
             )
             gaps = detect_gaps(
                 query.query, phrases, graph_entities, signals.disagreement, signals.near_threshold
             )
-            calibration = self._learning.miss_rate_calibration
+            calibration = learning.miss_rate_calibration
             loop = LoopState(fused, signals.miss_rate())
             async for expansion in run_loop(
                 state=loop,
                 query=query.query,
-                collection=query.collection,
+                collection=collection,
                 top_k=query.top_k,
                 timeout_s=query.timeout_s,
                 query_vector=embedding,
@@ -260,13 +262,13 @@ class RetrievalService:
             fused = loop.fused
             failed.extend(loop.failures)
             if not query.omit_text:
-                fused = await self._with_text(query.collection, fused)
+                fused = await self._with_text(collection, fused)
             uncertainty = _uncertainty(collection_stats, signals, loop, gaps, dense, calibration)
             stated_miss_rate = signals.miss_rate()
-            self._learning.remember(
+            learning.remember(
                 RetrievalRecord(
                     retrieval_id,
-                    query.collection,
+                    collection,
                     plan.query_index,
                     plan.mode,
                     context,

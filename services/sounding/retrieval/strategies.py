@@ -27,7 +27,8 @@ from typing import Protocol
 from sounding.core.entities import extract_entities
 from sounding.core.fusion import weighted_rrf
 from sounding.models.client import ModelsClient
-from sounding.retrieval.protocol import ArmRequest
+from sounding.retrieval.protocol import ArmRequest, ExpansionRequest
+from sounding.store import schema
 from sounding.store.reader import ChunkHit, ChunkReader
 
 
@@ -92,12 +93,19 @@ class Lexical:
 
 
 async def generate_text(
-    models: ModelsClient, system: str, user: str, max_new_tokens: int, timeout, flow: str = ""
+    models: ModelsClient, system: str, user: str, max_new_tokens: int, request: ArmRequest | ExpansionRequest
 ) -> Generated:
+    """A greedy generation for `request`: in its Retrieve's flow, cached within the tenant that
+    owns its collection (`schema.tenant_of`)."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    pieces = [
-        p async for p in models.generate(messages, max_new_tokens=max_new_tokens, timeout=timeout, flow=flow)
-    ]
+    generated = models.generate(
+        messages,
+        max_new_tokens=max_new_tokens,
+        timeout=request.timeout_s,
+        flow=request.flow,
+        cache_scope=schema.tenant_of(request.collection),
+    )
+    pieces = [p async for p in generated]
     return Generated("".join(p.text for p in pieces).strip(), sum(p.cached_decode_ms for p in pieces))
 
 
@@ -111,9 +119,7 @@ class HyDE:
     max_new_tokens = 64
 
     async def search(self, request, models, reader):
-        passage = await generate_text(
-            models, self.system, request.query, self.max_new_tokens, request.timeout_s, request.flow
-        )
+        passage = await generate_text(models, self.system, request.query, self.max_new_tokens, request)
         vector = (await models.embed([passage.text or request.query], timeout=request.timeout_s))[0]
         hits = await _nearest(reader, request, vector)
         return Found(hits, passage.text, passage.cached_decode_ms)
@@ -129,9 +135,7 @@ class Query2Doc:
     max_new_tokens = 48
 
     async def search(self, request, models, reader):
-        expansion = await generate_text(
-            models, self.system, request.query, self.max_new_tokens, request.timeout_s, request.flow
-        )
+        expansion = await generate_text(models, self.system, request.query, self.max_new_tokens, request)
         vector = (
             await models.embed([f"{request.query} {expansion.text}".strip()], timeout=request.timeout_s)
         )[0]
@@ -164,9 +168,7 @@ class MultiQuery:
     max_new_tokens = 72
 
     async def search(self, request, models, reader):
-        generated = await generate_text(
-            models, self.system, request.query, self.max_new_tokens, request.timeout_s, request.flow
-        )
+        generated = await generate_text(models, self.system, request.query, self.max_new_tokens, request)
         queries = [request.query, *parse_variations(generated.text, request.query, self.variations)]
         if request.query_vector is None:
             vectors = await models.embed(queries, timeout=request.timeout_s)
@@ -213,9 +215,7 @@ class Grounded:
             f"Query: {request.query}\nKnown entities: {', '.join(known)}\n"
             f"Related entities: {', '.join(related)}"
         )
-        generated = await generate_text(
-            models, self.system, prompt, self.max_new_tokens, request.timeout_s, request.flow
-        )
+        generated = await generate_text(models, self.system, prompt, self.max_new_tokens, request)
         text = generated.text
         mentioned = [e for e in related if e in text.lower()] or related[: self.known_limit]
         expanded = f"{request.query} {'; '.join(mentioned)}"

@@ -215,7 +215,9 @@ class Store:
     ) -> CollectionInfo:
         async with self.lock(name):
             if await self._find(name) is not None:
-                raise errors.AlreadyExists(f"collection {name!r} already exists", field="name")
+                raise errors.AlreadyExists(
+                    f"collection {schema.public_name(name)!r} already exists", field="name"
+                )
             table = await self._db.create_table(
                 schema.chunks_table(name),
                 schema=schema.chunks_schema(embedding_dimension),
@@ -245,16 +247,22 @@ class Store:
         # This process is the only writer, so a registered collection stays cached until deleted.
         info = self._infos.get(name) or await self._find(name)
         if info is None:
-            raise errors.collection_not_found(name)
+            raise errors.collection_not_found(schema.public_name(name))
         self._infos[name] = info
         return info
 
-    async def list_collections(self, start_after: str = "", limit: int | None = None) -> list[CollectionInfo]:
+    async def list_collections(
+        self, tenant: str | None = None, start_after: str = "", limit: int | None = None
+    ) -> list[CollectionInfo]:
+        """Registered collections by key (a tenant's, or all), those after the key `start_after`."""
         query = self._registry.query()
         if start_after:
             query = query.where(f"name > {schema.sql_string(start_after)}")
         rows = (await query.to_arrow()).to_pylist()
-        infos = sorted((CollectionInfo(**r) for r in rows), key=lambda c: c.name)
+        infos = sorted(
+            (CollectionInfo(**r) for r in rows if tenant is None or schema.tenant_of(r["name"]) == tenant),
+            key=lambda c: c.name,
+        )
         return infos if limit is None else infos[:limit]
 
     async def delete_collection(self, name: str) -> None:
@@ -332,5 +340,5 @@ class Store:
             raise
         except Exception:
             if await self._find(name) is None:
-                raise errors.collection_not_found(name) from None
+                raise errors.collection_not_found(schema.public_name(name)) from None
             raise

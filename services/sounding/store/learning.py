@@ -22,7 +22,7 @@ from lancedb.index import BTree
 from sounding.store.collections import compact
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
-from sounding.store.schema import sql_string
+from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
 
 RETRIEVALS_TABLE = "retrievals"
 OBSERVATIONS_TABLE = "retrieval_observations"
@@ -188,35 +188,38 @@ class LearningLog:
         self._writes = 0
 
     @classmethod
-    async def open(cls, uri: str, durability: Durability | None = None) -> LearningLog:
+    async def open(
+        cls, uri: str, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
+    ) -> LearningLog:
+        """The tenant's log (its own tables: nothing of one tenant's log is read for another)."""
         log = cls(
             await connect(uri),
             durability or Durability("process", uri),
         )
         names = set(await log._db.table_names(limit=100_000))
         for name, table_schema in (
-            (RETRIEVALS_TABLE, RETRIEVALS_SCHEMA),
-            (OBSERVATIONS_TABLE, OBSERVATIONS_SCHEMA),
+            (tenant_table(RETRIEVALS_TABLE, tenant), RETRIEVALS_SCHEMA),
+            (tenant_table(OBSERVATIONS_TABLE, tenant), OBSERVATIONS_SCHEMA),
         ):
             if name not in names:
                 table = await log._db.create_table(name, schema=table_schema, exist_ok=True)
                 await table.create_index("retrieval_id", config=BTree(), replace=True)
         for name, table_schema in (
-            (DEPLOYMENTS_TABLE, DEPLOYMENTS_SCHEMA),
-            (CALIBRATIONS_TABLE, CALIBRATIONS_SCHEMA),
-            (INQUIRY_STATES_TABLE, INQUIRY_STATES_SCHEMA),
+            (tenant_table(DEPLOYMENTS_TABLE, tenant), DEPLOYMENTS_SCHEMA),
+            (tenant_table(CALIBRATIONS_TABLE, tenant), CALIBRATIONS_SCHEMA),
+            (tenant_table(INQUIRY_STATES_TABLE, tenant), INQUIRY_STATES_SCHEMA),
         ):
             if name not in names:
                 await log._db.create_table(name, schema=table_schema, exist_ok=True)
-        log._retrievals = await log._db.open_table(RETRIEVALS_TABLE)
+        log._retrievals = await log._db.open_table(tenant_table(RETRIEVALS_TABLE, tenant))
         existing = {f.name for f in await log._retrievals.schema()}
         missing = {c: v for c, v in RETRIEVALS_ADDED_COLUMNS.items() if c not in existing}
         if missing:
             await log._retrievals.add_columns(missing)
-        log._calibrations = await log._db.open_table(CALIBRATIONS_TABLE)
-        log._observations = await log._db.open_table(OBSERVATIONS_TABLE)
-        log._deployments = await log._db.open_table(DEPLOYMENTS_TABLE)
-        log._inquiry_states = await log._db.open_table(INQUIRY_STATES_TABLE)
+        log._calibrations = await log._db.open_table(tenant_table(CALIBRATIONS_TABLE, tenant))
+        log._observations = await log._db.open_table(tenant_table(OBSERVATIONS_TABLE, tenant))
+        log._deployments = await log._db.open_table(tenant_table(DEPLOYMENTS_TABLE, tenant))
+        log._inquiry_states = await log._db.open_table(tenant_table(INQUIRY_STATES_TABLE, tenant))
         return log
 
     async def _compact_now_and_then(self) -> None:

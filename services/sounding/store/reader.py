@@ -114,7 +114,7 @@ class ChunkReader:
             try:
                 table = await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise errors.collection_not_found(collection) from None
+                raise errors.collection_not_found(schema.public_name(collection)) from None
             self._tables[collection] = table
         return table
 
@@ -131,7 +131,7 @@ class ChunkReader:
             try:
                 await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise errors.collection_not_found(collection) from None
+                raise errors.collection_not_found(schema.public_name(collection)) from None
             raise
 
     def forget(self, collection: str) -> None:

@@ -86,3 +86,28 @@ def test_an_answer_over_the_limit_names_the_field():
         return raised.value
 
     assert asyncio.run(run()).field == "observation.answer"
+
+
+def test_a_session_is_resumed_only_by_the_tenant_that_started_it():
+    store = MemoryStore()
+    service = InquiryService(store)
+
+    async def run():
+        started = service.run(requests(Start("bulls_and_cows", Policy())), tenant="acme")
+        session_id = (await anext(started)).session_id
+        await started.aclose()
+        refused = []
+        for tenant, asked in (
+            ("default", session_id),
+            ("other", session_id),
+            ("default", f"acme.{session_id}"),
+        ):
+            with pytest.raises(errors.NotFound) as raised:
+                await anext(service.run(requests(ResumeRequest(asked)), tenant=tenant))
+            refused.append(raised.value.reason)
+        resumed = [e async for e in service.run(requests(ResumeRequest(session_id)), tenant="acme")]
+        return refused, resumed
+
+    refused, resumed = asyncio.run(run())
+    assert refused == ["SESSION_NOT_FOUND"] * 3
+    assert isinstance(resumed[-1], AskEvent)

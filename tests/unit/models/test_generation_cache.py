@@ -45,6 +45,17 @@ def test_a_repeated_greedy_request_is_answered_from_the_cache(tmp_path):
     assert len(second) == 1
 
 
+def test_an_entry_serves_only_requests_of_its_scope(tmp_path):
+    inner = CountingGenerator()
+    cached = CachedGenerator(inner, "m", tmp_path / "g.sqlite", max_entries=10)
+    messages = [{"role": "user", "content": "what did acme ask"}]
+    collect(cached, messages, GenerationParams(cache_scope="acme"))
+    (acme_hit,) = collect(cached, messages, GenerationParams(cache_scope="acme"))
+    globex = collect(cached, messages, GenerationParams(cache_scope="globex"))
+    assert inner.calls == 2  # globex's request was decoded afresh, not answered from acme's entry
+    assert all(p.cached_decode_ms == 0.0 for p in globex) and text(globex) == text([acme_hit])
+
+
 def test_a_hit_carries_the_time_decoding_took_and_a_fresh_generation_none(tmp_path):
     cached = CachedGenerator(CountingGenerator(0.05), "m", tmp_path / "g.sqlite", max_entries=10)
     messages = [{"role": "user", "content": "one two three"}]

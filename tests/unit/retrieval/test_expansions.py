@@ -55,13 +55,14 @@ def graph():
 
 class FakeModels:
     def __init__(self, vectors=None, text=""):
-        self.vectors, self.text, self.generated = vectors or {}, text, []
+        self.vectors, self.text, self.generated, self.scopes = vectors or {}, text, [], []
 
     async def embed(self, texts, timeout=None):
         return [self.vectors.get(t, unit(-1, -1, -1, -1)) for t in texts]  # by default: like nothing
 
-    async def generate(self, messages, max_new_tokens=0, timeout=None, flow=""):
+    async def generate(self, messages, max_new_tokens=0, timeout=None, flow="", cache_scope=""):
         self.generated.append(messages)
+        self.scopes.append(cache_scope)
 
         class Piece:
             text = self.text
@@ -133,3 +134,11 @@ def test_reformulation_asks_the_generator_for_one_rewrite(graph):
     out = expand("reformulation", graph, "how deep is the sea", models)
     assert [q.text for q in out] == ["ocean depth measurement methods"]
     assert models.generated and models.generated[0][-1]["content"] == "how deep is the sea"
+
+
+def test_generations_are_cached_within_the_tenant_that_owns_the_collection(graph):
+    models = FakeModels(text="1. ocean depth")
+    for collection in ("charts", "acme.charts"):
+        request = ExpansionRequest(collection, "how deep is the sea", "reformulation", 1, 10)
+        asyncio.run(expansions.EXPANSIONS["reformulation"](request, graph, models))
+    assert models.scopes == ["default", "acme"]

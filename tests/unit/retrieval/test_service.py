@@ -80,9 +80,20 @@ class FakeLog:
         self.retrievals.extend(records)
 
 
-def service_over(executor, log=None) -> RetrievalService:
+class TenantRetrieval:
+    """A RetrievalService with the learning service of the tenant its queries are for."""
+
+    def __init__(self, service: RetrievalService, learning: LearningService):
+        self.service, self.learning = service, learning
+
+    def retrieve(self, query):
+        return self.service.retrieve(query, self.learning)
+
+
+def service_over(executor, log=None, models=None, limits=RetrieveLimits()) -> TenantRetrieval:
     learning = LearningService(log or FakeLog(), ("dense", "lexical"), SelectionConfig())
-    return RetrievalService(FakeStore(), executor, FakeModels(), learning, FakeGraphs())
+    service = RetrievalService(FakeStore(), executor, models or FakeModels(), FakeGraphs(), limits=limits)
+    return TenantRetrieval(service, learning)
 
 
 async def _collect(service, query):
@@ -143,7 +154,7 @@ def test_what_each_arm_found_is_remembered_for_observe():
     async def run():
         service = service_over(executor, log)
         events = await _collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical")))
-        await service._learning.wait_written()
+        await service.learning.wait_written()
         return events
 
     events = asyncio.run(run())
@@ -170,10 +181,7 @@ def test_a_failed_arm_is_named_in_the_final_and_the_others_result_stands():
 
 def test_an_arm_past_its_timeout_is_dropped_and_cancelled():
     executor = FakeExecutor({"dense": 10.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
-    learning = LearningService(FakeLog(), ("dense", "lexical"), SelectionConfig())
-    service = RetrievalService(
-        FakeStore(), executor, FakeModels(), learning, FakeGraphs(), limits=RetrieveLimits(arm_timeout_s=0.05)
-    )
+    service = service_over(executor, limits=RetrieveLimits(arm_timeout_s=0.05))
     final = asyncio.run(_collect(service, RetrieveQuery("c", "q", 3)))[-1]
     assert [h.document_id for h in final.hits] == ["b"]
     assert [(f.arm, f.code) for f in final.failed_arms] == [("dense", "DEADLINE_EXCEEDED")]
@@ -245,7 +253,6 @@ def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
             return await super().run(arm, request, trace_carrier)
 
     executor = RecordingExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
-    learning = LearningService(FakeLog(), ("dense", "lexical"), SelectionConfig())
-    service = RetrievalService(FakeStore(), executor, SlowModels(), learning, FakeGraphs())
+    service = service_over(executor, models=SlowModels())
     asyncio.run(_collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
     assert order == ["lexical (without vector)", "embedded", "dense (with vector)"]

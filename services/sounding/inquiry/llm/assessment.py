@@ -51,13 +51,14 @@ class Backend(Protocol):
 
 
 class Models:
-    """`Backend` over the sidecar client for one session: its generations form one flow in the
-    sidecar, at most `in_flight` at once; a failed clustering falls back to exact strings
-    (§2.3.4)."""
+    """`Backend` over the sidecar client for one session of a tenant: its generations form one
+    flow in the sidecar, at most `in_flight` at once, cached within the tenant's scope; a failed
+    clustering falls back to exact strings (§2.3.4)."""
 
-    def __init__(self, client, flow: str = "", in_flight: int = 8, timeout: float = 600.0):
+    def __init__(self, client, flow: str = "", in_flight: int = 8, timeout: float = 600.0, tenant: str = ""):
         self._client = client
         self._flow = flow
+        self._tenant = tenant
         self._in_flight = asyncio.Semaphore(in_flight)
         self._timeout = timeout
 
@@ -71,6 +72,7 @@ class Models:
                 top_p=top_p,
                 timeout=self._timeout,
                 flow=self._flow,
+                cache_scope=self._tenant,
             ):
                 pieces.append(piece.text)
         return "".join(pieces)

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsounding/models/v1/models.proto\x12\x12sounding.models.v1\"$\n\x0c\x45mbedRequest\x12\x14\n\x05texts\x18\x01 \x03(\tR\x05texts\"s\n\rEmbedResponse\x12\x18\n\x07vectors\x18\x01 \x01(\x0cR\x07vectors\x12\x14\n\x05\x63ount\x18\x02 \x01(\x05R\x05\x63ount\x12\x1c\n\tdimension\x18\x03 \x01(\x05R\tdimension\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\";\n\x0b\x43hatMessage\x12\x12\n\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n\x07\x63ontent\x18\x02 \x01(\tR\x07\x63ontent\"\xe1\x01\n\x0fGenerateRequest\x12;\n\x08messages\x18\x01 \x03(\x0b\x32\x1f.sounding.models.v1.ChatMessageR\x08messages\x12$\n\x0emax_new_tokens\x18\x02 \x01(\x05R\x0cmaxNewTokens\x12 \n\x0btemperature\x18\x03 \x01(\x01R\x0btemperature\x12\x13\n\x05top_p\x18\x04 \x01(\x01R\x04topP\x12\x17\n\x04seed\x18\x05 \x01(\x03H\x00R\x04seed\x88\x01\x01\x12\x12\n\x04stop\x18\x06 \x03(\tR\x04stopB\x07\n\x05_seed\"\xb8\x01\n\x10GenerateResponse\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0c\x66inishReason\x12+\n\x11\x63ompletion_tokens\x18\x03 \x01(\x05R\x10\x63ompletionTokens\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12(\n\x10\x63\x61\x63hed_decode_ms\x18\x05 \x01(\x01R\x0e\x63\x61\x63hedDecodeMs\"C\n\rEntailRequest\x12\x32\n\x05pairs\x18\x01 \x03(\x0b\x32\x1c.sounding.models.v1.TextPairR\x05pairs\"D\n\x08TextPair\x12\x18\n\x07premise\x18\x01 \x01(\tR\x07premise\x12\x1e\n\nhypothesis\x18\x02 \x01(\tR\nhypothesis\"`\n\x0e\x45ntailResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\x1e.sounding.models.v1.EntailmentR\x07results\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\"l\n\nEntailment\x12\x1e\n\nentailment\x18\x01 \x01(\x01R\nentailment\x12\x18\n\x07neutral\x18\x02 \x01(\x01R\x07neutral\x12$\n\rcontradiction\x18\x03 \x01(\x01R\rcontradiction\"\x90\x01\n\x0e\x43lusterRequest\x12\x14\n\x05texts\x18\x01 \x03(\tR\x05texts\x12\x39\n\x06method\x18\x02 \x01(\x0e\x32!.sounding.models.v1.ClusterMethodR\x06method\x12-\n\x12\x64istance_threshold\x18\x03 \x01(\x01R\x11\x64istanceThreshold\"E\n\x0f\x43lusterResponse\x12\x16\n\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x1a\n\x08\x63lusters\x18\x02 \x01(\x05R\x08\x63lusters*\x86\x01\n\rClusterMethod\x12\x1e\n\x1a\x43LUSTER_METHOD_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43LUSTER_METHOD_EXACT\x10\x01\x12\x1c\n\x18\x43LUSTER_METHOD_EMBEDDING\x10\x02\x12\x1d\n\x19\x43LUSTER_METHOD_ENTAILMENT\x10\x03\x32\xda\x02\n\x0cModelService\x12L\n\x05\x45mbed\x12 .sounding.models.v1.EmbedRequest\x1a!.sounding.models.v1.EmbedResponse\x12W\n\x08Generate\x12#.sounding.models.v1.GenerateRequest\x1a$.sounding.models.v1.GenerateResponse0\x01\x12O\n\x06\x45ntail\x12!.sounding.models.v1.EntailRequest\x1a\".sounding.models.v1.EntailResponse\x12R\n\x07\x43luster\x12\".sounding.models.v1.ClusterRequest\x1a#.sounding.models.v1.ClusterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsounding/models/v1/models.proto\x12\x12sounding.models.v1\"$\n\x0c\x45mbedRequest\x12\x14\n\x05texts\x18\x01 \x03(\tR\x05texts\"s\n\rEmbedResponse\x12\x18\n\x07vectors\x18\x01 \x01(\x0cR\x07vectors\x12\x14\n\x05\x63ount\x18\x02 \x01(\x05R\x05\x63ount\x12\x1c\n\tdimension\x18\x03 \x01(\x05R\tdimension\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\";\n\x0b\x43hatMessage\x12\x12\n\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n\x07\x63ontent\x18\x02 \x01(\tR\x07\x63ontent\"\x82\x02\n\x0fGenerateRequest\x12;\n\x08messages\x18\x01 \x03(\x0b\x32\x1f.sounding.models.v1.ChatMessageR\x08messages\x12$\n\x0emax_new_tokens\x18\x02 \x01(\x05R\x0cmaxNewTokens\x12 \n\x0btemperature\x18\x03 \x01(\x01R\x0btemperature\x12\x13\n\x05top_p\x18\x04 \x01(\x01R\x04topP\x12\x17\n\x04seed\x18\x05 \x01(\x03H\x00R\x04seed\x88\x01\x01\x12\x12\n\x04stop\x18\x06 \x03(\tR\x04stop\x12\x1f\n\x0b\x63\x61\x63he_scope\x18\x07 \x01(\tR\ncacheScopeB\x07\n\x05_seed\"\xb8\x01\n\x10GenerateResponse\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0c\x66inishReason\x12+\n\x11\x63ompletion_tokens\x18\x03 \x01(\x05R\x10\x63ompletionTokens\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12(\n\x10\x63\x61\x63hed_decode_ms\x18\x05 \x01(\x01R\x0e\x63\x61\x63hedDecodeMs\"C\n\rEntailRequest\x12\x32\n\x05pairs\x18\x01 \x03(\x0b\x32\x1c.sounding.models.v1.TextPairR\x05pairs\"D\n\x08TextPair\x12\x18\n\x07premise\x18\x01 \x01(\tR\x07premise\x12\x1e\n\nhypothesis\x18\x02 \x01(\tR\nhypothesis\"`\n\x0e\x45ntailResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\x1e.sounding.models.v1.EntailmentR\x07results\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\"l\n\nEntailment\x12\x1e\n\nentailment\x18\x01 \x01(\x01R\nentailment\x12\x18\n\x07neutral\x18\x02 \x01(\x01R\x07neutral\x12$\n\rcontradiction\x18\x03 \x01(\x01R\rcontradiction\"\x90\x01\n\x0e\x43lusterRequest\x12\x14\n\x05texts\x18\x01 \x03(\tR\x05texts\x12\x39\n\x06method\x18\x02 \x01(\x0e\x32!.sounding.models.v1.ClusterMethodR\x06method\x12-\n\x12\x64istance_threshold\x18\x03 \x01(\x01R\x11\x64istanceThreshold\"E\n\x0f\x43lusterResponse\x12\x16\n\x06labels\x18\x01 \x03(\x05R\x06labels\x12\x1a\n\x08\x63lusters\x18\x02 \x01(\x05R\x08\x63lusters*\x86\x01\n\rClusterMethod\x12\x1e\n\x1a\x43LUSTER_METHOD_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43LUSTER_METHOD_EXACT\x10\x01\x12\x1c\n\x18\x43LUSTER_METHOD_EMBEDDING\x10\x02\x12\x1d\n\x19\x43LUSTER_METHOD_ENTAILMENT\x10\x03\x32\xda\x02\n\x0cModelService\x12L\n\x05\x45mbed\x12 .sounding.models.v1.EmbedRequest\x1a!.sounding.models.v1.EmbedResponse\x12W\n\x08Generate\x12#.sounding.models.v1.GenerateRequest\x1a$.sounding.models.v1.GenerateResponse0\x01\x12O\n\x06\x45ntail\x12!.sounding.models.v1.EntailRequest\x1a\".sounding.models.v1.EntailResponse\x12R\n\x07\x43luster\x12\".sounding.models.v1.ClusterRequest\x1a#.sounding.models.v1.ClusterResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sounding.models.v1.models_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CLUSTERMETHOD']._serialized_start=1252
-  _globals['_CLUSTERMETHOD']._serialized_end=1386
+  _globals['_CLUSTERMETHOD']._serialized_start=1285
+  _globals['_CLUSTERMETHOD']._serialized_end=1419
   _globals['_EMBEDREQUEST']._serialized_start=55
   _globals['_EMBEDREQUEST']._serialized_end=91
   _globals['_EMBEDRESPONSE']._serialized_start=93
@@ -40,21 +40,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATMESSAGE']._serialized_start=210
   _globals['_CHATMESSAGE']._serialized_end=269
   _globals['_GENERATEREQUEST']._serialized_start=272
-  _globals['_GENERATEREQUEST']._serialized_end=497
-  _globals['_GENERATERESPONSE']._serialized_start=500
-  _globals['_GENERATERESPONSE']._serialized_end=684
-  _globals['_ENTAILREQUEST']._serialized_start=686
-  _globals['_ENTAILREQUEST']._serialized_end=753
-  _globals['_TEXTPAIR']._serialized_start=755
-  _globals['_TEXTPAIR']._serialized_end=823
-  _globals['_ENTAILRESPONSE']._serialized_start=825
-  _globals['_ENTAILRESPONSE']._serialized_end=921
-  _globals['_ENTAILMENT']._serialized_start=923
-  _globals['_ENTAILMENT']._serialized_end=1031
-  _globals['_CLUSTERREQUEST']._serialized_start=1034
-  _globals['_CLUSTERREQUEST']._serialized_end=1178
-  _globals['_CLUSTERRESPONSE']._serialized_start=1180
-  _globals['_CLUSTERRESPONSE']._serialized_end=1249
-  _globals['_MODELSERVICE']._serialized_start=1389
-  _globals['_MODELSERVICE']._serialized_end=1735
+  _globals['_GENERATEREQUEST']._serialized_end=530
+  _globals['_GENERATERESPONSE']._serialized_start=533
+  _globals['_GENERATERESPONSE']._serialized_end=717
+  _globals['_ENTAILREQUEST']._serialized_start=719
+  _globals['_ENTAILREQUEST']._serialized_end=786
+  _globals['_TEXTPAIR']._serialized_start=788
+  _globals['_TEXTPAIR']._serialized_end=856
+  _globals['_ENTAILRESPONSE']._serialized_start=858
+  _globals['_ENTAILRESPONSE']._serialized_end=954
+  _globals['_ENTAILMENT']._serialized_start=956
+  _globals['_ENTAILMENT']._serialized_end=1064
+  _globals['_CLUSTERREQUEST']._serialized_start=1067
+  _globals['_CLUSTERREQUEST']._serialized_end=1211
+  _globals['_CLUSTERRESPONSE']._serialized_start=1213
+  _globals['_CLUSTERRESPONSE']._serialized_end=1282
+  _globals['_MODELSERVICE']._serialized_start=1422
+  _globals['_MODELSERVICE']._serialized_end=1768
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,60 @@
+"""The audit log: one structured line per call of a method that changes state (a method whose
+role is above `reader`: collections created or deleted, ingests, Observe, Calibrate), with the
+tenant, role, method, resource, messages received and outcome. Logger `sounding.audit`; the
+line is `audit {json}` so that log pipelines can parse it. Never holds request contents beyond
+the names of the resources touched."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from sounding.auth import Principal
+
+log = logging.getLogger("sounding.audit")
+
+# Request fields naming the resource a call touches, as they are called in the protos.
+RESOURCE_FIELDS = ("name", "collection")
+MAX_RESOURCE_CHARS = 256
+
+
+def _resource(message) -> str:
+    fields = message.DESCRIPTOR.fields_by_name
+    parts = [
+        f"collection={getattr(message, name)[:MAX_RESOURCE_CHARS]}"
+        for name in RESOURCE_FIELDS
+        if name in fields and isinstance(getattr(message, name), str) and getattr(message, name)
+    ]
+    target = fields.get("target")
+    if target is not None and target.enum_type is not None:
+        value = target.enum_type.values_by_number.get(message.target)
+        parts.append(f"target={value.name if value is not None else message.target}")
+    return " ".join(parts)
+
+
+class AuditRecord:
+    """What one call did; `emit` writes its line."""
+
+    def __init__(self, method: str):
+        self.method = method
+        self.principal: Principal | None = None
+        self.resource = ""
+        self.messages = 0
+        self.outcome = "UNKNOWN"
+
+    def note(self, message) -> None:
+        """A request message received (the first one names the resource)."""
+        if not self.messages:
+            self.resource = _resource(message)
+        self.messages += 1
+
+    def emit(self) -> None:
+        line = {
+            "tenant": self.principal.tenant if self.principal else None,
+            "role": self.principal.role if self.principal else None,
+            "method": self.method,
+            "resource": self.resource,
+            "messages": self.messages,
+            "outcome": self.outcome,
+        }
+        log.info("audit %s", json.dumps(line, sort_keys=True))

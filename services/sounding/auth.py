@@ -1,0 +1,174 @@
+"""Who is calling: bearer tokens mapped to a tenant and a role (README, "Security").
+
+Tokens are stored as the SHA-256 of the token (they are random 256-bit strings made by
+`sounding token create`, so a fast hash is enough), in a TOML file of `[[tokens]]` tables or in
+the `SOUNDING_AUTH__TOKENS` setting (JSON). The file is read again when it changes (checked at
+most once a second, on a call), so rotating a token needs no restart; a file that no longer
+parses keeps the previous table (and says so in the log).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import secrets
+import time
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from sounding import errors
+from sounding.store.schema import DEFAULT_TENANT
+
+log = logging.getLogger(__name__)
+
+Role = Literal["reader", "writer", "admin"]
+# Each role may do what the roles before it may.
+ROLES: tuple[Role, ...] = ("reader", "writer", "admin")
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+TOKEN_PREFIX = "snd_"
+RELOAD_INTERVAL_S = 1.0
+
+
+class TokenEntry(BaseModel):
+    """One token: its SHA-256 (hex), the tenant it acts for and its role."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tenant: str = Field(pattern=TENANT_PATTERN)
+    role: Role
+
+
+class TokenFile(BaseModel):
+    tokens: list[TokenEntry] = []
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller a call acts for."""
+
+    tenant: str
+    role: Role
+
+    def may(self, role: Role) -> bool:
+        return ROLES.index(self.role) >= ROLES.index(role)
+
+
+# Every call when no tokens are configured (a developer's loopback server).
+LOCAL = Principal(DEFAULT_TENANT, "admin")
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh token and its SHA-256 (hex)."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return token, hash_token(token)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a `host:port` server address listens on loopback only."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _table(entries: Iterable[TokenEntry]) -> dict[str, Principal]:
+    return {entry.sha256: Principal(entry.tenant, entry.role) for entry in entries}
+
+
+def read_token_file(path: Path) -> list[TokenEntry]:
+    """The entries of a token file; ValueError naming the file (never its content) if invalid."""
+    try:
+        return TokenFile.model_validate(tomllib.loads(path.read_text())).tokens
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as error:
+        raise ValueError(f"token file {path}: {type(error).__name__}: {_first_line(error)}") from None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else ""
+
+
+class Authenticator:
+    """Maps a call's `authorization: Bearer <token>` metadata to its Principal.
+
+    With no tokens configured (`enabled` is False), every call is `LOCAL`."""
+
+    def __init__(self, entries: Iterable[TokenEntry] = (), tokens_file: Path | None = None):
+        self._fixed = _table(entries)
+        self._file = tokens_file
+        self._from_file: dict[str, Principal] = {}
+        self._stamp: tuple | None = None
+        self._checked = 0.0
+        if tokens_file is not None:
+            self._from_file = _table(read_token_file(tokens_file))
+            self._stamp = self._file_stamp()
+            self._checked = time.monotonic()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._fixed) or self._file is not None
+
+    def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | Mapping | None) -> Principal:
+        """The caller, or Unauthenticated (no token, a malformed one, or one not configured)."""
+        if not self.enabled:
+            return LOCAL
+        self._reload_if_changed()
+        token = _bearer(metadata)
+        if token is None:
+            raise errors.Unauthenticated(
+                "this server requires a bearer token in the `authorization` metadata",
+                reason="MISSING_TOKEN",
+            )
+        digest = hash_token(token)
+        principal = self._from_file.get(digest) or self._fixed.get(digest)
+        if principal is None:
+            raise errors.Unauthenticated("the bearer token is not valid", reason="INVALID_TOKEN")
+        return principal
+
+    def _file_stamp(self) -> tuple:
+        stat = self._file.stat()
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+    def _reload_if_changed(self) -> None:
+        if self._file is None or time.monotonic() - self._checked < RELOAD_INTERVAL_S:
+            return
+        self._checked = time.monotonic()
+        try:
+            stamp = self._file_stamp()
+            if stamp == self._stamp:
+                return
+            self._from_file = _table(read_token_file(self._file))
+            self._stamp = stamp
+            log.info("token file %s reloaded: %d tokens", self._file, len(self._from_file))
+        except (OSError, ValueError) as error:
+            log.error("token file not reloaded, the previous tokens stay in force: %s", error)
+
+
+def _bearer(metadata) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization":
+            scheme, _, token = (value if isinstance(value, str) else value.decode("latin-1")).partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            return None
+    return None
+
+
+def authorize(principal: Principal, role: Role, method: str) -> None:
+    """PermissionDenied unless `principal`'s role includes `role`."""
+    if not principal.may(role):
+        raise errors.PermissionDenied(
+            f"{method} needs the role {role!r}; the token's role is {principal.role!r}",
+            reason="ROLE_NOT_ALLOWED",
+        )
