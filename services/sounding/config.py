@@ -206,7 +206,7 @@ class DeadlineLimits(BaseModel):
 
 
 class CorpusLimits(BaseModel):
-    max_collections: int = Field(1000, ge=1, description="collections in the store")
+    max_collections: int = Field(1000, ge=1, description="collections of one tenant")
     max_description_chars: int = Field(4096, ge=0, description="a collection's description")
     max_page_size: int = Field(1000, ge=1, description="ListCollections page_size")
     max_documents_per_batch: int = Field(2000, ge=1, description="documents in one IngestDocuments message")
