@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 BUF := npx --yes @bufbuild/buf@1.75.0
+# The public API (sounding.v1) as last released, as a buf image.
+RELEASED_CONTRACT := protos/released/sounding-v1.binpb
 PYTEST_ARGS ?=
 
-.PHONY: install protos check-protos lint test demo up bench-retrieval clean
+.PHONY: install protos check-protos release-contract lint test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +27,20 @@ protos: install
 	$(BUF) lint
 	$(BUF) generate
 
-# Fails when protos/ do not lint or services/sounding/api/ is not what protos/ generate.
+# Fails when protos/ do not lint, when the generated code is not what protos/ generate, or when
+# the public API (sounding.v1) breaks what the released contract's clients rely on.
 check-protos: install
 	$(BUF) lint
+	$(BUF) breaking --against $(RELEASED_CONTRACT) --exclude-path protos/sounding/models --exclude-path protos/sounding/worker
 	rm -rf build/generated-check
 	$(BUF) generate -o build/generated-check
 	diff -r -x __pycache__ build/generated-check/services/sounding/api services/sounding/api
+	diff -r -x __pycache__ build/generated-check/clients/python/sounding_client/api clients/python/sounding_client/api
 	rm -rf build/generated-check
+
+# Record the public API as released: later changes are checked against it (check-protos).
+release-contract: install
+	$(BUF) build --path protos/sounding/v1 -o $(RELEASED_CONTRACT)
 
 lint: install
 	$(BIN)/ruff check services tests clients/python

@@ -1,6 +1,8 @@
+import asyncio
+
 import grpc
 import pytest
-from sounding_client import SoundingError
+from sounding_client import AsyncClient, SoundingError
 
 pytestmark = pytest.mark.integration
 
@@ -18,6 +20,21 @@ def test_collections_lifecycle(client):
         client.get_collection("lifecycle")
     assert raised.value.code == grpc.StatusCode.NOT_FOUND
     assert raised.value.reason == "COLLECTION_NOT_FOUND"
+
+
+def test_the_async_client_lists_every_page(stack):
+    async def run():
+        async with AsyncClient(stack.settings.address, timeout=60) as client:
+            await client.wait_ready()
+            for name in ("paged-a", "paged-b", "paged-c"):
+                await client.create_collection(name)
+            listed = [c.name async for c in client.list_collections(page_size=1)]
+            for name in ("paged-a", "paged-b", "paged-c"):
+                await client.delete_collection(name)
+            return listed
+
+    listed = asyncio.run(run())
+    assert {"paged-a", "paged-b", "paged-c"} <= set(listed) and len(listed) == len(set(listed))
 
 
 def test_bad_collection_name_is_invalid_argument(client):

@@ -1,7 +1,18 @@
+import asyncio
+
 import grpc
 import pytest
 from sounding.inquiry.domains import bulls_and_cows as bc
-from sounding_client import Ask, Belief, Hypothesis, InquiryAnswer, InquiryPolicy, Question, SoundingError
+from sounding_client import (
+    Ask,
+    AsyncClient,
+    Belief,
+    Hypothesis,
+    InquiryAnswer,
+    InquiryPolicy,
+    Question,
+    SoundingError,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +47,33 @@ def test_bulls_and_cows_game_streams_beliefs_questions_and_the_answer(client, st
     assert all(a.expected_information_gain >= 0 for a in asks) and asks[0].runners_up
     assert len(answer.entropy_bits) == len(asks) + 1
     assert answer.confidence.kind == "deterministic" and answer.confidence.value == 1.0
+
+
+def test_the_async_client_plays_a_game_and_resumes_it(stack):
+    policy = InquiryPolicy(question_selection="random_consistent", seed=5)
+
+    async def play_async(inquiry, stop_after: int | None = None):
+        events = []
+        async for event in inquiry:
+            events.append(event)
+            if isinstance(event, Ask):
+                if stop_after is not None and event.turn > stop_after:
+                    inquiry.close()
+                    break
+                inquiry.answer(oracle("4096", event.question))
+        return events
+
+    async def run():
+        async with AsyncClient(stack.settings.address, timeout=60) as client:
+            first = client.inquire("bulls_and_cows", policy)
+            partial = await play_async(first, stop_after=1)
+            resumed = await play_async(client.resume_inquiry(first.session_id))
+            return first.session_id, partial, resumed
+
+    session_id, partial, resumed = asyncio.run(run())
+    assert isinstance(partial[0], Belief) and isinstance(partial[-1], Ask)
+    assert {e.session_id for e in partial + resumed} == {session_id}
+    assert isinstance(resumed[-1], InquiryAnswer) and resumed[-1].answer == "4096"
 
 
 def test_a_game_resumes_after_an_orchestrator_restart_with_the_same_result(client, stack):

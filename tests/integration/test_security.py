@@ -15,12 +15,12 @@ import grpc
 import pytest
 import trustme
 from sounding import auth, rpc
-from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.config import AuthSettings, ModelsSettings, Settings, TlsSettings
 from sounding.errors import SoundingError as DomainError
 from sounding.models.client import ModelsClient
 from sounding.stack import Stack
 from sounding_client import CalibrationState, Client, InquiryOutcome, RetrievalOutcome, SoundingError
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 from .conftest import free_port
 

@@ -2,9 +2,9 @@ import json
 import logging
 
 import pytest
-from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.audit import AuditRecord
 from sounding.auth import Principal
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 pytestmark = pytest.mark.unit
 

@@ -7,10 +7,10 @@ import time
 import grpc
 import pytest
 from sounding import errors, rpc
-from sounding.api.sounding.v1 import common_pb2, corpus_pb2
 from sounding.config import TransportLimits
 from sounding_client import SoundingError
 from sounding_client._convert import error
+from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """Python client for Sounding (sync and asyncio)."""
 
-from sounding_client.client import AsyncClient, Client, Inquiry
+from sounding_client.client import AsyncClient, AsyncInquiry, Client, Inquiry
 from sounding_client.types import (
     ArmFailure,
     ArmMetrics,
@@ -64,6 +64,7 @@ __all__ = [
     "CalibrationReport",
     "CalibrationState",
     "AsyncClient",
+    "AsyncInquiry",
     "Client",
     "Collection",
     "Confidence",

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
-from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from sounding_client import types as t
+from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+
+# The trailing metadata carrying a status's details (gRPC's rich error model).
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 DocumentLike = common_pb2.Document | Mapping[str, object]
 
@@ -220,11 +222,19 @@ def progress(message: corpus_pb2.IngestDocumentsResponse) -> t.IngestProgress:
     )
 
 
+def _status(rpc_error: grpc.RpcError) -> status_pb2.Status:
+    """The google.rpc.Status the server attached (empty if none)."""
+    trailing = rpc_error.trailing_metadata() if hasattr(rpc_error, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == STATUS_DETAILS_KEY:
+            return status_pb2.Status.FromString(value)
+    return status_pb2.Status()
+
+
 def error(rpc_error: grpc.RpcError) -> t.SoundingError:
     """A gRPC failure as a SoundingError carrying the google.rpc details."""
     reason, violations, metadata = "", [], {}
-    status = rpc_status.from_call(rpc_error) if hasattr(rpc_error, "trailing_metadata") else None
-    for detail in status.details if status else []:
+    for detail in _status(rpc_error).details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)

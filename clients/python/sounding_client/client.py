@@ -6,18 +6,46 @@ iterator cancels the call on the server.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import queue
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import grpc
-from sounding.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
 
 from sounding_client import _convert
 from sounding_client import types as t
+from sounding_client.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
 from sounding_client.credentials import PathType, channel_credentials
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+# Reads that change nothing are retried when the server is unavailable (restarting, draining: the
+# next attempt may reach another replica); no other call is, since it may have taken effect.
+RETRIED_READS = {
+    "sounding.v1.CorpusService": ("GetCollection", "ListCollections"),
+    "sounding.v1.SoundingService": ("GetStrategyMetrics",),
+}
+SERVICE_CONFIG = {
+    "methodConfig": [
+        {
+            "name": [
+                {"service": service, "method": m}
+                for service, methods in RETRIED_READS.items()
+                for m in methods
+            ],
+            "retryPolicy": {
+                "maxAttempts": 4,
+                "initialBackoff": "0.2s",
+                "maxBackoff": "2s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ]
+}
 CHANNEL_OPTIONS = [
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     # Reconnect within a second or two after the server restarts, not after minutes of backoff.
@@ -179,7 +207,28 @@ class Client:
             call.cancel()
 
 
-class Inquiry:
+class _Session:
+    """What both inquiry sessions track: the session id, once known, and the pending Ask."""
+
+    session_id = ""
+    last_ask: t.Ask | None = None
+
+    def _seen(self, message) -> t.InquiryEvent:
+        event = _convert.inquiry_event(message)
+        self.session_id = event.session_id
+        if isinstance(event, t.Ask):
+            self.last_ask = event
+        return event
+
+    def _observation(self, answer: str, question_id: str | None):
+        if question_id is None:
+            if self.last_ask is None:
+                raise RuntimeError("no question has been asked yet")
+            question_id = self.last_ask.question_id
+        return _convert.inquiry_observation(question_id, answer)
+
+
+class Inquiry(_Session):
     """A live Inquire session. Iterate it for Belief, Ask and InquiryAnswer events; after each
     Ask, call `answer(...)` before asking for the next event. `session_id` is known after the
     first event and lets `Client.resume_inquiry` continue the session on a new stream."""
@@ -190,8 +239,6 @@ class Inquiry:
         self._outbox: queue.Queue = queue.Queue()
         self._outbox.put(first_request)
         self._call = stub.Inquire(self._requests(), timeout=timeout)
-        self.session_id = ""
-        self.last_ask: t.Ask | None = None
 
     def _requests(self):
         while (request := self._outbox.get()) is not self._CLOSE:
@@ -200,11 +247,7 @@ class Inquiry:
     def __iter__(self) -> Iterator[t.InquiryEvent]:
         try:
             for message in self._call:
-                event = _convert.inquiry_event(message)
-                self.session_id = event.session_id
-                if isinstance(event, t.Ask):
-                    self.last_ask = event
-                yield event
+                yield self._seen(message)
         except grpc.RpcError as error:
             raise _convert.error(error) from None
         finally:
@@ -212,11 +255,7 @@ class Inquiry:
 
     def answer(self, answer: str, question_id: str | None = None) -> None:
         """Answer the last question asked (or the one named)."""
-        if question_id is None:
-            if self.last_ask is None:
-                raise RuntimeError("no question has been asked yet")
-            question_id = self.last_ask.question_id
-        self._outbox.put(_convert.inquiry_observation(question_id, answer))
+        self._outbox.put(self._observation(answer, question_id))
 
     def close(self) -> None:
         """End the stream (the session stays stored and can be resumed)."""
@@ -252,6 +291,9 @@ class AsyncClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(self._channel.channel_ready(), timeout)
+
     async def create_collection(self, name: str, description: str = "") -> t.Collection:
         request = corpus_pb2.CreateCollectionRequest(name=name, description=description)
         return _convert.collection((await self._unary(self._corpus.CreateCollection, request)).collection)
@@ -259,6 +301,17 @@ class AsyncClient:
     async def get_collection(self, name: str) -> t.Collection:
         request = corpus_pb2.GetCollectionRequest(name=name)
         return _convert.collection((await self._unary(self._corpus.GetCollection, request)).collection)
+
+    async def list_collections(self, page_size: int = 100) -> AsyncIterator[t.Collection]:
+        token = ""
+        while True:
+            request = corpus_pb2.ListCollectionsRequest(page_size=page_size, page_token=token)
+            response = await self._unary(self._corpus.ListCollections, request)
+            for collection in response.collections:
+                yield _convert.collection(collection)
+            token = response.next_page_token
+            if not token:
+                return
 
     async def delete_collection(self, name: str) -> None:
         await self._unary(self._corpus.DeleteCollection, corpus_pb2.DeleteCollectionRequest(name=name))
@@ -319,6 +372,26 @@ class AsyncClient:
                 return event
         raise RuntimeError("the Retrieve stream ended without a final result")
 
+    def inquire(
+        self,
+        domain: str,
+        policy: t.InquiryPolicy | None = None,
+        hypotheses: Iterable[t.Hypothesis] = (),
+        questions: Iterable[t.Question] = (),
+        domain_parameters: dict[str, str] | None = None,
+        timeout: float | None = None,
+        context: str = "",
+    ) -> AsyncInquiry:
+        """See `Client.inquire`."""
+        start = _convert.inquiry_start(
+            domain, policy or t.InquiryPolicy(), hypotheses, questions, domain_parameters or {}, context
+        )
+        return AsyncInquiry(self._sounding, start, timeout or self.timeout)
+
+    def resume_inquiry(self, session_id: str, timeout: float | None = None) -> AsyncInquiry:
+        """See `Client.resume_inquiry`."""
+        return AsyncInquiry(self._sounding, _convert.inquiry_resume(session_id), timeout or self.timeout)
+
     async def _unary(self, method, request):
         try:
             return await method(request, timeout=self.timeout)
@@ -334,3 +407,37 @@ class AsyncClient:
             raise _convert.error(error) from None
         finally:
             call.cancel()
+
+
+class AsyncInquiry(_Session):
+    """A live Inquire session on an `AsyncClient`: `async for` its events; after each Ask, call
+    `answer(...)` before awaiting the next event. As `Inquiry` otherwise."""
+
+    _CLOSE = object()
+
+    def __init__(self, stub, first_request, timeout):
+        self._outbox: asyncio.Queue = asyncio.Queue()
+        self._outbox.put_nowait(first_request)
+        self._call = stub.Inquire(self._requests(), timeout=timeout)
+
+    async def _requests(self):
+        while (request := await self._outbox.get()) is not self._CLOSE:
+            yield request
+
+    async def __aiter__(self) -> AsyncIterator[t.InquiryEvent]:
+        try:
+            async for message in self._call:
+                yield self._seen(message)
+        except grpc.RpcError as error:
+            raise _convert.error(error) from None
+        finally:
+            self.close()
+
+    def answer(self, answer: str, question_id: str | None = None) -> None:
+        """Answer the last question asked (or the one named)."""
+        self._outbox.put_nowait(self._observation(answer, question_id))
+
+    def close(self) -> None:
+        """End the stream (the session stays stored and can be resumed)."""
+        self._outbox.put_nowait(self._CLOSE)
+        self._call.cancel()

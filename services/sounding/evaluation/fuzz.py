@@ -33,9 +33,9 @@ from google.protobuf import descriptor as d
 from google.protobuf import message_factory
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 from sounding.api.sounding.models.v1 import models_pb2
-from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.evaluation.health import HealthWatch
 
 SERVICES = (
@@ -266,7 +266,7 @@ class Call:
 def seeds(pools: dict[str, list[str]]) -> dict[str, list[list]]:
     """Per method, valid request streams (one message for a unary request), built from the
     pools: seeded calls start from one and replace a few of its fields."""
-    from sounding.api.sounding.v1 import common_pb2
+    from sounding_client.api.sounding.v1 import common_pb2
 
     s, c, m = sounding_pb2, corpus_pb2, models_pb2
     collection, session, retrieval = pools["collection"][0], pools["session_id"][0], pools["retrieval_id"][0]

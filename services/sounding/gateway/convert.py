@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from google.protobuf import timestamp_pb2
+from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
 
 from sounding import errors
-from sounding.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
 from sounding.config import ObserveLimits
 from sounding.core.provenance import Provenance
 from sounding.corpus.service import DocumentIn

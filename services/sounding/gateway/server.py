@@ -11,9 +11,9 @@ import warnings
 
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 from sounding import allocator, auth, rpc, telemetry
-from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.config import LimitsSettings, SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder

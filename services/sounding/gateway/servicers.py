@@ -8,8 +8,9 @@ import asyncio
 import time
 from dataclasses import replace
 
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
+
 from sounding import errors
-from sounding.api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding.config import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.corpus.service import CorpusManager, validate_collection_name
 from sounding.gateway import convert

@@ -3,8 +3,8 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
-from sounding.api.sounding.v1 import corpus_pb2
 from sounding.evaluation import fuzz
+from sounding_client.api.sounding.v1 import corpus_pb2
 
 pytestmark = pytest.mark.unit
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from sounding.api.sounding.v1 import sounding_pb2 as sounding_dot_v1_dot_sounding__pb2
+from sounding_client.api.sounding.v1 import sounding_pb2 as sounding_dot_v1_dot_sounding__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
