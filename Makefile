@@ -5,9 +5,15 @@ BIN := $(VENV)/bin
 BUF := npx --yes @bufbuild/buf@1.75.0
 # The public API (sounding.v1) as last released, as a buf image.
 RELEASED_CONTRACT := protos/released/sounding-v1.binpb
+# The Go client builds offline from Debian's packages, in GOPATH mode (DESIGN.md).
+GO_PACKAGES := golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-google-genproto-dev \
+	golang-github-golang-protobuf-1-5-dev protobuf-compiler protoc-gen-go protoc-gen-go-grpc
+GOPATH_DIR := $(CURDIR)/build/gopath
+GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/build/gocache go
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install protos check-protos release-contract lint test demo up bench-retrieval clean
+.PHONY: install go-deps go-client protos check-protos release-contract lint test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,19 +29,34 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
 	touch $@
 
 # Regenerate services/sounding/api/ from protos/.
-protos: install
+go-deps:
+	dpkg -s $(GO_PACKAGES) >/dev/null 2>&1 || ($(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(GO_PACKAGES))
+
+# The Go client, vetted and formatted, and its live test program (run by the integration tests).
+go-client: go-deps
+	mkdir -p $(GOPATH_DIR)/src/sounding.dev
+	ln -sfn $(CURDIR)/clients/go $(GOPATH_DIR)/src/sounding.dev/client
+	test -z "$$(gofmt -l clients/go)" || (gofmt -l clients/go; exit 1)
+	$(GO) vet sounding.dev/client/sounding sounding.dev/client/cmd/livetest
+	$(GO) build -o build/go/livetest sounding.dev/client/cmd/livetest
+
+protos: install go-deps
 	$(BUF) lint
 	$(BUF) generate
+	$(BUF) generate --template buf.gen.go.yaml --path protos/sounding/v1
 
 # Fails when protos/ do not lint, when the generated code is not what protos/ generate, or when
 # the public API (sounding.v1) breaks what the released contract's clients rely on.
-check-protos: install
+check-protos: install go-deps
 	$(BUF) lint
 	$(BUF) breaking --against $(RELEASED_CONTRACT) --exclude-path protos/sounding/models --exclude-path protos/sounding/worker
 	rm -rf build/generated-check
 	$(BUF) generate -o build/generated-check
 	diff -r -x __pycache__ build/generated-check/services/sounding/api services/sounding/api
 	diff -r -x __pycache__ build/generated-check/clients/python/sounding_client/api clients/python/sounding_client/api
+	$(BUF) generate --template buf.gen.go.yaml --path protos/sounding/v1 -o build/generated-check
+	diff -r build/generated-check/clients/go/gen clients/go/gen
 	rm -rf build/generated-check
 
 # Record the public API as released: later changes are checked against it (check-protos).
@@ -45,7 +66,7 @@ release-contract: install
 lint: install
 	$(BIN)/ruff check services tests clients/python
 
-test: install check-protos lint
+test: install check-protos lint go-client
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 demo: install

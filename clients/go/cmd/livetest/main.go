@@ -1,0 +1,207 @@
+// Command livetest exercises the Go client against a running Sounding stack and prints one JSON
+// object of what it saw; tests/integration/test_go_client.py runs it and checks the figures.
+//
+//	livetest -address 127.0.0.1:50051 -collection go-client
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	soundingv1 "sounding.dev/client/gen/sounding/v1"
+	"sounding.dev/client/sounding"
+)
+
+type report struct {
+	Ingested           int64    `json:"ingested"`
+	EventsBeforeFinal  []string `json:"events_before_final"`
+	TopHit             string   `json:"top_hit"`
+	Recorded           int64    `json:"recorded"`
+	CalibrateCode      string   `json:"calibrate_code"`
+	CalibrateReason    string   `json:"calibrate_reason"`
+	InvalidCode        string   `json:"invalid_code"`
+	InvalidFields      []string `json:"invalid_fields"`
+	RetrieveCancelCode string   `json:"retrieve_cancel_code"`
+	AsksBeforeCancel   int      `json:"asks_before_cancel"`
+	ResumedAfterCancel bool     `json:"resumed_after_cancel"`
+	Answer             string   `json:"answer"`
+	Stopping           string   `json:"stopping_reason"`
+}
+
+func main() {
+	address := flag.String("address", "127.0.0.1:50051", "the orchestrator")
+	collection := flag.String("collection", "go-client", "a collection this run creates and deletes")
+	secret := flag.String("secret", "3910", "the bulls-and-cows secret the oracle answers for")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client, err := sounding.Dial(*address, sounding.Options{})
+	check(err)
+	defer client.Close()
+	var out report
+
+	_, err = client.CreateCollection(ctx, *collection, "made by the Go client's live test")
+	check(err)
+	defer client.DeleteCollection(context.Background(), *collection)
+	documents := []*soundingv1.Document{
+		{Id: "tide", Text: "Tides rise and fall twice a day under the pull of the moon."},
+		{Id: "lead", Text: "A leadsman casts a weighted line to measure the depth of the water."},
+		{Id: "chart", Text: "Nautical charts mark the depth of the sea in fathoms."},
+	}
+	ingested, err := client.Ingest(ctx, *collection, documents, 2)
+	check(err)
+	out.Ingested = ingested.TotalDocuments
+
+	// A streamed Retrieve: events arrive before the Final.
+	stream, err := client.Retrieve(ctx, &soundingv1.RetrieveRequest{Collection: *collection, Query: "how is the depth measured", TopK: 2})
+	check(err)
+	var final *soundingv1.Final
+	for final == nil {
+		event, err := stream.Recv()
+		check(err)
+		switch e := event.Event.(type) {
+		case *soundingv1.RetrieveResponse_Final:
+			final = e.Final
+		case *soundingv1.RetrieveResponse_Plan:
+			out.EventsBeforeFinal = append(out.EventsBeforeFinal, "plan")
+		case *soundingv1.RetrieveResponse_StrategyResult:
+			out.EventsBeforeFinal = append(out.EventsBeforeFinal, "strategy_result")
+		case *soundingv1.RetrieveResponse_Fused:
+			out.EventsBeforeFinal = append(out.EventsBeforeFinal, "fused")
+		}
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		fail("the Retrieve stream went on after its Final: %v", err)
+	}
+	out.TopHit = final.Hits[0].DocumentId
+
+	observed, err := client.Observe(ctx, &soundingv1.ObserveRequest{Observation: &soundingv1.ObserveRequest_RetrievalOutcome{
+		RetrievalOutcome: &soundingv1.RetrievalOutcome{RetrievalId: final.RetrievalId, UsedDocumentIds: []string{out.TopHit}},
+	}})
+	check(err)
+	out.Recorded = observed.Recorded
+
+	// Calibrate refuses to fit from too few recorded states, saying why.
+	_, err = client.Calibrate(ctx, &soundingv1.CalibrateRequest{
+		Target: soundingv1.CalibrationTarget_CALIBRATION_TARGET_STOP_THRESHOLD, Task: "dc", Regime: "collapse", StopRule: "mi_only",
+	}, nil)
+	refused := asSoundingError(err)
+	out.CalibrateCode, out.CalibrateReason = refused.Code.String(), refused.Reason
+
+	// A bad request names its field.
+	_, err = client.CreateCollection(ctx, "Not A Name", "")
+	invalid := asSoundingError(err)
+	out.InvalidCode, out.InvalidFields = invalid.Code.String(), invalid.Fields()
+
+	// Cancelling a Retrieve mid-stream ends it: one whose generating arm (hyde) takes seconds is
+	// cancelled after its first event.
+	retrieveCtx, cancelRetrieve := context.WithCancel(ctx)
+	slow := &soundingv1.RetrieveRequest{Collection: *collection, Query: "tides", TopK: 2, Arms: []string{"dense", "hyde"}}
+	stream, err = client.Retrieve(retrieveCtx, slow)
+	check(err)
+	_, err = stream.Recv()
+	check(err)
+	cancelRetrieve()
+	for err == nil {
+		_, err = stream.Recv()
+	}
+	if err == io.EOF {
+		out.RetrieveCancelCode = "finished before the cancel"
+	} else {
+		out.RetrieveCancelCode = asSoundingError(err).Code.String()
+	}
+
+	// Bulls and cows: two questions, then the stream is cancelled mid-session. The server holds a
+	// session for one stream at a time (SESSION_BUSY otherwise), so resuming it shows the server
+	// saw the cancel; the resumed game is played to its answer.
+	policy := &soundingv1.InquiryPolicy{QuestionSelection: "eig"}
+	inquiry, err := client.Inquire(ctx, &soundingv1.InquiryStart{Domain: "bulls_and_cows", Policy: policy})
+	check(err)
+	for out.AsksBeforeCancel < 2 {
+		event, err := inquiry.Recv()
+		check(err)
+		if ask := event.GetAsk(); ask != nil {
+			out.AsksBeforeCancel++
+			if out.AsksBeforeCancel < 2 {
+				check(inquiry.Answer(feedback(*secret, ask.Question)))
+			}
+		}
+	}
+	inquiry.Close()
+	resumed := resume(ctx, client, inquiry.SessionID())
+	out.ResumedAfterCancel = true
+	for {
+		event, err := resumed.Recv()
+		if err == io.EOF {
+			break
+		}
+		check(err)
+		if ask := event.GetAsk(); ask != nil {
+			check(resumed.Answer(feedback(*secret, ask.Question)))
+		}
+		if answer := event.GetAnswer(); answer != nil {
+			out.Answer, out.Stopping = answer.Answer, answer.StoppingReason.String()
+		}
+	}
+	check(json.NewEncoder(os.Stdout).Encode(out))
+}
+
+// resume retries while the server still holds the session for the cancelled stream (within 5 s).
+func resume(ctx context.Context, client *sounding.Client, sessionID string) *sounding.Inquiry {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		inquiry, err := client.ResumeInquiry(ctx, sessionID)
+		check(err)
+		event, err := inquiry.Recv()
+		if err == nil && event.GetBelief() != nil {
+			return inquiry
+		}
+		busy := asSoundingError(err)
+		if busy.Reason != "SESSION_BUSY" || time.Now().After(deadline) {
+			fail("resuming after the cancel: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// feedback answers a guess about secret as "BULLS COWS".
+func feedback(secret, guess string) string {
+	bulls, cows := 0, 0
+	for i := range guess {
+		for j := range secret {
+			if guess[i] == secret[j] {
+				if i == j {
+					bulls++
+				} else {
+					cows++
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d %d", bulls, cows)
+}
+
+func asSoundingError(err error) *sounding.Error {
+	var failure *sounding.Error
+	if !errors.As(err, &failure) {
+		fail("expected a Sounding error, got %v", err)
+	}
+	return failure
+}
+
+func check(err error) {
+	if err != nil {
+		fail("%v", err)
+	}
+}
+
+func fail(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "livetest: "+format+"\n", args...)
+	os.Exit(1)
+}

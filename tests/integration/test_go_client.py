@@ -1,0 +1,39 @@
+"""The Go client against the live stack: `clients/go/cmd/livetest` (built by `make go-client`)
+ingests, streams a Retrieve, observes, meets a Calibrate refusal and a field violation, cancels
+a Retrieve and an inquiry mid-stream, and plays bulls and cows to the answer; it prints what it
+saw as JSON."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def livetest() -> Path:
+    subprocess.run(["make", "-s", "go-client"], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    return ROOT / "build" / "go" / "livetest"
+
+
+def test_the_go_client_does_every_call_against_the_stack(stack, livetest):
+    ran = subprocess.run(
+        [str(livetest), "-address", stack.settings.address, "-collection", "go-client", "-secret", "3910"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert seen["ingested"] == 3
+    assert seen["events_before_final"][0] == "plan" and "strategy_result" in seen["events_before_final"]
+    assert seen["top_hit"] == "lead" and seen["recorded"] == 1
+    assert (seen["calibrate_code"], seen["calibrate_reason"]) == ("FailedPrecondition", "TOO_FEW_OUTCOMES")
+    assert (seen["invalid_code"], seen["invalid_fields"]) == ("InvalidArgument", ["name"])
+    assert seen["retrieve_cancel_code"] == "Canceled"
+    assert seen["asks_before_cancel"] == 2 and seen["resumed_after_cancel"]
+    assert seen["answer"] == "3910" and seen["stopping_reason"] == "STOPPING_REASON_CONFIDENCE_REACHED"
