@@ -13,7 +13,7 @@ GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/b
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install go-deps go-client protos check-protos release-contract lint test demo up bench-retrieval clean
+.PHONY: install go-deps go-client ts-deps ts-client protos check-protos release-contract lint test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,22 +41,33 @@ go-client: go-deps
 	$(GO) vet sounding.dev/client/sounding sounding.dev/client/cmd/livetest
 	$(GO) build -o build/go/livetest sounding.dev/client/cmd/livetest
 
-protos: install go-deps
+TS := clients/typescript
+ts-deps: $(TS)/node_modules/.installed
+$(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+	touch $@
+
+# The TypeScript client (ESM and types in dist/) and its live test program.
+ts-client: ts-deps
+	cd $(TS) && npx tsc -p tsconfig.json && npx tsc -p tsconfig.livetest.json
+
+protos: install go-deps ts-deps
 	$(BUF) lint
 	$(BUF) generate
-	$(BUF) generate --template buf.gen.go.yaml --path protos/sounding/v1
+	$(BUF) generate --template buf.gen.clients.yaml --path protos/sounding/v1
 
 # Fails when protos/ do not lint, when the generated code is not what protos/ generate, or when
 # the public API (sounding.v1) breaks what the released contract's clients rely on.
-check-protos: install go-deps
+check-protos: install go-deps ts-deps
 	$(BUF) lint
 	$(BUF) breaking --against $(RELEASED_CONTRACT) --exclude-path protos/sounding/models --exclude-path protos/sounding/worker
 	rm -rf build/generated-check
 	$(BUF) generate -o build/generated-check
 	diff -r -x __pycache__ build/generated-check/services/sounding/api services/sounding/api
 	diff -r -x __pycache__ build/generated-check/clients/python/sounding_client/api clients/python/sounding_client/api
-	$(BUF) generate --template buf.gen.go.yaml --path protos/sounding/v1 -o build/generated-check
+	$(BUF) generate --template buf.gen.clients.yaml --path protos/sounding/v1 -o build/generated-check
 	diff -r build/generated-check/clients/go/gen clients/go/gen
+	diff -r build/generated-check/clients/typescript/src/gen clients/typescript/src/gen
 	rm -rf build/generated-check
 
 # Record the public API as released: later changes are checked against it (check-protos).
@@ -66,7 +77,7 @@ release-contract: install
 lint: install
 	$(BIN)/ruff check services tests clients/python
 
-test: install check-protos lint go-client
+test: install check-protos lint go-client ts-client
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 demo: install
@@ -79,4 +90,4 @@ bench-retrieval: install
 	$(BIN)/sounding eval retrieval --data ../shared/data/beir/scifact --split test --out bench/results/scifact-retrieval.json --fresh
 
 clean:
-	rm -rf $(VENV) build .sounding
+	rm -rf $(VENV) build .sounding $(TS)/node_modules $(TS)/dist $(TS)/build

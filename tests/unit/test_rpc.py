@@ -50,7 +50,7 @@ class Servicer:
 
 
 POLICIES = {
-    "GetCollection": rpc.CallPolicy(deadline_s=0.2, max_concurrent=1),
+    "GetCollection": rpc.CallPolicy(deadline_s=2.0, max_concurrent=1),
     "IngestDocuments": rpc.CallPolicy(first_message_s=0.2, idle_s=0.3),
 }
 
@@ -139,20 +139,20 @@ def test_domain_errors_keep_their_code_and_field():
 def test_a_call_without_a_deadline_gets_the_default_and_sees_it_in_time_remaining():
     async def body(channel, servicer):
         ok = corpus_pb2.GetCollectionResponse.FromString(await raw(channel, "GetCollection")(b""))
-        servicer.delay = 1.0
+        servicer.delay = 2.5
         return float(ok.collection.description), await failure(raw(channel, "GetCollection")(b""))
 
     remaining, failed = run(body)
-    assert 0 < remaining <= 0.2
+    assert 0 < remaining <= 2.0
     assert failed.code == grpc.StatusCode.DEADLINE_EXCEEDED and failed.reason == "SERVER_DEADLINE"
 
 
 def test_a_client_deadline_shorter_than_the_default_wins():
     async def body(channel, _):
-        response = await raw(channel, "GetCollection")(b"", timeout=0.1)
+        response = await raw(channel, "GetCollection")(b"", timeout=1.0)
         return float(corpus_pb2.GetCollectionResponse.FromString(response).collection.description)
 
-    assert 0 < run(body) <= 0.1
+    assert 0 < run(body) <= 1.0
 
 
 def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():

@@ -1,0 +1,138 @@
+// Exercises the TypeScript client against a running Sounding stack and prints one JSON object
+// of what it saw; tests/integration/test_typescript_client.py runs it and checks the figures.
+//
+//   node build/livetest/livetest/livetest.js --address 127.0.0.1:50051 --collection ts-client
+import { parseArgs } from "node:util";
+import {
+  CalibrationTarget,
+  SoundingClient,
+  SoundingError,
+  StoppingReason,
+  type Final,
+  type InquireResponse,
+  type InquirySession,
+} from "../src/index.js";
+
+const { values } = parseArgs({
+  options: {
+    address: { type: "string", default: "127.0.0.1:50051" },
+    collection: { type: "string", default: "ts-client" },
+    secret: { type: "string", default: "5281" },
+  },
+});
+const address = values.address!;
+const collection = values.collection!;
+const secret = values.secret!;
+const client = new SoundingClient(address, { timeoutMs: 180_000 });
+const out: Record<string, unknown> = {};
+
+function feedback(guess: string): string {
+  let bulls = 0;
+  let cows = 0;
+  for (let i = 0; i < guess.length; i++) {
+    if (guess[i] === secret[i]) bulls++;
+    else if (secret.includes(guess[i])) cows++;
+  }
+  return `${bulls} ${cows}`;
+}
+
+async function refusal(attempt: () => Promise<unknown>): Promise<SoundingError> {
+  try {
+    await attempt();
+  } catch (error) {
+    if (error instanceof SoundingError) return error;
+    throw error;
+  }
+  throw new Error("the call was expected to fail");
+}
+
+await client.createCollection(collection, "made by the TypeScript client's live test");
+try {
+  const ingested = await client.ingest(
+    collection,
+    [
+      { id: "tide", text: "Tides rise and fall twice a day under the pull of the moon." },
+      { id: "lead", text: "A leadsman casts a weighted line to measure the depth of the water." },
+      { id: "chart", text: "Nautical charts mark the depth of the sea in fathoms." },
+    ],
+    2,
+  );
+  out.ingested = Number(ingested?.totalDocuments);
+
+  // A streamed Retrieve: events arrive before the Final.
+  const before: string[] = [];
+  let final: Final | undefined;
+  for await (const event of client.retrieve({ collection, query: "how is the depth measured", topK: 2 })) {
+    if (event.event.case === "final") final = event.event.value;
+    else if (final === undefined) before.push(event.event.case ?? "");
+  }
+  out.events_before_final = before;
+  out.top_hit = final!.hits[0].documentId;
+
+  const observed = await client.observe([
+    { observation: { case: "retrievalOutcome", value: { retrievalId: final!.retrievalId, usedDocumentIds: [final!.hits[0].documentId] } } },
+  ]);
+  out.recorded = Number(observed.recorded);
+
+  // Calibrate refuses to fit from too few recorded states, saying why.
+  const refused = await refusal(() =>
+    client.calibrate({ target: CalibrationTarget.STOP_THRESHOLD, task: "dc", regime: "collapse", stopRule: "mi_only" }),
+  );
+  out.calibrate_code = refused.codeName;
+  out.calibrate_reason = refused.reason;
+
+  // A bad request names its field.
+  const invalid = await refusal(() => client.createCollection("Not A Name"));
+  out.invalid_code = invalid.codeName;
+  out.invalid_fields = invalid.fields;
+
+  // Aborting a Retrieve whose generating arm (hyde) takes seconds, after its first event.
+  const abort = new AbortController();
+  const cancelled = await refusal(async () => {
+    for await (const _ of client.retrieve({ collection, query: "tides", topK: 2, arms: ["dense", "hyde"] }, { signal: abort.signal })) {
+      abort.abort();
+    }
+  });
+  out.retrieve_cancel_code = cancelled.codeName;
+
+  // Bulls and cows: two questions, then the stream is closed mid-session. The server holds a
+  // session for one stream at a time (SESSION_BUSY otherwise), so resuming it shows the server
+  // saw the cancel; the resumed game is played to its answer.
+  const first = client.inquire({ domain: "bulls_and_cows", policy: { questionSelection: "eig" } });
+  let asks = 0;
+  for await (const event of first) {
+    if (event.event.case !== "ask") continue;
+    asks++;
+    if (asks === 2) break; // leaving the loop closes the session's stream
+    first.answer(feedback(event.event.value.question));
+  }
+  out.asks_before_cancel = asks;
+  const deadline = Date.now() + 5000;
+  let resumed: InquirySession | undefined;
+  let events: AsyncIterator<InquireResponse> | undefined;
+  while (resumed === undefined) {
+    const attempt = client.resumeInquiry(first.sessionId);
+    const iterator = attempt[Symbol.asyncIterator]();
+    try {
+      await iterator.next();
+      resumed = attempt;
+      events = iterator;
+    } catch (error) {
+      if (!(error instanceof SoundingError) || error.reason !== "SESSION_BUSY" || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  out.resumed_after_cancel = true;
+  for (let step = await events!.next(); !step.done; step = await events!.next()) {
+    const event = step.value.event;
+    if (event.case === "ask") resumed.answer(feedback(event.value.question));
+    if (event.case === "answer") {
+      out.answer = event.value.answer;
+      out.stopping_reason = StoppingReason[event.value.stoppingReason];
+    }
+  }
+} finally {
+  await client.deleteCollection(collection);
+  client.close();
+}
+console.log(JSON.stringify(out));

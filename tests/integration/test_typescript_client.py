@@ -1,0 +1,40 @@
+"""The TypeScript client against the live stack: `clients/typescript/livetest` (built by `make
+ts-client`) ingests, streams a Retrieve, observes, meets a Calibrate refusal and a field
+violation, aborts a Retrieve and an inquiry mid-stream, and plays bulls and cows to the answer;
+it prints what it saw as JSON."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def livetest() -> Path:
+    subprocess.run(["make", "-s", "ts-client"], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    return ROOT / "clients" / "typescript" / "build" / "livetest" / "livetest" / "livetest.js"
+
+
+def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest):
+    ran = subprocess.run(
+        ["node", str(livetest), "--address", stack.settings.address, "--collection", "ts-client"],
+        capture_output=True,
+        text=True,
+        # Under the 180 s deadline its calls carry: a call left open would keep node alive past this.
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert seen["ingested"] == 3
+    assert seen["events_before_final"][0] == "plan" and "strategyResult" in seen["events_before_final"]
+    assert seen["top_hit"] == "lead" and seen["recorded"] == 1
+    assert (seen["calibrate_code"], seen["calibrate_reason"]) == ("FAILED_PRECONDITION", "TOO_FEW_OUTCOMES")
+    assert (seen["invalid_code"], seen["invalid_fields"]) == ("INVALID_ARGUMENT", ["name"])
+    assert seen["retrieve_cancel_code"] == "CANCELED"
+    assert seen["asks_before_cancel"] == 2 and seen["resumed_after_cancel"]
+    assert seen["answer"] == "5281" and seen["stopping_reason"] == "CONFIDENCE_REACHED"
