@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sounding.auth import TokenEntry
 from sounding.core.expansion import DEFAULT_STRATEGIES, Strategy
+from sounding.store.location import StoreLocation
 
 
 class TlsSettings(BaseModel):
@@ -24,6 +25,37 @@ class TlsSettings(BaseModel):
     ca_file: Path | None = None
     client_cert_file: Path | None = None
     client_key_file: Path | None = None
+
+
+class StoreSettings(BaseModel):
+    """Where the LanceDB store lives (README, "Deploy on Kubernetes"). Empty `uri`: the directory
+    `<data_dir>/lancedb`. `s3://bucket/prefix`: S3 or an S3-compatible object store at `endpoint`
+    (e.g. MinIO; `allow_http` for a plain-HTTP one), in `region`; without keys, the AWS default
+    chain (environment, web identity, instance profile) supplies the credentials."""
+
+    uri: str = Field("", pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?)?$")
+    endpoint: str = ""
+    region: str = ""
+    allow_http: bool = False
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    session_token: SecretStr | None = None
+
+    def storage_options(self) -> dict[str, str]:
+        """LanceDB's `storage_options` for an object store."""
+        options = {
+            "aws_endpoint": self.endpoint,
+            "aws_region": self.region,
+            "allow_http": "true" if self.allow_http else "",
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key,
+            "aws_session_token": self.session_token,
+        }
+        return {
+            key: value.get_secret_value() if isinstance(value, SecretStr) else value
+            for key, value in options.items()
+            if value
+        }
 
 
 class AuthSettings(BaseModel):
@@ -151,6 +183,9 @@ class ExpansionSettings(BaseModel):
 
 class RetrievalSettings(BaseModel):
     strategy_workers: int = Field(2, ge=1, le=64)
+    # Custom Ray resources each strategy worker requires: {"sounding_worker": 1} places the workers
+    # only on nodes that declare that resource (deploy/: the RayCluster's worker group does).
+    worker_resources: dict[str, float] = {}
     fusion_k: float = Field(60.0, gt=0)
     # Above this many chunks the dense arm uses LanceDB's vector search instead of an exact
     # in-memory scan of the table's vectors.
@@ -367,13 +402,16 @@ class Settings(BaseSettings):
     auth: AuthSettings = AuthSettings()
     # Address of a Ray cluster to join; empty starts a local Ray runtime.
     ray_address: str = ""
+    store: StoreSettings = StoreSettings()
     models: ModelsSettings = ModelsSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     limits: LimitsSettings = LimitsSettings()
 
     @property
-    def store_uri(self) -> str:
-        return str(self.data_dir / "lancedb")
+    def store_location(self) -> StoreLocation:
+        if not self.store.uri:
+            return StoreLocation(str(self.data_dir / "lancedb"))
+        return StoreLocation(self.store.uri, self.store.storage_options())
 
     @property
     def cache_dir(self) -> Path:

@@ -118,8 +118,8 @@ def test_exact_scan_agrees_with_lancedb_vector_search(stack, demo_collection):
 
     async def run():
         models = ModelsClient(stack.settings.models.address)
-        exact = await ChunkReader.open(stack.settings.store_uri, exact_scan_max_chunks=10_000)
-        lance = await ChunkReader.open(stack.settings.store_uri, exact_scan_max_chunks=0)
+        exact = await ChunkReader.open(stack.settings.store_location, exact_scan_max_chunks=10_000)
+        lance = await ChunkReader.open(stack.settings.store_location, exact_scan_max_chunks=0)
         try:
             out = []
             for query in QUERIES:

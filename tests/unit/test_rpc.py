@@ -152,7 +152,7 @@ def test_a_client_deadline_shorter_than_the_default_wins():
         response = await raw(channel, "GetCollection")(b"", timeout=1.0)
         return float(corpus_pb2.GetCollectionResponse.FromString(response).collection.description)
 
-    assert 0 < run(body) <= 1.0
+    assert 0 < run(body) < 1.5  # the client's 1 s (as the header carries it), not the default 2 s
 
 
 def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():

@@ -28,9 +28,10 @@ def empty_learning_log(settings: Settings, include_calibrations: bool = False) -
 
     from sounding.store.learning import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
 
-    if not Path(settings.store_uri).exists():
+    location = settings.store_location
+    if location.local_path is not None and not Path(location.local_path).exists():
         return
-    db = lancedb.connect(settings.store_uri)
+    db = lancedb.connect(location.uri, storage_options=dict(location.options))
     existing = set(db.table_names(limit=100_000))
     tables = (RETRIEVALS_TABLE, OBSERVATIONS_TABLE, *((CALIBRATIONS_TABLE,) if include_calibrations else ()))
     for name in tables:

@@ -149,8 +149,8 @@ async def serve(settings: Settings) -> None:
     start_ray(settings)
     serving = asyncio.Event()
     stop = stop_on_signals(serving)
-    durability = Durability(settings.durability, settings.store_uri)
-    store = await Store.open(settings.store_uri, durability)
+    durability = Durability(settings.durability, settings.store_location)
+    store = await Store.open(settings.store_location, durability)
     models = ModelsClient.of(settings.models)
     executor = await RayExecutor.open(settings)
     selectable = settings.retrieval.selection.arms
@@ -161,7 +161,7 @@ async def serve(settings: Settings) -> None:
         )
 
     async def open_tenant(tenant: str) -> TenantLearning:
-        learning_log = await LearningLog.open(settings.store_uri, durability, tenant)
+        learning_log = await LearningLog.open(settings.store_location, durability, tenant)
         learning = await LearningService.restore(
             learning_log,
             tuple(selectable),
@@ -172,7 +172,7 @@ async def serve(settings: Settings) -> None:
 
     tenants = Tenants(open_tenant)
     await tenants.of(DEFAULT_TENANT)
-    graphs = await GraphStore.open(settings.store_uri)
+    graphs = await GraphStore.open(settings.store_location)
     graph_builder = GraphBuilder(
         store, graphs, models, max_entities_per_chunk=settings.limits.corpus.graph_max_entities_per_chunk
     )
@@ -232,7 +232,7 @@ async def serve(settings: Settings) -> None:
     try:
         await readiness.start()
         serving.set()
-        log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_uri)
+        log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_location.uri)
         await graph_builder.catch_up()
         await stop.wait()
     finally:

@@ -28,7 +28,7 @@ def runner_arguments(settings: Settings) -> tuple:
     memory = settings.limits.memory
     return (
         settings.models,
-        settings.store_uri,
+        settings.store_location,
         settings.retrieval.exact_scan_max_chunks,
         memory.worker_snapshot_mib * 1024 * 1024,
         memory.worker_graphs,
@@ -114,9 +114,13 @@ class RayExecutor:
 
         if not ray.is_initialized():
             raise RuntimeError("Ray is not initialised; the orchestrator starts or joins it")
-        actor = ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1, max_task_retries=0)(
-            StrategyWorker
-        )
+        actor = ray.remote(
+            num_cpus=0,
+            resources=settings.retrieval.worker_resources,
+            max_concurrency=64,
+            max_restarts=-1,
+            max_task_retries=0,
+        )(StrategyWorker)
         secret = secrets.token_bytes(32)
         # A local Ray runtime's workers listen on loopback only; in a cluster, on their node.
         host = None if settings.ray_address else "127.0.0.1"

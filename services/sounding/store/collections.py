@@ -29,6 +29,7 @@ from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
+from sounding.store.location import StoreLocation
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,9 @@ class Store:
         self._infos: dict[str, CollectionInfo] = {}
 
     @classmethod
-    async def open(cls, uri: str, durability: Durability | None = None) -> Store:
-        connection = await connect(uri)
-        store = cls(connection, durability or Durability("process", uri))
+    async def open(cls, location: StoreLocation, durability: Durability | None = None) -> Store:
+        connection = await connect(location)
+        store = cls(connection, durability or Durability("process", location))
         await store._ensure_registry()
         await store._ensure_sessions()
         await store._drop_unregistered_tables()

@@ -13,6 +13,8 @@ from datetime import timedelta
 
 import lancedb
 
+from sounding.store.location import StoreLocation
+
 _session: lancedb.Session | None = None
 # For processes that never configure (tools, tests); the servers configure from limits.memory.
 DEFAULT_CACHE_MIB = (256, 16)
@@ -26,7 +28,12 @@ def configure_caches(index_mib: int, metadata_mib: int) -> None:
     )
 
 
-async def connect(uri: str) -> lancedb.AsyncConnection:
+async def connect(location: StoreLocation) -> lancedb.AsyncConnection:
     if _session is None:
         configure_caches(*DEFAULT_CACHE_MIB)
-    return await lancedb.connect_async(uri, read_consistency_interval=timedelta(0), session=_session)
+    return await lancedb.connect_async(
+        location.uri,
+        read_consistency_interval=timedelta(0),
+        session=_session,
+        storage_options=dict(location.options),
+    )

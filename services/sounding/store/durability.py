@@ -16,6 +16,8 @@ import ctypes
 import os
 from typing import Literal
 
+from sounding.store.location import StoreLocation
+
 Mode = Literal["process", "fsync"]
 
 
@@ -35,9 +37,9 @@ def _syncfs(path: str) -> None:
 
 
 class Durability:
-    def __init__(self, mode: Mode, uri: str):
+    def __init__(self, mode: Mode, location: StoreLocation):
         self.mode = mode
-        self._path = None if "://" in uri else uri
+        self._path = location.local_path
         self._lock = asyncio.Lock()
         self._requested = 0
         self._done = 0

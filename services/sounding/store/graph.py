@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from sounding.store import schema
 from sounding.store.connection import connect
+from sounding.store.location import StoreLocation
 
 ENTITIES_PREFIX = "entities__"
 EDGES_PREFIX = "edges__"
@@ -55,8 +56,8 @@ class GraphStore:
         self._names: dict[str, frozenset[str]] = {}
 
     @classmethod
-    async def open(cls, uri: str) -> GraphStore:
-        return cls(await connect(uri))
+    async def open(cls, location: StoreLocation) -> GraphStore:
+        return cls(await connect(location))
 
     async def _state_table(self) -> lancedb.AsyncTable:
         return await self._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)

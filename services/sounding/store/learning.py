@@ -22,6 +22,7 @@ from lancedb.index import BTree
 from sounding.store.collections import compact
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
+from sounding.store.location import StoreLocation
 from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
 
 RETRIEVALS_TABLE = "retrievals"
@@ -189,12 +190,12 @@ class LearningLog:
 
     @classmethod
     async def open(
-        cls, uri: str, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
+        cls, location: StoreLocation, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
     ) -> LearningLog:
         """The tenant's log (its own tables: nothing of one tenant's log is read for another)."""
         log = cls(
-            await connect(uri),
-            durability or Durability("process", uri),
+            await connect(location),
+            durability or Durability("process", location),
         )
         names = set(await log._db.table_names(limit=100_000))
         for name, table_schema in (

@@ -26,6 +26,7 @@ from sounding import errors
 from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.graph import GraphSnapshot
+from sounding.store.location import StoreLocation
 
 # Chunks fetched per wanted document: the table's chunks-per-document ratio times this margin.
 # Whenever the fetched chunks hold too few distinct documents, twice as many are fetched.
@@ -87,9 +88,13 @@ class ChunkReader:
 
     @classmethod
     async def open(
-        cls, uri: str, exact_scan_max_chunks: int, snapshot_bytes: int = 1 << 30, max_graphs: int = 8
+        cls,
+        location: StoreLocation,
+        exact_scan_max_chunks: int,
+        snapshot_bytes: int = 1 << 30,
+        max_graphs: int = 8,
     ) -> ChunkReader:
-        connection = await connect(uri)
+        connection = await connect(location)
         return cls(connection, exact_scan_max_chunks, snapshot_bytes, max_graphs)
 
     def _lock(self, key: str) -> asyncio.Lock:

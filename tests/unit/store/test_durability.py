@@ -5,6 +5,7 @@ import time
 import pytest
 from sounding.store import durability
 from sounding.store.durability import Durability
+from sounding.store.location import StoreLocation
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +26,7 @@ def flushes(monkeypatch):
 
 
 def test_fsync_mode_flushes_and_concurrent_callers_share_flushes(tmp_path, flushes):
-    sync = Durability("fsync", str(tmp_path))
+    sync = Durability("fsync", StoreLocation(str(tmp_path)))
 
     async def run():
         await sync.sync()
@@ -38,7 +39,7 @@ def test_fsync_mode_flushes_and_concurrent_callers_share_flushes(tmp_path, flush
 
 @pytest.mark.parametrize("mode,uri", [("process", "LOCAL"), ("fsync", "s3://bucket/store")])
 def test_no_flush_in_process_mode_or_on_object_storage(tmp_path, flushes, mode, uri):
-    asyncio.run(Durability(mode, str(tmp_path) if uri == "LOCAL" else uri).sync())
+    asyncio.run(Durability(mode, StoreLocation(str(tmp_path) if uri == "LOCAL" else uri)).sync())
     assert flushes == []
 
 
@@ -50,7 +51,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
     from sounding.store.collections import Store
 
     order = []
-    sync = Durability("fsync", str(tmp_path))
+    sync = Durability("fsync", StoreLocation(str(tmp_path)))
     flush = sync.sync
 
     async def recorded():
@@ -67,7 +68,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
     sync.sync = recorded
 
     async def run():
-        store = await Store.open(str(tmp_path), sync)
+        store = await Store.open(StoreLocation(str(tmp_path)), sync)
         await store.create_collection("c", "", "test", 2, 400, 50)
         order.append("created")
         row = {

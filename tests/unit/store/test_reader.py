@@ -5,6 +5,7 @@ import pyarrow as pa
 import pytest
 from sounding.store import schema
 from sounding.store.collections import Store
+from sounding.store.location import StoreLocation
 from sounding.store.reader import (
     ChunkHit,
     ChunkReader,
@@ -97,10 +98,10 @@ def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(
     snapshot is older loads the new version."""
 
     async def run():
-        store = await Store.open(str(tmp_path))
+        store = await Store.open(StoreLocation(str(tmp_path)))
         await store.create_collection("c", "", "test", 2, 400, 50)
         await store.write_documents("c", rows(["a"], [1.0, 0.0]), ["a"])
-        reader = await ChunkReader.open(str(tmp_path), exact_scan_max_chunks=100)
+        reader = await ChunkReader.open(StoreLocation(str(tmp_path)), exact_scan_max_chunks=100)
         first = await store.stats("c")
         before = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, first.version)
         await store.write_documents("c", rows(["b"], [0.0, 1.0]), ["b"])
@@ -129,12 +130,12 @@ def test_held_vectors_stay_within_the_budget_and_a_collection_over_it_is_searche
     vector_bytes = 16 * 4 + 100  # what one 16-dimensional chunk counts for
 
     async def run():
-        store = await Store.open(str(tmp_path))
+        store = await Store.open(StoreLocation(str(tmp_path)))
         for name, count in (("small", 10), ("other", 20), ("large", 40)):
             await store.create_collection(name, "", "test", 16, 400, 50)
             documents = [f"{name}{i}" for i in range(count)]
             await store.write_documents(name, rows(documents, [1.0] + [0.0] * 15), documents)
-        reader = await ChunkReader.open(str(tmp_path), 100, snapshot_bytes=25 * vector_bytes)
+        reader = await ChunkReader.open(StoreLocation(str(tmp_path)), 100, snapshot_bytes=25 * vector_bytes)
         query = np.asarray([1.0] + [0.0] * 15, np.float32)
         found = {}
         for name in ("small", "other", "large"):
@@ -154,10 +155,10 @@ def test_a_collection_deleted_under_cached_handles_is_not_found_for_writer_and_r
     from sounding import errors
 
     async def run():
-        store = await Store.open(str(tmp_path))
+        store = await Store.open(StoreLocation(str(tmp_path)))
         await store.create_collection("c", "", "test", 2, 400, 50)
         await store.write_documents("c", rows(["a"], [1.0, 0.0]), ["a"])
-        reader = await ChunkReader.open(str(tmp_path), exact_scan_max_chunks=100)
+        reader = await ChunkReader.open(StoreLocation(str(tmp_path)), exact_scan_max_chunks=100)
         await store.stats("c")
         await reader.vector_search("c", np.array([1.0, 0.0], np.float32), 1)
         # Another writer's delete, which this store's and reader's caches do not know of.

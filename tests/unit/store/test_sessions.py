@@ -2,13 +2,14 @@ import asyncio
 
 import pytest
 from sounding.store.collections import Store
+from sounding.store.location import StoreLocation
 
 pytestmark = pytest.mark.unit
 
 
 def test_concurrent_saves_share_a_commit_and_each_session_keeps_its_latest_step(tmp_path):
     async def run():
-        store = await Store.open(str(tmp_path))
+        store = await Store.open(StoreLocation(str(tmp_path)))
         for i in range(8):
             await store.create_session(f"s{i}", "bulls_and_cows", "{}")
 

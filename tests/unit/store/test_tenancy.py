@@ -4,6 +4,7 @@ import pytest
 from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.learning import LearningLog
+from sounding.store.location import StoreLocation
 
 pytestmark = pytest.mark.unit
 
@@ -20,7 +21,7 @@ def test_keys_keep_the_default_tenants_bare_names_and_qualify_the_others():
 
 def test_collections_of_the_same_name_in_two_tenants_are_two_and_listed_apart(tmp_path):
     async def run():
-        store = await Store.open(str(tmp_path))
+        store = await Store.open(StoreLocation(str(tmp_path)))
         for key in ("docs", "acme.docs", "acme.notes", "globex.docs"):
             await store.create_collection(key, "", "m", 4, 100, 10)
         listed = {
@@ -30,7 +31,7 @@ def test_collections_of_the_same_name_in_two_tenants_are_two_and_listed_apart(tm
         after = [c.name for c in await store.list_collections("acme", start_after="acme.docs")]
         await store.delete_collection("acme.docs")
         remaining = [c.name for c in await store.list_collections()]
-        reopened = [c.name for c in await (await Store.open(str(tmp_path))).list_collections()]
+        reopened = [c.name for c in await (await Store.open(StoreLocation(str(tmp_path)))).list_collections()]
         return listed, after, remaining, reopened
 
     listed, after, remaining, reopened = asyncio.run(run())
@@ -47,9 +48,9 @@ def test_collections_of_the_same_name_in_two_tenants_are_two_and_listed_apart(tm
 
 def test_each_tenants_learning_log_is_its_own(tmp_path):
     async def run():
-        acme = await LearningLog.open(str(tmp_path), tenant="acme")
-        globex = await LearningLog.open(str(tmp_path), tenant="globex")
-        default = await LearningLog.open(str(tmp_path))
+        acme = await LearningLog.open(StoreLocation(str(tmp_path)), tenant="acme")
+        globex = await LearningLog.open(StoreLocation(str(tmp_path)), tenant="globex")
+        default = await LearningLog.open(StoreLocation(str(tmp_path)))
         await acme.append_calibration("miss_rate", 1, {"a": 1.0}, {})
         return [await log.latest_calibration("miss_rate") for log in (acme, globex, default)]
 
