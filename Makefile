@@ -13,7 +13,7 @@ GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/b
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install go-deps go-client ts-deps ts-client protos check-protos release-contract lint test demo up bench-retrieval clean
+.PHONY: install go-deps go-client ts-deps ts-client protos check-protos release-contract lint deploy-check test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,9 +75,16 @@ release-contract: install
 	$(BUF) build --path protos/sounding/v1 -o $(RELEASED_CONTRACT)
 
 lint: install
-	$(BIN)/ruff check services tests clients/python
+	$(BIN)/ruff check services tests clients/python tools
 
-test: install check-protos lint go-client ts-client
+# Every deploy/ overlay rendered by kubectl's kustomize (kubectl comes with this machine's image)
+# and validated offline against the Kubernetes and KubeRay schemas; the rendered dev overlay in
+# deploy/rendered/ must be current.
+deploy-check: install
+	@command -v kubectl >/dev/null || (echo "deploy-check needs kubectl (with kustomize v5)" >&2; exit 1)
+	$(BIN)/python tools/deploy_check.py
+
+test: install check-protos lint deploy-check go-client ts-client
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 demo: install

@@ -141,6 +141,38 @@ def serve_models() -> None:
     _run_until_signalled(lambda: serve_sidecar(Settings()))
 
 
+@app.command()
+def health(
+    address: str = typer.Option(None, help="host:port (default: SOUNDING_ADDRESS)"),
+    service: str = typer.Option("", help="a service's name; empty: the server as a whole"),
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+    timeout: float = typer.Option(3.0, help="seconds to wait for the answer"),
+) -> None:
+    """Check a server's gRPC health (over TLS with --tls-ca): exit 0 when SERVING, 1 otherwise.
+    For probes that cannot speak TLS themselves (deploy/: Kubernetes' gRPC probes cannot)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from sounding_client.credentials import channel_credentials
+
+    address = address or Settings().address
+    credentials = channel_credentials(None, tls_ca, tls_cert, tls_key)
+    channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+    with channel:
+        try:
+            answer = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+            )
+        except grpc.RpcError as error:
+            console.print(f"{address}: {error.code().name} {error.details()}")
+            raise typer.Exit(1) from None
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+    console.print(f"{address}: {status}")
+    if answer.status != health_pb2.HealthCheckResponse.SERVING:
+        raise typer.Exit(1)
+
+
 def _start(stack) -> None:
     """Start the sidecar, then Ray and the orchestrator, saying where each serves."""
     settings = stack.settings

@@ -414,3 +414,20 @@ def test_a_tenant_cannot_reach_another_tenants_resources(secured):
         assert mine.recorded == 1 and not mine.rejected
         assert acme.get_collection("private").document_count == 2
         assert next(iter(acme.resume_inquiry(acme_session.session_id))).session_id == acme_session.session_id
+
+
+def test_the_health_command_checks_both_servers_over_tls(secured):
+    files = secured.files
+
+    def health(address: str, *options) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "sounding.cli", "health", "--address", address, *map(str, options)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    public = secured.stack.settings.address
+    mutual = ("--tls-ca", files["ca"], "--tls-cert", files["client_cert"], "--tls-key", files["client_key"])
+    serving = health(public, *mutual)
+    assert serving.returncode == 0 and serving.stdout.strip().endswith(": SERVING"), serving.stdout
+    sidecar = health(secured.stack.settings.models.address, "--tls-ca", files["ca"])
+    assert sidecar.returncode == 0 and sidecar.stdout.strip().endswith(": SERVING"), sidecar.stdout
+    plaintext = health(public, "--timeout", "5")
+    assert plaintext.returncode == 1 and "UNAVAILABLE" in plaintext.stdout
