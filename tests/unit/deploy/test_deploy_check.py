@@ -49,6 +49,38 @@ def test_the_models_sidecar_is_a_native_sidecar_with_grpc_probes_in_dev():
     assert sidecar["readinessProbe"]["grpc"]["port"] == 50052
 
 
+def test_the_dev_strategy_workers_read_the_store_on_the_orchestrators_pvc():
+    """In dev the store is <data dir>/lancedb on a PVC, and the workers open it at that path."""
+    import yaml
+
+    documents = list(yaml.safe_load_all(deploy_check.RENDERED.read_text()))
+    (config,) = [d for d in documents if d["metadata"]["name"] == "sounding-config"]
+    assert config["data"]["SOUNDING_STORE__URI"] == ""
+    ray = next(d for d in documents if d["kind"] == "RayCluster")
+    pod = ray["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert volume["persistentVolumeClaim"]["claimName"] == "sounding-data"
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["mountPath"] == config["data"]["SOUNDING_DATA_DIR"]
+    terms = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "orchestrator"
+
+
+def test_the_images_have_the_projects_python_and_ray():
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.11,<3.12"
+    (ray_version,) = [d.split("==")[1] for d in project["dependencies"] if d.startswith("ray==")]
+    docker = deploy_check.DEPLOY / "docker"
+    for name in ("Dockerfile", "Dockerfile.cuda"):
+        assert re.search(r"^FROM python:3\.11-", (docker / name).read_text(), re.MULTILINE), name
+    assert f'"ray[default]=={ray_version}"' in (docker / "Dockerfile").read_text()
+    raycluster = (deploy_check.DEPLOY / "base" / "raycluster.yaml").read_text()
+    assert f'rayVersion: "{ray_version}"' in raycluster
+
+
 INVALID = """
 apiVersion: apps/v1
 kind: Deployment
@@ -92,3 +124,17 @@ def test_the_check_reports_every_invalid_object(schema):
         "Gadget/unknown-kind",
     ]
     assert "imagePullPolicyy" in found[0] and "'two'" in found[1] and "bogus" in found[2]
+
+
+def test_the_command_fails_on_a_stale_rendering_and_refreshes_it(tmp_path, monkeypatch, capsys):
+    rendered = tmp_path / "dev.yaml"
+    rendered.write_text(deploy_check.RENDERED.read_text() + "# edited by hand\n")
+    monkeypatch.setattr(deploy_check, "RENDERED", rendered)
+    monkeypatch.setattr(deploy_check, "ROOT", tmp_path)
+    assert deploy_check.main([]) == 1
+    assert "dev.yaml is stale" in capsys.readouterr().out
+    assert deploy_check.main(["--write-rendered"]) == 0
+    assert deploy_check.main([]) == 0
+    assert rendered.read_text() == deploy_check.RENDERED_HEADER + deploy_check.render(
+        deploy_check.DEPLOY / "overlays" / "dev"
+    )
