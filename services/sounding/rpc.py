@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +33,14 @@ from typing import Any
 
 import grpc
 from google.protobuf import descriptor, message_factory
-from google.protobuf.internal import decoder
-from opentelemetry.trace import SpanKind
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind
 from sounding_client import credentials
 
 from sounding import auth, errors, telemetry
 from sounding.audit import AuditRecord
 from sounding.config import TlsSettings, TransportLimits
+from sounding.decoding import Undecodable, lenient_decoder
 from sounding.grpc_errors import abort
 
 log = logging.getLogger(__name__)
@@ -90,99 +91,6 @@ class Gate:
             return True
         except TimeoutError:
             return False
-
-
-@dataclass(frozen=True)
-class Undecodable:
-    """A request message that did not parse."""
-
-    type_name: str
-    field: str
-    reason: str
-
-    def error(self, prefix: str = "") -> errors.InvalidArgument:
-        where = f"{prefix}{self.field}" if self.field else prefix.rstrip(".")
-        return errors.InvalidArgument(
-            f"the request is not a valid {self.type_name}: {self.reason}"
-            + (f" (at {where})" if where else ""),
-            reason="UNDECODABLE_REQUEST",
-            field=where or None,
-        )
-
-
-def lenient_decoder(message_class) -> Callable[[bytes], Any]:
-    def decode(data: bytes):
-        try:
-            return message_class.FromString(data)
-        except Exception as error:  # DecodeError, or recursion too deep
-            return Undecodable(
-                message_class.DESCRIPTOR.full_name,
-                locate_bad_field(message_class.DESCRIPTOR, data),
-                str(error),
-            )
-
-    return decode
-
-
-# Fields `locate_bad_field` reads at most: it runs as the request is decoded, on the event loop.
-LOCATE_MAX_FIELDS = 4096
-
-
-def locate_bad_field(
-    message: descriptor.Descriptor, data: bytes, depth: int = 0, budget: list | None = None
-) -> str:
-    """The path of the first field of `data` that does not decode as `message` says (a string
-    that is not UTF-8, a truncated value), e.g. `documents[3].title`; '' if none is found within
-    the first LOCATE_MAX_FIELDS fields."""
-    budget = [LOCATE_MAX_FIELDS] if budget is None else budget
-    data = memoryview(data)  # slices of it copy nothing
-    counts: dict[int, int] = {}
-    position = 0
-    try:
-        while position < len(data):
-            budget[0] -= 1
-            if budget[0] < 0:
-                return ""
-            key, position = decoder._DecodeVarint(data, position)
-            number, wire_type = key >> 3, key & 7
-            field = message.fields_by_number.get(number)
-            name = field.name if field else f"#{number}"
-            if field is not None and field.is_repeated and not _is_map(field):
-                name = f"{name}[{counts.get(number, 0)}]"
-            counts[number] = counts.get(number, 0) + 1
-            if wire_type == 0:
-                _, position = decoder._DecodeVarint(data, position)
-            elif wire_type == 1:
-                position += 8
-            elif wire_type == 5:
-                position += 4
-            elif wire_type == 2:
-                length, position = decoder._DecodeVarint(data, position)
-                value = data[position : position + length]
-                if len(value) < length:
-                    return name
-                position += length
-                if field is not None and field.type == field.TYPE_STRING:
-                    str(value, "utf-8")
-                elif field is not None and field.type == field.TYPE_MESSAGE:
-                    if depth >= 32:
-                        return name
-                    inner = locate_bad_field(field.message_type, value, depth + 1, budget)
-                    if inner:
-                        return f"{name}.{inner}"
-            else:
-                return name
-            if position > len(data):
-                return name
-    except UnicodeDecodeError:
-        return name
-    except Exception:
-        return ""
-    return ""
-
-
-def _is_map(field: descriptor.FieldDescriptor) -> bool:
-    return field.type == field.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
 
 
 class _Context:
@@ -297,9 +205,10 @@ class _Method:
             record.note(request)
         return record
 
-    async def _fail(self, context, error: BaseException, record: AuditRecord | None) -> None:
-        if not isinstance(error, errors.SoundingError):
-            error = errors.internal(self.full_name, error)
+    def _as_status(self, error: Exception) -> errors.SoundingError:
+        return error if isinstance(error, errors.SoundingError) else errors.internal(self.full_name, error)
+
+    async def _fail(self, context, error: errors.SoundingError, record: AuditRecord | None) -> None:
         if record is not None:
             record.outcome = error.code
         await abort(context, error)
@@ -314,50 +223,63 @@ class _Method:
                 raise self._timed_out() from None
             raise
 
+    def _server_span(self, context) -> Span:
+        return telemetry.tracer().start_span(
+            self.full_name,
+            context=telemetry.extract(context.invocation_metadata()),
+            kind=SpanKind.SERVER,
+            attributes=telemetry.rpc_attributes(self.full_name),
+        )
+
     def unary(self, client_streaming: bool):
         async def handle(request, context):
-            with telemetry.tracer().start_as_current_span(
-                self.full_name, context=telemetry.extract(context.invocation_metadata()), kind=SpanKind.SERVER
-            ):
-                record = self._record(request, client_streaming)
-                try:
+            span = self._server_span(context)
+            record = self._record(request, client_streaming)
+            failure: BaseException | None = None
+            try:
+                with trace.use_span(span, end_on_exit=False):
                     principal = self._admit(context, record)
                     with self._slot():
                         request, bounded, deadline = self._prepare(
                             request, context, client_streaming, principal, record
                         )
                         response = await self._within(deadline, self._behaviour(request, bounded))
-                    if record is not None:
-                        record.outcome = "OK"
-                    return response
-                except asyncio.CancelledError:
-                    if record is not None:
-                        record.outcome = "CANCELLED"
-                    raise
-                except grpc.aio.AbortError:
-                    raise
-                except Exception as error:
-                    await self._fail(context, error, record)
-                finally:
-                    if record is not None:
-                        record.emit()
+                if record is not None:
+                    record.outcome = "OK"
+                return response
+            except asyncio.CancelledError as error:
+                failure = error
+                if record is not None:
+                    record.outcome = "CANCELLED"
+                raise
+            except grpc.aio.AbortError:
+                raise
+            except Exception as error:
+                failure = self._as_status(error)
+                await self._fail(context, failure, record)
+            finally:
+                telemetry.end_rpc_span(span, telemetry.status_code(failure))
+                if record is not None:
+                    record.emit()
 
         return handle
 
     def streaming(self, client_streaming: bool):
         async def handle(request, context):
+            span = self._server_span(context)
             record = self._record(request, client_streaming)
+            failure: BaseException | None = None
             try:
-                principal = self._admit(context, record)
+                with trace.use_span(span, end_on_exit=False):
+                    principal = self._admit(context, record)
                 with self._slot():
                     request, bounded, deadline = self._prepare(
                         request, context, client_streaming, principal, record
                     )
-                    responses = telemetry.traced_stream(
+                    responses = telemetry.stream_in_span(
                         self._behaviour(request, bounded),
-                        self.full_name,
+                        span,
                         telemetry.extract(context.invocation_metadata()),
-                        SpanKind.SERVER,
                     )
                     async with aclosing(responses):
                         while True:
@@ -370,15 +292,18 @@ class _Method:
                                     record.outcome = "OK"
                                 return
                             yield response
-            except (asyncio.CancelledError, GeneratorExit):
+            except (asyncio.CancelledError, GeneratorExit) as error:
+                failure = error
                 if record is not None:
                     record.outcome = "CANCELLED"
                 raise
             except grpc.aio.AbortError:
                 raise
             except Exception as error:
-                await self._fail(context, error, record)
+                failure = self._as_status(error)
+                await self._fail(context, failure, record)
             finally:
+                telemetry.end_rpc_span(span, telemetry.status_code(failure))
                 if record is not None:
                     record.emit()
 

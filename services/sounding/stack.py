@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from sounding import extras
 from sounding.config import Settings
 from sounding.rpc import channel_credentials
 
@@ -82,11 +83,13 @@ class Stack:
             )
 
     def start_models(self, timeout_s: float = 180.0) -> None:
+        extras.require(extras.MODELS_SIDECAR)
         self.models = self._spawn("models", "models")
         credentials = channel_credentials(self.settings.models.tls)
         wait_serving(self.settings.models.address, timeout_s, self.models, credentials)
 
     def start_orchestrator(self, timeout_s: float = 180.0) -> None:
+        extras.require(extras.ORCHESTRATOR)
         self.orchestrator = self._spawn("orchestrator")
         wait_serving(
             self.settings.address, timeout_s, self.orchestrator, channel_credentials(self.settings.tls)

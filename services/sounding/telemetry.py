@@ -1,4 +1,5 @@
-"""OpenTelemetry traces and metrics: on when OTEL_EXPORTER_OTLP_ENDPOINT is set, free when off.
+"""OpenTelemetry traces and metrics (on when OTEL_EXPORTER_OTLP_ENDPOINT is set, free when off), and
+the processes' logging.
 
 With no endpoint, no SDK provider is installed and the API's no-op tracer and meter are used, so
 spans and measurements cost next to nothing. Trace context crosses process boundaries
@@ -9,12 +10,18 @@ turns it back into a context.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TypeVar
 
+import grpc
 from opentelemetry import context, metrics, propagate, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from sounding import errors
 
 T = TypeVar("T")
 
@@ -35,7 +42,8 @@ def setup(service_name: str) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    resource = Resource.create({"service.name": service_name})
+    # OTEL_SERVICE_NAME (and OTEL_RESOURCE_ATTRIBUTES) win over the process's default name.
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or service_name})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
@@ -43,6 +51,38 @@ def setup(service_name: str) -> None:
         MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
     )
     _configured = True
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, the current trace and span ids (when
+    a span is recording) and the exception's traceback, if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            entry["trace_id"] = trace.format_trace_id(span.trace_id)
+            entry["span_id"] = trace.format_span_id(span.span_id)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str, format: str) -> None:
+    """The process's root logger at `level`, as text or JSON lines (`Settings.log_level`,
+    `Settings.log_format`)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonLogFormatter()
+        if format == "json"
+        else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
+    )
+    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 def shutdown() -> None:
@@ -59,6 +99,46 @@ def meter() -> metrics.Meter:
 
 def tracer() -> trace.Tracer:
     return trace.get_tracer("sounding")
+
+
+def rpc_attributes(full_method: str) -> dict[str, str]:
+    """The RPC semantic-convention attributes of the gRPC method `package.Service/Method`."""
+    service, _, method = full_method.lstrip("/").partition("/")
+    return {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
+
+
+def status_code(error: BaseException | None) -> grpc.StatusCode:
+    """The gRPC status a call ends with when `error` (None: success) ends it."""
+    if error is None:
+        return grpc.StatusCode.OK
+    if isinstance(error, grpc.RpcError) and hasattr(error, "code"):
+        return error.code()
+    if isinstance(error, errors.SoundingError):
+        return grpc.StatusCode[error.code]
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        return grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN
+
+
+def end_rpc_span(span: Span, code: grpc.StatusCode) -> None:
+    """Record the call's status (`rpc.grpc.status_code`) on its span and end it."""
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    span.end()
+
+
+@contextlib.contextmanager
+def client_call(full_method: str, attributes: Mapping[str, object] | None = None) -> Iterator[Span]:
+    """A CLIENT span, current within the block, for a unary call of `full_method`."""
+    span = tracer().start_span(
+        full_method, kind=SpanKind.CLIENT, attributes={**rpc_attributes(full_method), **(attributes or {})}
+    )
+    with trace.use_span(span, end_on_exit=False):
+        try:
+            yield span
+        except BaseException as error:
+            end_rpc_span(span, status_code(error))
+            raise
+    end_rpc_span(span, grpc.StatusCode.OK)
 
 
 def inject() -> dict[str, str]:
@@ -80,9 +160,34 @@ async def traced_stream(
     parent: context.Context | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Mapping[str, object] | None = None,
+    rpc: bool = False,
 ) -> AsyncIterator[T]:
-    """`stream`'s items under a span `name`: the span is current while `stream` computes each
-    item (so spans and carriers made there are its children), never while the consumer holds one.
+    """`stream`'s items under a new span `name`, ended when the stream is (see `stream_in_span`).
+    With `rpc`, `name` is a gRPC method: the span carries the RPC attributes and the status."""
+    if rpc:
+        attributes = {**rpc_attributes(name), **(attributes or {})}
+    span = tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
+    failure: BaseException | None = None
+    try:
+        async with contextlib.aclosing(stream_in_span(stream, span, parent)) as items:
+            async for item in items:
+                yield item
+    except BaseException as error:
+        failure = error
+        raise
+    finally:
+        if rpc:
+            end_rpc_span(span, status_code(failure))
+        else:
+            span.end()
+
+
+async def stream_in_span(
+    stream: AsyncIterator[T], span: Span, parent: context.Context | None = None
+) -> AsyncIterator[T]:
+    """`stream`'s items with `span` current while `stream` computes each item (so spans and
+    carriers made there are its children), never while the consumer holds one; the caller ends
+    `span`.
 
     A span made current with `start_as_current_span` around a `yield` has to be detached in the
     context that attached it, and a consumer may close the generator from another (gRPC does
@@ -90,7 +195,6 @@ async def traced_stream(
     traceback. Here every attach is undone before the item is handed on, and closing the
     stream (normally, on an error, or by the consumer) closes `stream` under the span too.
     `stream` should not have started yet."""
-    span = tracer().start_span(name, context=parent, kind=kind, attributes=attributes)
     span_context = trace.set_span_in_context(span, parent)
     try:
         while True:
@@ -114,4 +218,3 @@ async def traced_stream(
             await stream.aclose()
         finally:
             context.detach(token)
-            span.end()

@@ -46,6 +46,10 @@ class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):
                             "trace_id": span.trace_id.hex(),
                             "span_id": span.span_id.hex(),
                             "parent_span_id": span.parent_span_id.hex(),
+                            "kind": span.kind,
+                            "attributes": {
+                                a.key: a.value.string_value or a.value.int_value for a in span.attributes
+                            },
                         }
                     )
         return trace_service_pb2.ExportTraceServiceResponse()

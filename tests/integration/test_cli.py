@@ -60,7 +60,7 @@ def test_up_ingest_retrieve_and_a_clean_ctrl_c(tmp_path):
             text=True,
             timeout=60,
         )
-        assert missing.returncode == 1 and "NOT_FOUND" in missing.stdout
+        assert missing.returncode == 1 and missing.stderr.startswith("error: NOT_FOUND"), missing.stderr
     finally:
         up.send_signal(signal.SIGINT)
         output, _ = up.communicate(timeout=60)

@@ -1,13 +1,17 @@
 import time
 
 import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+CLIENT = Span.SpanKind.SPAN_KIND_CLIENT
 
 pytestmark = pytest.mark.integration
 
 
 def test_rpc_arm_and_sidecar_spans_share_one_trace(client, demo_collection, span_collector):
     client.retrieve_final("demo", "echo sounding", top_k=3)
-    wanted = {"arm.dense", "arm.lexical", "models.Embed"}
+    embed = "sounding.models.v1.ModelService/Embed"
+    wanted = {"arm.dense", "arm.lexical", embed}
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         retrieves = [s for s in span_collector.spans if s["name"] == "sounding.v1.SoundingService/Retrieve"]
@@ -19,6 +23,21 @@ def test_rpc_arm_and_sidecar_spans_share_one_trace(client, demo_collection, span
                 arms = [s for s in in_trace if s["name"].startswith("arm.")]
                 assert all(s["service"] == "sounding-worker" for s in arms)
                 assert root["service"] == "sounding-orchestrator"
+                # The RPC semantic conventions on server and client spans; custom attributes namespaced.
+                assert root["attributes"] == {
+                    "rpc.system": "grpc",
+                    "rpc.service": "sounding.v1.SoundingService",
+                    "rpc.method": "Retrieve",
+                    "rpc.grpc.status_code": 0,
+                }
+                calls = [s for s in in_trace if s["name"] == embed and s["kind"] == CLIENT]
+                assert calls and all(
+                    call["attributes"]["rpc.method"] == "Embed"
+                    and call["attributes"]["rpc.grpc.status_code"] == 0
+                    and call["attributes"]["sounding.texts"] >= 1
+                    for call in calls
+                )
+                assert {s["attributes"]["sounding.arm"] for s in arms} == {"dense", "lexical"}
                 return
         time.sleep(0.25)
     pytest.fail(f"no complete trace among {len(span_collector.spans)} spans")
@@ -32,14 +51,14 @@ def test_arm_runs_and_rewards_are_exported_as_metrics(client, demo_collection, s
     deadline = time.monotonic() + 15
     wanted = {
         "sounding.retrieval.arm.runs",
-        "sounding.retrieval.arm.latency",
+        "sounding.retrieval.arm.duration",
         "sounding.retrieval.arm.reward",
     }
     while time.monotonic() < deadline:
         points = [p for p in span_collector.metrics.points if p[0] == "sounding-orchestrator"]
         if wanted <= {name for _, name, _ in points}:
             runs = [attributes for _, name, attributes in points if name == "sounding.retrieval.arm.runs"]
-            assert {a["arm"] for a in runs} >= {"dense", "lexical"}
+            assert {a["sounding.arm"] for a in runs} >= {"dense", "lexical"}
             return
         time.sleep(0.25)
     pytest.fail(f"metrics seen: {sorted({name for _, name, _ in span_collector.metrics.points})}")

@@ -6,7 +6,7 @@ import time
 
 import grpc
 import pytest
-from sounding import errors, rpc
+from sounding import decoding, errors, rpc
 from sounding.config import TransportLimits
 from sounding_client import SoundingError
 from sounding_client._convert import error
@@ -118,8 +118,8 @@ def test_a_streamed_message_that_does_not_decode_names_its_position_and_field():
 
 
 def test_locating_the_bad_field_reads_a_bounded_number_of_fields():
-    decode = rpc.lenient_decoder(corpus_pb2.IngestDocumentsRequest)
-    padded = b"\xf8\x01\x00" * (rpc.LOCATE_MAX_FIELDS + 10) + b"\x0a\x02\xff\xfe"
+    decode = decoding.lenient_decoder(corpus_pb2.IngestDocumentsRequest)
+    padded = b"\xf8\x01\x00" * (decoding.LOCATE_MAX_FIELDS + 10) + b"\x0a\x02\xff\xfe"
     assert decode(padded).field == ""
     assert decode(b"\xf8\x01\x00" * 10 + b"\x0a\x02\xff\xfe").field == "collection"
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from sounding.core.entities import extract_entities
 from sounding.core.neighbours import NearestValues
@@ -158,68 +157,3 @@ FORMULA = (
     "min(0.9, 0.3*tail_density + near_threshold + 0.3*historical_miss_rate + 0.1*query_complexity"
     " + 0.1*arm_disagreement + 0.3*score_flatness)"
 )
-
-
-@dataclass(frozen=True)
-class IsotonicMap:
-    """A monotone non-decreasing map from stated to observed rates: piecewise linear between
-    the fitted points, flat beyond them."""
-
-    stated: tuple[float, ...]
-    observed: tuple[float, ...]
-
-    @classmethod
-    def fit(cls, stated: Sequence[float], observed: Sequence[float]) -> IsotonicMap:
-        x = np.asarray(stated, dtype=float)
-        y = np.asarray(observed, dtype=float)
-        if len(x) == 0 or len(x) != len(y):
-            raise ValueError("fit needs equally many stated and observed values, at least one")
-        order = np.argsort(x, kind="stable")
-        x, y = x[order], y[order]
-        # Equal stated values share one point (their mean outcome), weighted by their count.
-        unique, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-        means = np.bincount(inverse, weights=y) / counts
-        fitted = isotonic_regression(means, weights=counts).x
-        return cls(tuple(float(v) for v in unique), tuple(float(v) for v in fitted))
-
-    def __call__(self, value: float) -> float:
-        return float(np.interp(value, self.stated, self.observed))
-
-
-@dataclass(frozen=True)
-class ReliabilityBin:
-    low: float
-    high: float
-    count: int
-    mean_stated: float
-    mean_observed: float
-
-
-def reliability(stated: Sequence[float], observed: Sequence[float], bins: int = 10) -> list[ReliabilityBin]:
-    """Equal-width bins over [0, 1] (the last one closed), empty bins left out."""
-    x = np.clip(np.asarray(stated, dtype=float), 0.0, 1.0)
-    y = np.asarray(observed, dtype=float)
-    index = np.minimum((x * bins).astype(int), bins - 1)
-    out = []
-    for b in range(bins):
-        mask = index == b
-        if mask.any():
-            out.append(
-                ReliabilityBin(
-                    b / bins, (b + 1) / bins, int(mask.sum()), float(x[mask].mean()), float(y[mask].mean())
-                )
-            )
-    return out
-
-
-def expected_calibration_error(stated: Sequence[float], observed: Sequence[float], bins: int = 10) -> float:
-    """Σ over bins of (bin share) · |mean stated − mean observed|."""
-    total = len(stated)
-    if total == 0:
-        return 0.0
-    return float(
-        sum(
-            b.count / total * abs(b.mean_stated - b.mean_observed)
-            for b in reliability(stated, observed, bins)
-        )
-    )

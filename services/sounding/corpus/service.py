@@ -14,17 +14,16 @@ tenant does.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
-import pyarrow as pa
 
 from sounding import errors
 from sounding.config import CorpusLimits
-from sounding.core.chunking import chunk_words
+from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch, validate_collection_name
 from sounding.corpus.graph import GraphBuilder
 from sounding.models.client import ModelsClient
 from sounding.store import schema
@@ -39,16 +38,8 @@ DEFAULT_PAGE_SIZE = 100
 
 
 @dataclass(frozen=True)
-class DocumentIn:
-    id: str
-    text: str
-    title: str = ""
-    metadata: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class PreparedBatch:
-    table: pa.Table
+    table: object  # the chunks' Arrow table (store.schema.chunk_table)
     document_ids: list[str]
 
 
@@ -58,67 +49,16 @@ class BatchWritten:
     chunks: int
 
 
-def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = CorpusLimits()) -> None:
-    """Every problem names the document's index in the batch, e.g. `documents[3].text`."""
-    if not documents:
-        raise errors.InvalidArgument("a batch needs at least one document", field="documents")
-    if len(documents) > limits.max_documents_per_batch:
-        raise errors.InvalidArgument(
-            f"at most {limits.max_documents_per_batch} documents per batch", field="documents"
-        )
-    seen: dict[str, int] = {}
-    for index, document in enumerate(documents):
-        where = f"documents[{index}]"
-        if not document.id:
-            raise errors.InvalidArgument(f"{where}.id must not be empty", field=f"{where}.id")
-        if len(document.id) > limits.max_document_id_chars or "#" in document.id:
-            raise errors.InvalidArgument(
-                f"{where}.id must be at most {limits.max_document_id_chars} characters without '#'",
-                field=f"{where}.id",
-            )
-        if document.id in seen:
-            raise errors.InvalidArgument(
-                f"{where}.id repeats documents[{seen[document.id]}].id {document.id[:64]!r}",
-                field=f"{where}.id",
-            )
-        seen[document.id] = index
-        if len(document.title) > limits.max_title_chars:
-            raise errors.InvalidArgument(
-                f"{where}.title is {len(document.title)} characters; at most {limits.max_title_chars}",
-                field=f"{where}.title",
-            )
-        if len(document.text) > limits.max_text_chars:
-            raise errors.InvalidArgument(
-                f"{where}.text is {len(document.text)} characters; at most {limits.max_text_chars}",
-                field=f"{where}.text",
-            )
-        if not document.text.strip():
-            raise errors.InvalidArgument(f"{where}.text must not be empty", field=f"{where}.text")
-        if len(document.metadata) > limits.max_metadata_entries:
-            raise errors.InvalidArgument(
-                f"{where}.metadata has {len(document.metadata)} entries; "
-                f"at most {limits.max_metadata_entries}",
-                field=f"{where}.metadata",
-            )
-        for key, value in document.metadata.items():
-            too_long = (
-                len(key) > limits.max_metadata_key_chars or len(value) > limits.max_metadata_value_chars
-            )
-            if too_long:
-                raise errors.InvalidArgument(
-                    f"{where}.metadata keys are at most {limits.max_metadata_key_chars} characters, values "
-                    f"at most {limits.max_metadata_value_chars}",
-                    field=f"{where}.metadata",
-                )
+@dataclass(frozen=True)
+class IngestProgress:
+    """A written batch of an ingest stream, and the stream's totals so far."""
 
-
-def validate_collection_name(name: str, field_name: str = "name") -> None:
-    if not schema.COLLECTION_NAME.match(name):
-        raise errors.InvalidArgument(
-            "collection names are 1-64 characters of a-z, 0-9, '-' and '_', starting with a "
-            f"letter or digit; got {name[:80]!r}",
-            field=field_name,
-        )
+    batch_index: int
+    batch_documents: int
+    batch_chunks: int
+    total_documents: int
+    total_chunks: int
+    elapsed_seconds: float
 
 
 def _key(tenant: str, name: str) -> str:
@@ -128,48 +68,6 @@ def _key(tenant: str, name: str) -> str:
 
 def _public(info: CollectionInfo) -> CollectionInfo:
     return replace(info, name=schema.public_name(info.name))
-
-
-def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: CorpusLimits) -> list[dict]:
-    """The chunk rows of a validated batch (without vectors), within the chunk limits."""
-    rows: list[dict] = []
-    for index, document in enumerate(documents):
-        metadata_json = json.dumps(dict(document.metadata), sort_keys=True)
-        chunks = chunk_words(document.text, info.chunk_words, info.chunk_overlap_words)
-        if len(chunks) > limits.max_chunks_per_document:
-            raise errors.InvalidArgument(
-                f"documents[{index}].text makes {len(chunks)} chunks; "
-                f"at most {limits.max_chunks_per_document}",
-                field=f"documents[{index}].text",
-            )
-        for chunk in chunks:
-            rows.append(
-                {
-                    "chunk_id": schema.chunk_id(document.id, chunk.index),
-                    "document_id": document.id,
-                    "chunk_index": chunk.index,
-                    "title": document.title,
-                    "text": chunk.text,
-                    "search_text": f"{document.title} {chunk.text}".strip(),
-                    "metadata_json": metadata_json,
-                }
-            )
-        if len(rows) > limits.max_chunks_per_batch:
-            raise errors.InvalidArgument(
-                f"the batch makes more than {limits.max_chunks_per_batch} chunks (at documents[{index}]); "
-                "send fewer documents per batch",
-                field="documents",
-            )
-    return rows
-
-
-def chunk_table(rows: list[dict], vectors: np.ndarray, dimension: int) -> pa.Table:
-    chunks_schema = schema.chunks_schema(dimension)
-    return pa.Table.from_pylist(
-        rows, chunks_schema.remove(chunks_schema.get_field_index("vector"))
-    ).append_column(
-        chunks_schema.field("vector"), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
-    )
 
 
 class CorpusManager:
@@ -269,6 +167,68 @@ class CorpusManager:
         if self._forget is not None:
             await self._forget(key)
 
+    async def ingest(
+        self,
+        tenant: str,
+        batches: AsyncIterator[tuple[str, Sequence[DocumentIn]]],
+        time_remaining: Callable[[], float | None] = lambda: None,
+    ) -> AsyncIterator[IngestProgress]:
+        """One stream of (collection, documents) batches into one collection (a batch may leave
+        the collection empty after the first). Each batch is prepared (validated, chunked,
+        embedded) while the previous one is written, and acknowledged in order once written. A
+        batch that is invalid, or fails to read, ends the stream after the earlier ones were
+        acknowledged, with nothing of it written."""
+        started = time.perf_counter()
+        collection = ""
+        totals = [0, 0]
+        writing: asyncio.Task[BatchWritten] | None = None
+        batch_index = 0
+
+        async def acknowledge(task: asyncio.Task[BatchWritten], index: int) -> IngestProgress:
+            written = await task
+            totals[0] += written.documents
+            totals[1] += written.chunks
+            elapsed = time.perf_counter() - started
+            return IngestProgress(index, written.documents, written.chunks, *totals, elapsed)
+
+        try:
+            while True:
+                try:
+                    named, documents = await anext(batches)
+                    if not collection:
+                        collection = named
+                        validate_collection_name(collection, "collection")
+                    elif named not in ("", collection):
+                        raise errors.InvalidArgument(
+                            f"one stream ingests into one collection ({collection!r}); this batch "
+                            f"names {named!r}",
+                            field="collection",
+                        )
+                    prepared = await self.prepare_batch(tenant, collection, documents, time_remaining())
+                except StopAsyncIteration:
+                    break
+                except errors.InvalidArgument as error:
+                    if writing is not None:
+                        yield await acknowledge(writing, batch_index - 1)
+                        writing = None
+                    raise type(error)(
+                        f"batch {batch_index}: {error.message}; nothing of this batch was written",
+                        reason=error.reason,
+                        field=error.field,
+                    ) from None
+                if writing is not None:
+                    yield await acknowledge(writing, batch_index - 1)
+                writing = asyncio.ensure_future(self.write_batch(tenant, collection, prepared))
+                batch_index += 1
+            if writing is not None:
+                yield await acknowledge(writing, batch_index - 1)
+                writing = None
+        finally:
+            if writing is not None:  # the stream failed or was cancelled: let the commit settle
+                await asyncio.gather(writing, return_exceptions=True)
+            if batch_index:
+                self.ingestion_ended(tenant, collection)
+
     async def prepare_batch(
         self, tenant: str, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
     ) -> PreparedBatch:
@@ -277,7 +237,7 @@ class CorpusManager:
         info = await self._store.get_collection(_key(tenant, name))
         rows = await asyncio.to_thread(chunk_rows, documents, info, self._limits)
         vectors = await self._embed([r["search_text"] for r in rows], timeout_s)
-        table = await asyncio.to_thread(chunk_table, rows, vectors, info.embedding_dimension)
+        table = await asyncio.to_thread(schema.chunk_table, rows, vectors, info.embedding_dimension)
         return PreparedBatch(table=table, document_ids=[d.id for d in documents])
 
     def ingestion_ended(self, tenant: str, name: str) -> None:

@@ -42,8 +42,8 @@ import numpy as np
 from rich.console import Console
 
 from sounding.config import ModelsSettings
+from sounding.core.calibration import IsotonicMap, expected_calibration_error
 from sounding.core.stop_rules import STOP_RULES
-from sounding.core.uncertainty import expected_calibration_error
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.progress import progress_bar
 
@@ -202,7 +202,6 @@ def _rule_stop(rule: str, states: list[dict]) -> int:
 
 def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
     from scipy.stats import spearmanr
-    from sklearn.isotonic import IsotonicRegression
 
     choices = {e["id"]: e["choices"] for e in episodes}
     result = {}
@@ -234,9 +233,8 @@ def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[s
             for held_out in (0, 1):
                 train = fold != held_out
                 if train.sum() and (~train).sum():
-                    fitted = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip")
-                    fitted.fit(score[train], 1.0 - erred[train].astype(float))
-                    confidence[~train] = fitted.predict(score[~train])
+                    fitted = IsotonicMap.fit(score[train], 1.0 - erred[train].astype(float), increasing=False)
+                    confidence[~train] = fitted(score[~train])
             entry["ece_visited_states"] = round(float(expected_calibration_error(confidence, 1.0 - erred)), 4)
             correlation = (
                 spearmanr(score, erred.astype(float)).statistic if len(set(score)) > 1 else float("nan")

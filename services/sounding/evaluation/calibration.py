@@ -32,7 +32,7 @@ from rich.console import Console
 from sklearn.metrics import roc_auc_score
 
 from sounding.config import Settings
-from sounding.core.uncertainty import expected_calibration_error
+from sounding.core.calibration import expected_calibration_error
 from sounding.evaluation import beir
 from sounding.evaluation.harness import own_stack
 from sounding.evaluation.metrics import beir_scores, recall_at_k, without_self

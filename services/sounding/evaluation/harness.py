@@ -24,19 +24,11 @@ from sounding.config import Settings
 def empty_learning_log(settings: Settings, include_calibrations: bool = False) -> None:
     """Drop the learning tables (and the calibrations, if asked), so the stack about to start
     has a cold selector (and states uncalibrated values)."""
-    import lancedb
-
+    from sounding.store.connection import drop_tables
     from sounding.store.learning import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
 
-    location = settings.store_location
-    if location.local_path is not None and not Path(location.local_path).exists():
-        return
-    db = lancedb.connect(location.uri, storage_options=dict(location.options))
-    existing = set(db.table_names(limit=100_000))
     tables = (RETRIEVALS_TABLE, OBSERVATIONS_TABLE, *((CALIBRATIONS_TABLE,) if include_calibrations else ()))
-    for name in tables:
-        if name in existing:
-            db.drop_table(name)
+    drop_tables(settings.store_location, tables)
 
 
 PACKAGES = (

@@ -23,11 +23,11 @@ from sounding.gateway.servicers import CorpusServicer, SoundingServicer
 from sounding.inquiry.llm.assessment import Models
 from sounding.inquiry.service import InquiryService
 from sounding.learning.inquiry import InquiryLearning
+from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
 from sounding.learning.tenants import TenantLearning, Tenants
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
-from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store

@@ -16,34 +16,14 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sounding.core.uncertainty import IsotonicMap, expected_calibration_error, reliability
+from sounding.core.calibration import (
+    IsotonicMap,
+    MissRateCalibration,
+    expected_calibration_error,
+    reliability,
+)
 
 MIN_OUTCOMES = 50
-
-
-@dataclass(frozen=True)
-class MissRateCalibration:
-    version: int
-    miss_rate: IsotonicMap
-    recall: IsotonicMap | None
-    sample_size: int
-
-    def params(self) -> dict:
-        return {
-            "miss_rate": [list(self.miss_rate.stated), list(self.miss_rate.observed)],
-            "recall": [list(self.recall.stated), list(self.recall.observed)] if self.recall else None,
-            "sample_size": self.sample_size,
-        }
-
-    @classmethod
-    def from_params(cls, version: int, params: dict) -> MissRateCalibration:
-        recall = params["recall"]
-        return cls(
-            version,
-            IsotonicMap(tuple(params["miss_rate"][0]), tuple(params["miss_rate"][1])),
-            IsotonicMap(tuple(recall[0]), tuple(recall[1])) if recall else None,
-            params["sample_size"],
-        )
 
 
 @dataclass(frozen=True)

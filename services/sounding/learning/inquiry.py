@@ -22,7 +22,7 @@ from sounding.inquiry.domains.llm import LlmInquiry, Threshold, threshold_key, t
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
 from sounding.learning import stop_thresholds
-from sounding.learning.service import CalibrationProgress, CalibrationReport, Rejected
+from sounding.learning.protocol import CalibrationProgress, CalibrationReport, Rejected
 from sounding.offload import completed
 from sounding.store import schema
 from sounding.store.collections import Store

@@ -24,25 +24,33 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from sounding import errors, telemetry
 from sounding.core.bandit import contribution, reward
+from sounding.core.calibration import MissRateCalibration
 from sounding.core.uncertainty import MissHistory
-from sounding.learning import calibration
+from sounding.learning import calibration, features
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
+from sounding.learning.protocol import (
+    CalibrationProgress,
+    CalibrationReport,
+    ObserveResult,
+    Rejected,
+    RetrievalOutcome,
+)
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
+from sounding.learning.selection import Plan, SelectionConfig, StrategySelector
 from sounding.offload import completed
-from sounding.retrieval import features
-from sounding.retrieval.selection import Plan, SelectionConfig, StrategySelector
 from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
 
 log = logging.getLogger(__name__)
 _METER = telemetry.meter()
 _ARM_RUNS = _METER.create_counter("sounding.retrieval.arm.runs", description="arms run by Retrieve")
-_ARM_LATENCY = _METER.create_histogram("sounding.retrieval.arm.latency", unit="ms")
+_ARM_LATENCY = _METER.create_histogram(
+    "sounding.retrieval.arm.duration", unit="s", description="time an arm took to search"
+)
 _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", description="observed reward per arm")
 # Retrievals kept in memory for Observe (the others are read back from the log): at most this
 # many, holding at most RECENT_DOCUMENT_IDS document ids together.
@@ -51,48 +59,6 @@ RECENT_DOCUMENT_IDS = 1_000_000
 RETRIEVAL_FLUSH_INTERVAL_S = 1.0
 DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
 FEEDBACK_VALUES = ("", "helpful", "not_helpful")
-
-
-@dataclass(frozen=True)
-class RetrievalOutcome:
-    retrieval_id: str
-    used_document_ids: tuple[str, ...] = ()
-    feedback: str = ""
-    agent_success: bool | None = None
-    found_missing_content: bool = False
-    missed_document_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Rejected:
-    index: int
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class CalibrationProgress:
-    stage: str
-    fraction: float
-
-
-@dataclass(frozen=True)
-class CalibrationReport:
-    # "bandit" or "miss_rate".
-    target: str
-    # The version in use afterwards (0: never calibrated).
-    version: int
-    sample_size: int
-    deployed: bool
-    summary: str
-    diagnostics: dict[str, float]
-    plot_png: bytes = b""
-
-
-@dataclass(frozen=True)
-class ObserveResult:
-    recorded: int
-    rejected: list[Rejected]
 
 
 class LearningService:
@@ -109,7 +75,7 @@ class LearningService:
         self._recalibration_window_s = recalibration_window_s
         self.selector = StrategySelector(self._arms, config)
         self.deployment: Deployment | None = None
-        self.miss_rate_calibration: calibration.MissRateCalibration | None = None
+        self.miss_rate_calibration: MissRateCalibration | None = None
         self.miss_history = MissHistory(config.history_capacity)
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._recent_ids = 0
@@ -135,7 +101,7 @@ class LearningService:
         await service._rebuild()
         latest = await learning_log.latest_calibration("miss_rate")
         if latest is not None:
-            service.miss_rate_calibration = calibration.MissRateCalibration.from_params(*latest)
+            service.miss_rate_calibration = MissRateCalibration.from_params(*latest)
         service.selector.queries_planned = await learning_log.next_query_index()
         return service
 
@@ -292,9 +258,13 @@ class LearningService:
 
     def remember(self, record: RetrievalRecord) -> None:
         for arm, ran in record.arms.items():
-            attributes = {"arm": arm, "mode": record.mode, "exploration": bool(ran["exploration"])}
+            attributes = {
+                "sounding.arm": arm,
+                "sounding.plan.mode": record.mode,
+                "sounding.plan.exploration": bool(ran["exploration"]),
+            }
             _ARM_RUNS.add(1, attributes)
-            _ARM_LATENCY.record(ran["latency_ms"], {"arm": arm})
+            _ARM_LATENCY.record(ran["latency_ms"] / 1000, {"sounding.arm": arm})
         self._recent[record.retrieval_id] = record
         self._recent_ids += _document_ids(record)
         while len(self._recent) > RECENT_RETRIEVALS or self._recent_ids > RECENT_DOCUMENT_IDS:
@@ -414,7 +384,7 @@ class LearningService:
         self._sequence += len(entries)
         for outcome, record, arm_rewards in accepted:
             for arm, value in arm_rewards.items():
-                _ARM_REWARD.record(value, {"arm": arm})
+                _ARM_REWARD.record(value, {"sounding.arm": arm})
             self.selector.learn(record.context, record.embedding, arm_rewards)
             self.miss_history.add(record.embedding, calibration.reported_missing(_outcome_json(outcome)))
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from sounding import errors
 from sounding.core import risk_control, stop_rules
+from sounding.core.calibration import IsotonicMap
 from sounding.store.learning import InquiryState
 
 MIN_STATES = 10
@@ -67,14 +68,10 @@ def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -
         )
     confidence_map = None
     if rule == "verbalized_confidence":
-        from sklearn.isotonic import IsotonicRegression
-
         stated = np.asarray([s.stated_confidence for s in usable], dtype=float)
-        isotonic = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(
-            stated, 1.0 - np.asarray(erred, dtype=float)
-        )
-        confidence_map = (isotonic.X_thresholds_.tolist(), isotonic.y_thresholds_.tolist())
-        scores = (1.0 - isotonic.predict(stated)).tolist()
+        isotonic = IsotonicMap.fit(stated, 1.0 - np.asarray(erred, dtype=float))
+        confidence_map = (list(isotonic.stated), list(isotonic.observed))
+        scores = (1.0 - isotonic(stated)).tolist()
     else:
         scores = [s.scores[rule] for s in usable]
     fitted = risk_control.calibrate_threshold(scores, erred, delta, alpha)

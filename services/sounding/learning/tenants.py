@@ -6,17 +6,33 @@ log on its first call after a start."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
-from sounding.learning.inquiry import InquiryLearning
+from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
+from sounding.learning.protocol import ObserveResult, Rejected, RetrievalOutcome
 from sounding.learning.service import LearningService
+
+Observation = RetrievalOutcome | InquiryOutcome | Rejected
 
 
 @dataclass(frozen=True)
 class TenantLearning:
     retrieval: LearningService
     inquiry: InquiryLearning
+
+    async def observe(self, observations: Sequence[Observation]) -> ObserveResult:
+        """Record an Observe stream's outcomes, each with the learner of its kind; `Rejected` items
+        (refused while converting) stay rejected. Rejections carry their stream positions."""
+        inquiries = [(i, o) for i, o in enumerate(observations) if isinstance(o, InquiryOutcome)]
+        positions = [i for i, o in enumerate(observations) if isinstance(o, RetrievalOutcome)]
+        outcomes = [observations[i] for i in positions]
+        retrievals = await self.retrieval.observe(outcomes) if outcomes else ObserveResult(0, [])
+        recorded, rejected = await self.inquiry.observe(inquiries) if inquiries else (0, [])
+        rejected += [o for o in observations if isinstance(o, Rejected)]
+        # The retrieval side numbers its rejections within `outcomes`: back to stream positions.
+        rejected += [replace(r, index=positions[r.index]) for r in retrievals.rejected]
+        return ObserveResult(retrievals.recorded + recorded, sorted(rejected, key=lambda r: r.index))
 
 
 class Tenants:

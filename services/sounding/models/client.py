@@ -81,9 +81,7 @@ class ModelsClient:
 
     async def embed(self, texts: Sequence[str], timeout: float | None = None) -> np.ndarray:
         """L2-normalised float32 embeddings, one row per text."""
-        with telemetry.tracer().start_as_current_span(
-            "models.Embed", kind=SpanKind.CLIENT, attributes={"texts": len(texts)}
-        ):
+        with telemetry.client_call(f"{SERVICE_NAME}/Embed", {"sounding.texts": len(texts)}):
             try:
                 response = await self._stub.Embed(
                     models_pb2.EmbedRequest(texts=list(texts)),
@@ -97,9 +95,7 @@ class ModelsClient:
 
     async def entail(self, pairs: Sequence[tuple[str, str]], timeout: float | None = None) -> np.ndarray:
         """(entailment, neutral, contradiction) probabilities, one row per (premise, hypothesis)."""
-        with telemetry.tracer().start_as_current_span(
-            "models.Entail", kind=SpanKind.CLIENT, attributes={"pairs": len(pairs)}
-        ):
+        with telemetry.client_call(f"{SERVICE_NAME}/Entail", {"sounding.pairs": len(pairs)}):
             try:
                 response = await self._stub.Entail(
                     models_pb2.EntailRequest(
@@ -122,8 +118,8 @@ class ModelsClient:
         timeout: float | None = None,
     ) -> list[int]:
         """Cluster labels, numbered in order of first appearance (0 threshold: the default)."""
-        with telemetry.tracer().start_as_current_span(
-            "models.Cluster", kind=SpanKind.CLIENT, attributes={"texts": len(texts), "method": method}
+        with telemetry.client_call(
+            f"{SERVICE_NAME}/Cluster", {"sounding.texts": len(texts), "sounding.cluster.method": method}
         ):
             try:
                 response = await self._stub.Cluster(
@@ -177,7 +173,7 @@ class ModelsClient:
         if seed is not None:
             request.seed = seed
         pieces = self._generate(request, timeout, flow)
-        return telemetry.traced_stream(pieces, "models.Generate", kind=SpanKind.CLIENT)
+        return telemetry.traced_stream(pieces, f"{SERVICE_NAME}/Generate", kind=SpanKind.CLIENT, rpc=True)
 
     async def _generate(
         self, request: models_pb2.GenerateRequest, timeout: float | None, flow: str

@@ -1,16 +1,19 @@
-"""Contracts of the retrieval package: arm requests and results, executors, streamed events."""
+"""Contracts of the retrieval package: arm requests and results, executors, what Retrieve needs of
+its tenant's learned state, streamed events."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from sounding import errors
+from sounding.core.calibration import MissRateCalibration
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
+from sounding.store.learning import RetrievalRecord
 from sounding.store.reader import ChunkHit
 from sounding.store.schema import DEFAULT_TENANT
 
@@ -117,6 +120,47 @@ class PlannedArm:
     fusion_weight: float = 1.0
     score: float = 0.0
     exploration: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    query_index: int
+    # cold_start, forced_all, explore, exploit or requested.
+    mode: str
+    arms: list[PlannedArm]
+    bandit_confidence: float
+
+    @property
+    def chosen(self) -> list[str]:
+        return [a.arm for a in self.arms if a.chosen]
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {a.arm: a.fusion_weight for a in self.arms if a.chosen}
+
+
+class MissRates(Protocol):
+    def miss_rate(self, embedding: Sequence[float]) -> float | None:
+        """The smoothed miss share of the observed queries nearest `embedding` (None: none yet)."""
+        ...
+
+
+class RetrievalLearner(Protocol):
+    """What Retrieve needs of its tenant's learned state (learning.service.LearningService): the
+    query's features, a plan of arms, the miss history and calibration behind the stated miss
+    rate, and a record of what ran, kept for Observe."""
+
+    @property
+    def miss_history(self) -> MissRates: ...
+
+    @property
+    def miss_rate_calibration(self) -> MissRateCalibration | None: ...
+
+    def features(self, query: str, embedding: Sequence[float], graph_entities: int = 0) -> np.ndarray: ...
+
+    def plan(self, context: np.ndarray, requested: Sequence[str]) -> Plan: ...
+
+    def remember(self, record: RetrievalRecord) -> None: ...
 
 
 @dataclass(frozen=True)

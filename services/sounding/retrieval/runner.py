@@ -54,7 +54,11 @@ class StrategyRunner:
         with telemetry.tracer().start_as_current_span(
             f"arm.{arm}",
             context=telemetry.extract(trace_carrier),
-            attributes={"arm": arm, "collection": request.collection, "limit": request.limit},
+            attributes={
+                "sounding.arm": arm,
+                "sounding.collection": request.collection,
+                "sounding.limit": request.limit,
+            },
         ):
             started = time.perf_counter()
             found = await strategy.search(request, self._models, self._reader)
@@ -65,7 +69,10 @@ class StrategyRunner:
         with telemetry.tracer().start_as_current_span(
             f"expansion.{request.strategy}",
             context=telemetry.extract(trace_carrier),
-            attributes={"strategy": request.strategy, "collection": request.collection},
+            attributes={
+                "sounding.expansion.strategy": request.strategy,
+                "sounding.collection": request.collection,
+            },
         ):
             started = time.perf_counter()
             queries, hits = await expand(request, self._models, self._reader)

@@ -26,14 +26,13 @@ import numpy as np
 
 from sounding import errors, telemetry
 from sounding.config import ExpansionSettings, RetrieveLimits
+from sounding.core.calibration import MissRateCalibration
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
 from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
-from sounding.learning.calibration import MissRateCalibration
-from sounding.learning.service import LearningService
 from sounding.models.client import ModelsClient
 from sounding.retrieval.iterative import LoopSettings, LoopState, run_loop
 from sounding.retrieval.protocol import (
@@ -47,6 +46,7 @@ from sounding.retrieval.protocol import (
     FusedHit,
     PlanEvent,
     Provenance,
+    RetrievalLearner,
     RetrieveEvent,
     RetrieveQuery,
     SemanticGap,
@@ -146,7 +146,9 @@ class RetrievalService:
             protected_head=defaults.protected_head,
         )
 
-    async def retrieve(self, query: RetrieveQuery, learning: LearningService) -> AsyncIterator[RetrieveEvent]:
+    async def retrieve(
+        self, query: RetrieveQuery, learning: RetrievalLearner
+    ) -> AsyncIterator[RetrieveEvent]:
         """The query's events, on the collection of the query's tenant; `learning` is that
         tenant's (its selector plans the arms, its history and calibration state the miss rate,
         and it remembers the retrieval for Observe)."""

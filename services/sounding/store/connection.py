@@ -9,7 +9,9 @@ Readers in other processes need `read_consistency_interval=0` to see each new ve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import lancedb
 
@@ -37,3 +39,15 @@ async def connect(location: StoreLocation) -> lancedb.AsyncConnection:
         session=_session,
         storage_options=dict(location.options),
     )
+
+
+def drop_tables(location: StoreLocation, names: Sequence[str]) -> None:
+    """Drop those of `names` that exist in the store at `location` (none there: nothing to do),
+    for a harness that wants a cold start; never while a server has the store open."""
+    if location.local_path is not None and not Path(location.local_path).exists():
+        return
+    db = lancedb.connect(location.uri, storage_options=dict(location.options))
+    existing = set(db.table_names(limit=100_000))
+    for name in names:
+        if name in existing:
+            db.drop_table(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
 
 COLLECTIONS_TABLE = "collections"
@@ -108,3 +109,11 @@ def chunk_id(document_id: str, index: int) -> str:
 def sql_string(value: str) -> str:
     """A SQL string literal for LanceDB filters."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def chunk_table(rows: list[dict], vectors: np.ndarray, dimension: int) -> pa.Table:
+    """A batch's chunk rows (every chunks column but the vector) with their vectors, as written."""
+    chunks = chunks_schema(dimension)
+    return pa.Table.from_pylist(rows, chunks.remove(chunks.get_field_index("vector"))).append_column(
+        chunks.field("vector"), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
+    )

@@ -2,7 +2,7 @@
 
 import pytest
 from sounding.core.fusion import Contribution
-from sounding.gateway import convert
+from sounding.gateway.convert import retrieval as convert
 from sounding.retrieval import protocol as p
 from sounding_client import ArmRank, Fused, Hit
 from sounding_client._convert import Hits, retrieve_event

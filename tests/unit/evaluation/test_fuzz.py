@@ -3,7 +3,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
-from sounding.evaluation import fuzz
+from sounding.evaluation import fuzz, generated_calls
 from sounding_client.api.sounding.v1 import corpus_pb2
 
 pytestmark = pytest.mark.unit
@@ -18,7 +18,7 @@ POOLS = fuzz.Pools(sessions=["s1"], retrievals=["r1"], documents=["d1"]).by_fiel
     deadline=None,
     derandomize=True,
 )
-@given(fuzz.calls(POOLS, {}))
+@given(generated_calls.calls(POOLS, {}))
 def test_generated_calls_are_sendable(call):
     assert 1 <= len(call.payloads) <= (5 if call.client_streaming else 1)
     assert all(len(p) < 64 * 1024 * 1024 for p in call.payloads)  # what a client may send
@@ -26,7 +26,7 @@ def test_generated_calls_are_sendable(call):
 
 
 def test_a_marker_becomes_invalid_utf8_on_the_wire():
-    payload = fuzz.wire(corpus_pb2.GetCollectionRequest(name="a" + fuzz.MARKER))
+    payload = generated_calls.wire(corpus_pb2.GetCollectionRequest(name="a" + generated_calls.MARKER))
     with pytest.raises(Exception, match="UTF-8"):
         corpus_pb2.GetCollectionRequest.FromString(payload)
 
@@ -75,6 +75,6 @@ def test_a_run_counts_codes_per_method_and_keeps_the_forbidden_calls():
 
 
 def test_every_method_has_valid_seed_requests():
-    found = fuzz.seeds(POOLS)
-    assert set(found) == {m.name for service in fuzz.SERVICES for m in service.methods}
+    found = generated_calls.seeds(POOLS)
+    assert set(found) == {m.name for service in generated_calls.SERVICES for m in service.methods}
     assert all(streams and all(streams) for streams in found.values())

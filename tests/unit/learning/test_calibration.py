@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from sounding.learning.calibration import MIN_OUTCOMES, MissRateCalibration, Outcome, fit, outcome
+from sounding.core.calibration import MissRateCalibration
+from sounding.learning.calibration import MIN_OUTCOMES, Outcome, fit, outcome
 
 pytestmark = pytest.mark.unit
 

@@ -2,9 +2,10 @@ import asyncio
 
 import numpy as np
 import pytest
-from sounding.learning.service import LearningService, RetrievalOutcome, rewards
-from sounding.retrieval import features
-from sounding.retrieval.selection import SelectionConfig
+from sounding.learning import features
+from sounding.learning.protocol import RetrievalOutcome
+from sounding.learning.selection import SelectionConfig
+from sounding.learning.service import LearningService, rewards
 from sounding.store.learning import RetrievalRecord
 
 pytestmark = pytest.mark.unit

@@ -4,6 +4,7 @@ import pytest
 from sounding import errors
 from sounding.config import RetrieveLimits
 from sounding.core.provenance import Provenance
+from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
 from sounding.retrieval.protocol import (
     ArmResult,
@@ -14,7 +15,6 @@ from sounding.retrieval.protocol import (
     RetrieveQuery,
     StrategyResultEvent,
 )
-from sounding.retrieval.selection import SelectionConfig
 from sounding.retrieval.service import RetrievalService, validate
 from sounding.store.collections import CollectionStats
 from sounding.store.reader import ChunkHit

@@ -15,8 +15,8 @@ import numpy as np
 
 from sounding.core.bandit import ArmScore, ExplorationSchedule, LinUCB, fusion_weights, select_arms
 from sounding.core.neighbours import NearestValues
-from sounding.retrieval import features
-from sounding.retrieval.protocol import PlannedArm
+from sounding.learning import features
+from sounding.retrieval.protocol import Plan, PlannedArm
 
 SIMILAR_QUERIES = 5
 
@@ -30,23 +30,6 @@ class SelectionConfig:
     seed: int = 0
     # Observed queries the similar-outcomes feature looks among (the most recent).
     history_capacity: int = 20_000
-
-
-@dataclass(frozen=True)
-class Plan:
-    query_index: int
-    # cold_start, forced_all, explore, exploit or requested.
-    mode: str
-    arms: list[PlannedArm]
-    bandit_confidence: float
-
-    @property
-    def chosen(self) -> list[str]:
-        return [a.arm for a in self.arms if a.chosen]
-
-    @property
-    def weights(self) -> dict[str, float]:
-        return {a.arm: a.fusion_weight for a in self.arms if a.chosen}
 
 
 class StrategySelector:

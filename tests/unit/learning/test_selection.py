@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 from sounding.core.bandit import ExplorationSchedule
-from sounding.retrieval import features
-from sounding.retrieval.selection import SelectionConfig, StrategySelector
+from sounding.learning import features
+from sounding.learning.selection import SelectionConfig, StrategySelector
 
 pytestmark = pytest.mark.unit
 ARMS = ("dense", "lexical", "hyde")

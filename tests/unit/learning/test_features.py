@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from sounding.retrieval import features
+from sounding.learning import features
 
 pytestmark = pytest.mark.unit
 

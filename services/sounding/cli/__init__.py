@@ -1,0 +1,70 @@
+"""The `sounding` command line. Errors end a command with one line on stderr (the status code and
+field violations of a failed call) and exit status 1; `--debug` shows the traceback instead."""
+
+from __future__ import annotations
+
+import sys
+from importlib import metadata
+
+import typer
+
+from sounding.cli import calls, serve
+from sounding.cli.demo import demo
+from sounding.cli.evaluate import eval_app
+from sounding.cli.models import models_app
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Sounding: retrieval that states what it may have missed, ask-or-answer inquiry, outcome "
+    "learning and calibration, over gRPC.",
+    epilog="An error ends a command with one line on stderr and exit status 1 (--debug: the traceback).",
+)
+app.add_typer(serve.serve_app, name="serve")
+app.add_typer(eval_app, name="eval")
+app.add_typer(models_app, name="models")
+token_app = typer.Typer(help="Bearer tokens of the public port (README, Security).")
+token_app.command("create")(calls.token_create)
+app.add_typer(token_app, name="token")
+for command in (serve.health, serve.up, calls.ingest, calls.retrieve, demo, calls.limits, calls.collections):
+    app.command()(command)
+
+_debug = False
+
+
+def _show_version(shown: bool) -> None:
+    if shown:
+        print(f"sounding {metadata.version('sounding')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="show the traceback of an error"),
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    global _debug
+    _debug = debug
+
+
+def describe(error: BaseException) -> str:
+    """One line: a failed call's status code, message and field violations; else the error."""
+    from sounding_client import SoundingError
+
+    if isinstance(error, SoundingError):
+        violations = "; ".join(f"{v.field}: {v.description}" for v in error.field_violations)
+        return f"{error.code.name}: {error.message}" + (f" ({violations})" if violations else "")
+    message = str(error).strip().replace("\n", " ") or type(error).__name__
+    return message if isinstance(error, RuntimeError | OSError) else f"{type(error).__name__}: {message}"
+
+
+def main() -> None:
+    try:
+        app()  # usage errors are click's (exit status 2); typer.Exit ends as SystemExit
+    except Exception as error:  # every other error ends as one line, unless --debug
+        if _debug:
+            raise
+        print(f"error: {describe(error)}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,3 @@
+from sounding.cli import main
+
+main()

@@ -1,0 +1,149 @@
+"""Commands that call a running orchestrator (ingest, retrieve, collections) and the local
+ones about its configuration (limits, token create)."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from sounding.auth import ROLES
+from sounding.cli.common import ADDRESS, TLS_CA, TLS_CERT, TLS_KEY, TOKEN, connect, console, read_documents
+from sounding.cli.show import print_retrieve
+from sounding.config import Settings
+from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
+from sounding.progress import progress_bar
+from sounding.retrieval.strategies import STRATEGIES
+
+Arm = StrEnum("Arm", {name: name for name in STRATEGIES})
+ExpansionStrategy = StrEnum("ExpansionStrategy", {name: name for name in EXPANSION_STRATEGIES})
+Role = StrEnum("Role", {name: name for name in ROLES})
+
+
+def ingest(
+    path: Path = typer.Argument(..., exists=True, help="FILE.jsonl or a directory of .txt/.md files"),
+    collection: str = typer.Option(..., "--collection", "-c", help="the collection to ingest into"),
+    batch_size: int = typer.Option(64, min=1, max=2000, help="documents per IngestDocuments message"),
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+) -> None:
+    """Ingest documents, creating the collection if needed, with a progress bar."""
+    from sounding_client import SoundingError
+
+    documents = list(read_documents(path))
+    with connect(address, token, tls_ca, tls_cert, tls_key) as client:
+        try:
+            client.get_collection(collection)
+        except SoundingError as error:
+            if error.reason != "COLLECTION_NOT_FOUND":
+                raise
+            client.create_collection(collection)
+        with progress_bar(console) as progress:
+            task = progress.add_task(f"ingesting into {collection}", total=len(documents))
+            for report in client.ingest(collection, documents, batch_size=batch_size):
+                progress.update(task, completed=report.total_documents)
+        info = client.get_collection(collection)
+    console.print(
+        f"{collection}: {info.document_count} documents, {info.chunk_count} chunks "
+        f"({report.elapsed_seconds:.1f} s, {report.total_documents / report.elapsed_seconds:.1f} docs/s)"
+    )
+
+
+def retrieve(
+    query: str = typer.Argument(..., help="the query"),
+    collection: str = typer.Option(..., "--collection", "-c", help="the collection to search"),
+    top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=1000, help="hits in the final ranking"),
+    arm: list[Arm] = typer.Option([], "--arm", help="run only these arms (repeatable; default: planned)"),
+    max_iterations: int = typer.Option(
+        None, help="expansion loop iterations (0: off; default from settings)"
+    ),
+    min_recall: float = typer.Option(None, help="expand while the estimated recall is below this"),
+    expansion: list[ExpansionStrategy] = typer.Option(
+        [], "--expansion", help="allowed expansion strategies (repeatable; default: all)"
+    ),
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+) -> None:
+    """Stream a Retrieve, printing each event as it arrives."""
+    from sounding_client import ExpansionOptions
+
+    options = ExpansionOptions(
+        min_recall=min_recall, max_iterations=max_iterations, strategies=tuple(e.value for e in expansion)
+    )
+    with connect(address, token, tls_ca, tls_cert, tls_key) as client:
+        print_retrieve(client, collection, query, top_k, [a.value for a in arm], options)
+
+
+def collections(
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+) -> None:
+    """List collections."""
+    with connect(address, token, tls_ca, tls_cert, tls_key) as client:
+        for c in client.list_collections():
+            console.print(
+                f"{c.name}: {c.document_count} documents, {c.chunk_count} chunks, {c.embedding_model}"
+            )
+
+
+def limits(markdown: bool = typer.Option(False, help="the README's table, in Markdown")) -> None:
+    """Every limit on what a client can make Sounding do: its setting, default and current value."""
+    from rich.table import Table
+
+    from sounding.config import limit_rows
+
+    rows = limit_rows(Settings().limits)
+    if markdown:
+        print("| setting | default | what it bounds |\n| --- | --- | --- |")
+        for setting, default, _, description in rows:
+            print(f"| `{setting}` | {default} | {description} |")
+        return
+    table = Table("setting", "default", "value", "what it bounds")
+    for row in rows:
+        table.add_row(*row, style="bold" if row[1] != row[2] else None)
+    console.print(table)
+
+
+def token_create(
+    tenant: str = typer.Option(..., help="the tenant the token acts for"),
+    role: Role = typer.Option(Role.reader, help="what the token may do (each role includes the ones before)"),
+    file: Path = typer.Option(..., help="the token file to add it to (created if missing)"),
+) -> None:
+    """Make a token for a tenant and role: its hash goes into the token file (a running server
+    picks it up within a second), the token itself is printed once and stored nowhere."""
+    import datetime
+    import tempfile
+
+    from pydantic import ValidationError
+
+    from sounding import auth
+
+    token, digest = auth.new_token()
+    try:
+        auth.TokenEntry(sha256=digest, tenant=tenant, role=role.value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise typer.BadParameter(first["msg"], param_hint=f"--{first['loc'][0]}") from None
+    existing = file.read_text() if file.exists() else ""
+    if existing:
+        auth.read_token_file(file)  # never extend a file the server cannot read
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    entry = f'\n# created {created}\n[[tokens]]\nsha256 = "{digest}"\ntenant = "{tenant}"\nrole = "{role}"\n'
+    # Written whole and renamed into place: a server reloading it never reads half a file.
+    with tempfile.NamedTemporaryFile("w", dir=file.parent, prefix=f".{file.name}.", delete=False) as staged:
+        staged.write(existing + entry)
+    os.chmod(staged.name, 0o600)
+    os.replace(staged.name, file)
+    console.print(f"added a {role} token of tenant {tenant} to {file}; the token (shown only now):")
+    print(token)

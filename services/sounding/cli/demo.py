@@ -1,0 +1,181 @@
+"""`sounding demo`: every RPC doing its job on the bundled corpus, on a stack of its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack
+from sounding.cli.show import print_calibration, print_retrieve
+from sounding.config import Settings
+from sounding.progress import progress_bar
+
+
+def demo(
+    data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
+) -> None:
+    """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
+    with Observe, recalibrate the strategy selector and the miss rate from them, play an Inquire
+    game, let Sounding's model work a detective case, stop the stack."""
+    from sounding_client import Client, RetrievalOutcome
+
+    from sounding.stack import Stack
+
+    corpus = DEMO_CORPUS
+    settings = Settings(data_dir=data_dir)
+    stack = Stack(settings, log_dir=data_dir / "logs")
+    try:
+        start_stack(stack)
+        with Client(settings.address, timeout=120) as client:
+            if "demo" in {c.name for c in client.list_collections()}:
+                client.delete_collection("demo")
+            client.create_collection("demo", "the demo corpus shipped in examples/")
+            documents = list(read_documents(corpus))
+            with progress_bar(console) as progress:
+                task = progress.add_task("IngestDocuments", total=len(documents))
+                for report in client.ingest("demo", documents, batch_size=4):
+                    progress.update(task, completed=report.total_documents)
+            finals = []
+            for query in ("how do ships measure the depth of water?", "combining rankings"):
+                console.rule(f"Retrieve: {query}")
+                finals.append(print_retrieve(client, "demo", query, 3, []))
+            console.rule("Observe: the agent used each Retrieve's top hit and found it helpful")
+            ack = client.observe(
+                RetrievalOutcome(f.retrieval_id, (f.hits[0].document_id,), feedback="helpful") for f in finals
+            )
+            console.print(f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}")
+            metrics = client.strategy_metrics()
+            for arm in metrics.arms:
+                console.print(
+                    f"  {arm.arm:12} runs {arm.runs:3}  mean reward {arm.mean_reward:.2f}  "
+                    f"contribution rate {arm.contribution_rate:.2f}  latency {arm.mean_latency_ms:7.1f} ms"
+                )
+            console.rule("Retrieve and Observe: sixty questions, each with its source document")
+            _print_agent_traffic(client, "demo", corpus.with_name("demo-questions.jsonl"))
+            console.rule("Calibrate(BANDIT): retrain the strategy selector on the recorded outcomes")
+            print_calibration(client.calibrate("bandit"))
+            console.rule("Calibrate(MISS_RATE): map stated miss rates to the misses the agent reported")
+            print_calibration(client.calibrate("miss_rate"))
+            console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
+            _print_bulls_and_cows(client, "0435")
+            console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
+            _print_llm_inquiry(client)
+            console.rule()
+    finally:
+        with console.status("stopping the stack"):
+            stack.stop()
+
+
+def _print_bulls_and_cows(client, secret: str) -> None:
+    from sounding_client import Ask, Belief, InquiryAnswer
+
+    from sounding.inquiry.domains import bulls_and_cows
+
+    table = bulls_and_cows.feedback_table()
+    inquiry = client.inquire("bulls_and_cows")
+    for event in inquiry:
+        if isinstance(event, Belief):
+            console.print(f"[bold]belief[/bold] {event.entropy_bits:.2f} bits of uncertainty")
+        elif isinstance(event, Ask):
+            code = int(table.table[table.index[event.question], table.index[secret]])
+            bulls, cows = divmod(code, bulls_and_cows.CODES_PER_FEEDBACK)
+            console.print(
+                f"[bold]ask[/bold] #{event.turn} {event.question} "
+                f"(expected gain {event.expected_information_gain:.2f} bits) -> {bulls} bulls, {cows} cows"
+            )
+            inquiry.answer(f"{bulls} {cows}")
+        elif isinstance(event, InquiryAnswer):
+            console.print(
+                f"[bold]answer[/bold] {event.answer} ({event.stopping_reason}, "
+                f"{len(event.entropy_bits) - 1} guesses)"
+            )
+
+
+DEMO_CASE = (
+    "The host, Mr. Hale, was found dead in his study at nine in the evening, struck with a brass "
+    "candlestick. The butler heard an argument at half past eight. Victor Crane owed Hale money; "
+    "Anna Byrne was his niece and heir; Lucy Dunn, the cook, was in the kitchen all evening."
+)
+
+
+def _print_llm_inquiry(client) -> None:
+    """A detective case for Sounding's own model (two samples per state, one question), its
+    outcome through Observe, and a stop-threshold calibration from the recorded states."""
+    from sounding_client import (
+        Ask,
+        Belief,
+        Hypothesis,
+        InquiryAnswer,
+        InquiryOutcome,
+        InquiryPolicy,
+    )
+
+    suspects = ["Anna Byrne", "Victor Crane", "Lucy Dunn"]
+    inquiry = client.inquire(
+        "llm",
+        InquiryPolicy(stop_rule="robust_mi_risk", max_turns=1),
+        hypotheses=[Hypothesis(f"s{i}", name) for i, name in enumerate(suspects)],
+        domain_parameters={"task": "dc", "samples": "2", "answer_tokens": "24", "question_tokens": "48"},
+        context=DEMO_CASE,
+        timeout=900,
+    )
+    for event in inquiry:
+        if isinstance(event, Belief):
+            signal = event.stop_signals[0]
+            console.print(
+                f"[bold]belief[/bold] answer now: {event.current_answer or '(none parsed)'}; "
+                f"{signal.rule} {signal.score:.3f} vs threshold {signal.threshold:.3f} "
+                f"({'answer' if signal.answers else 'ask'}); homogeneity {event.homogeneity_bucket}, "
+                f"p_max {event.homogeneity.p_max:.2f}"
+            )
+        elif isinstance(event, Ask):
+            console.print(f'[bold]ask[/bold] {event.question} -> "I was out walking the dog."')
+            inquiry.answer("I was out walking the dog.")
+        elif isinstance(event, InquiryAnswer):
+            console.print(f"[bold]answer[/bold] {event.answer or '(none)'} ({event.stopping_reason})")
+    ack = client.observe([InquiryOutcome(inquiry.session_id, "Victor Crane")])
+    console.print(f"[bold]observe[/bold] the true culprit: recorded {ack.recorded} session's states")
+    print_calibration(client.calibrate("stop_threshold", task="dc", regime="normal"))
+
+
+def _print_agent_traffic(client, collection: str, questions: Path) -> None:
+    """Each question (with the id of the document it was written from) through a Retrieve on
+    the cheap arms, its outcome through Observe: the source document used when it ranked first,
+    reported missing when it did not."""
+    from sounding_client import ExpansionOptions, RetrievalOutcome
+
+    asked = [json.loads(line) for line in questions.read_text().splitlines() if line.strip()]
+    outcomes, stated = [], []
+    with progress_bar(console) as progress:
+        task = progress.add_task("Retrieve", total=len(asked))
+        for question in asked:
+            final = client.retrieve_final(
+                collection,
+                question["question"],
+                top_k=1,
+                arms=("dense", "lexical"),
+                expansion=ExpansionOptions(max_iterations=0),
+                omit_text=True,
+            )
+            source = question["document_id"]
+            found = source in {hit.document_id for hit in final.hits}
+            outcomes.append(
+                RetrievalOutcome(
+                    final.retrieval_id,
+                    (source,) if found else (),
+                    feedback="helpful" if found else "not_helpful",
+                    found_missing_content=not found,
+                    missed_document_ids=() if found else (source,),
+                )
+            )
+            stated.append(final.uncertainty.miss_rate.value)
+            progress.update(task, advance=1)
+    ack = client.observe(outcomes)
+    missed = sum(o.found_missing_content for o in outcomes)
+    console.print(
+        f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}: the source "
+        f"document ranked first for {len(outcomes) - missed} of {len(outcomes)} questions; "
+        f"stated miss rate {sum(stated) / len(stated):.2f} on average, observed {missed / len(outcomes):.2f}"
+    )

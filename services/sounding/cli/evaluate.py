@@ -1,0 +1,382 @@
+"""`sounding eval`: measurements whose JSON results go to bench/results/ (bench/README.md)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from sounding import extras
+from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack, write_result
+from sounding.config import Settings
+from sounding.core.stop_rules import STOP_RULES
+from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
+from sounding.progress import progress_bar
+
+ArbenchTask = StrEnum("ArbenchTask", {"dc": "dc", "sp": "sp", "gn": "gn"})
+StopRule = StrEnum("StopRule", {name: name for name in ("all", *STOP_RULES)})
+Regime = StrEnum("Regime", {"normal": "normal", "collapse": "collapse"})
+InquiryTask = StrEnum("InquiryTask", {"bulls_and_cows": "bulls-and-cows", "hypotheses": "hypotheses"})
+BullsAndCowsPolicy = StrEnum("BullsAndCowsPolicy", {name: name for name in BULLS_AND_COWS_POLICIES})
+
+eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
+
+
+@eval_app.callback()
+def _prepare() -> None:
+    """A harness that started a stack stops it on SIGTERM too, not only on Ctrl-C."""
+    extras.require(extras.EVALUATION)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR dataset directory"),
+    split: str = typer.Option("test", help="the split whose queries are measured"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
+    fresh: bool = typer.Option(False, help="re-ingest and re-encode even if cached"),
+    train_split: str = typer.Option(
+        None, help="adaptive mode: learn from these queries' outcomes first (e.g. train)"
+    ),
+    train_limit: int = typer.Option(None, help="adaptive mode: only the first N train queries"),
+    test_limit: int = typer.Option(None, help="adaptive mode: only the first N test queries"),
+    background_load: float = typer.Option(
+        0.0, min=0.0, max=0.95, help="keep one core busy this share of the time while the queries run"
+    ),
+) -> None:
+    """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
+    in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates.
+
+    With --train-split: every arm, all arms fused, and adaptive selection that learns through
+    Observe over the train queries and keeps learning on the test queries; the regret curve
+    goes to a PNG beside the JSON."""
+    if train_split:
+        from sounding.evaluation import adaptive
+        from sounding.evaluation.harness import write
+
+        result, plot = adaptive.run(data, train_split, split, Settings(), console, train_limit, test_limit)
+        write(result, plot, out)
+        console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
+        console.print(f"written to {out} and {out.with_suffix('.png')}")
+        return
+    from sounding.evaluation.harness import provenance
+    from sounding.evaluation.retrieval import run
+
+    settings = Settings()
+    result = {
+        "provenance": provenance(settings),
+        **run(data, split, address, fresh, settings, console, background_load),
+    }
+    write_result(result, out)
+    console.print_json(json.dumps(result["systems"]))
+    console.print(f"written to {out}")
+
+
+@eval_app.command("calibration")
+def eval_calibration(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR dataset directory"),
+    train_split: str = typer.Option("train", help="queries whose outcomes are observed and fitted"),
+    split: str = typer.Option("test", help="queries the calibration is judged on"),
+    out: Path = typer.Option(..., help="where to write the JSON result (the PNG goes beside it)"),
+    k: int = typer.Option(10, min=1, max=100, help="the top k whose recall is stated and judged"),
+    train_limit: int = typer.Option(None, help="only the first N train queries"),
+    test_limit: int = typer.Option(None, help="only the first N test queries"),
+) -> None:
+    """Honesty of the stated miss rate and recall before and after Calibrate(MISS_RATE) (ECE of
+    stated recall@k, AUROC of the miss rate), and the expansion loop's effect on recall@100 and
+    nDCG@10."""
+    from sounding.evaluation import calibration
+    from sounding.evaluation.harness import write
+
+    result, plot = calibration.run(data, train_split, split, Settings(), console, k, train_limit, test_limit)
+    write(result, plot, out)
+    console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
+    console.print(f"written to {out} and {out.with_suffix('.png')}")
+
+
+@eval_app.command("nli")
+def eval_nli(
+    data: Path = typer.Option(..., exists=True, dir_okay=False, help="SNLI-style CSV or JSONL"),
+    model: Path = typer.Option(None, help="a sequence-classification NLI model; default: the trained one"),
+    out: Path = typer.Option(None, help="also write the JSON result here"),
+) -> None:
+    """Accuracy and per-class F1 of the NLI model on labelled pairs."""
+    from sounding.models import nli
+
+    path = model or Settings().models.cache_dir / nli.TRAINED_DIR
+    if not path.exists():
+        console.print(f"[red]no NLI model at {path}[/red]; run `sounding models train-nli` first")
+        raise typer.Exit(1)
+    pairs = nli.read_pairs(data)
+    with console.status(f"classifying {len(pairs)} pairs"):
+        result = {"data": str(data), "model": str(path), **nli.evaluate(nli.NliModel(path), pairs)}
+    console.print_json(json.dumps(result))
+    if out:
+        write_result(result, out)
+
+
+@eval_app.command("arbench")
+def eval_arbench(
+    task: ArbenchTask = typer.Option(
+        ..., help="the AR-Bench task: detective cases, situation puzzles or guess numbers"
+    ),
+    data: Path = typer.Option(..., exists=True, dir_okay=False, help="an AR-Bench JSON file of the task"),
+    stop_rule: StopRule = typer.Option(
+        "all", help="a stop rule, or 'all': one trajectory per episode with every rule judged on it"
+    ),
+    regime: Regime = typer.Option(
+        Regime.normal, help="normal (T 0.7, top-p 0.95) or collapse (T 0.1, decisive)"
+    ),
+    limit: int = typer.Option(20, min=1, help="the first N episodes"),
+    max_turns: int = typer.Option(5, min=1, max=25, help="questions before the answer is forced"),
+    samples: int = typer.Option(4, min=2, max=32, help="k: sampled answers per state and prompt variant"),
+    answer_tokens: int = typer.Option(0, min=0, help="token budget of an answer (0: the task's)"),
+    question_tokens: int = typer.Option(0, min=0, help="token budget of a question list (0: the task's)"),
+    seed: int = typer.Option(0, help="seed of every random choice (recorded in the result)"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack of its own"),
+) -> None:
+    """Play AR-Bench episodes through Inquire's llm domain, the NPC on the same generator
+    backend; accuracy (F1 for sp), questions asked, ECE over visited states and the Spearman
+    correlation between stop score and error, per stop rule. Played episodes are kept in
+    `<out>.journal.jsonl` until the result is written, so an interrupted run resumes there."""
+    from sounding_client import Client
+
+    from sounding.evaluation import arbench
+    from sounding.stack import serving
+
+    journal = out.with_name(out.name + ".journal.jsonl")
+    settings = Settings()
+    if not address:  # a stack of its own: its own data directory; greedy NPC replies are cached
+        settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "arbench"})
+    env = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": "1000000"}
+    with serving(settings, address, env) as running, Client(running, timeout=3600) as client:
+        try:
+            result = arbench.run(
+                client,
+                settings.models,
+                task.value,
+                data,
+                stop_rule.value,
+                regime.value,
+                limit,
+                max_turns,
+                samples,
+                console,
+                answer_tokens,
+                question_tokens,
+                seed,
+                journal,
+            )
+        except arbench.JournalMismatch as error:
+            raise typer.BadParameter(str(error), param_hint="--out") from None
+    write_result(result, out)
+    journal.unlink(missing_ok=True)
+    console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
+    console.print(f"written to {out}")
+
+
+@eval_app.command("fuzz")
+def eval_fuzz(
+    requests: int = typer.Option(10_000, min=16, help="generated calls to send"),
+    seed: int = typer.Option(0, help="seed of every random choice (recorded in the result)"),
+    concurrency: int = typer.Option(4, min=1, max=64, help="calls in flight at once"),
+    health_p99_ms: float = typer.Option(100.0, help="health checks' p99 latency must stay below this"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+) -> None:
+    """Generated requests for every RPC of SoundingService, CorpusService and the sidecar, on a
+    stack of its own (a fresh data directory): every call must end with a canonical code other
+    than UNKNOWN and INTERNAL, no process may die, health must keep answering (exit status 1
+    otherwise)."""
+    import shutil
+
+    from sounding_client import Client
+
+    from sounding.evaluation import fuzz
+    from sounding.evaluation.harness import provenance
+    from sounding.stack import Stack
+
+    settings = Settings()
+    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "fuzz"})
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
+    corpus = DEMO_CORPUS
+    with Stack(settings, env=env, log_dir=settings.data_dir / "logs") as stack:
+        with Client(settings.address, timeout=1800) as client:
+            pools = fuzz.prepare(client, list(read_documents(corpus)), settings.models.address)
+        processes = fuzz.stack_processes(stack.orchestrator.pid, stack.models.pid)
+        with progress_bar(console) as progress:
+            task = progress.add_task("fuzzing", total=requests)
+            result = fuzz.run(
+                settings.address,
+                settings.models.address,
+                requests,
+                pools,
+                seed,
+                concurrency,
+                alive=lambda: fuzz.still_alive(processes),
+                progress=lambda sent: progress.update(task, completed=sent),
+            )
+    result = {"provenance": provenance(settings, seed), "concurrency": concurrency, **result}
+    write_result(result, out)
+    console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
+    console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
+    health = result["health"]
+    if (
+        result["forbidden"]
+        or not all(result["alive"].values())
+        or health["not_serving"]
+        or not health["p99_ms"] < health_p99_ms
+    ):
+        raise typer.Exit(1)
+
+
+@eval_app.command("load")
+def eval_load(
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    duration: float = typer.Option(300.0, min=10.0, help="seconds of traffic"),
+    retrieve_streams: int = typer.Option(32, min=1, max=256, help="concurrent Retrieve streams"),
+    inquiry_sessions: int = typer.Option(4, min=0, max=64, help="concurrent bulls-and-cows sessions"),
+    hyde_every: int = typer.Option(20, min=0, help="one Retrieve in this many also asks for HyDE (0: never)"),
+    kills: bool = typer.Option(
+        False, help="SIGKILL the sidecar, a strategy worker, the orchestrator in turn"
+    ),
+    data: Path = typer.Option(
+        None, exists=True, file_okay=False, help="a BEIR dataset: its corpus and queries"
+    ),
+    corpus_limit: int = typer.Option(1000, min=1, help="documents of the corpus to ingest first"),
+    seed: int = typer.Option(0, help="seed of every random choice (recorded in the result)"),
+) -> None:
+    """Retrieve, Observe, Inquire and ingest traffic at once on a supervised stack of its own (a
+    fresh data directory) for `duration` seconds, memory sampled; with --kills, the three
+    processes are killed in turn at a quarter, half and three quarters of the run. Afterwards
+    every acknowledged observation, document and session must be there."""
+    import shutil
+
+    from sounding_client import Client
+
+    from sounding.evaluation import load
+    from sounding.evaluation.harness import provenance
+    from sounding.stack import Stack
+
+    settings = Settings()
+    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "load"})
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    source = data / "corpus.jsonl" if data else DEMO_CORPUS
+    documents = []
+    for document in read_documents(source):
+        documents.append(
+            {
+                "id": document.get("_id", document.get("id")),
+                "title": document.get("title", ""),
+                "text": document["text"],
+            }
+        )
+        if len(documents) == corpus_limit:
+            break
+    queries = load.queries_from(data / "queries.jsonl" if data else None)
+    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
+    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
+    try:
+        start_stack(stack)
+        stack.supervise()
+        with Client(settings.address, timeout=1800) as client:
+            client.create_collection(load.RETRIEVE_COLLECTION)
+            with progress_bar(console) as progress:
+                task = progress.add_task(f"ingesting {len(documents)} documents", total=len(documents))
+                for report in client.ingest(load.RETRIEVE_COLLECTION, documents, batch_size=64):
+                    progress.update(task, completed=report.total_documents)
+            client.create_collection(load.INGEST_COLLECTION)
+        planned = (
+            [
+                load.Kill(duration * share, what)
+                for share, what in ((0.25, "sidecar"), (0.5, "worker"), (0.75, "orchestrator"))
+            ]
+            if kills
+            else []
+        )
+        with progress_bar(console) as progress:
+            task = progress.add_task("traffic", total=duration)
+            result = load.run(
+                stack,
+                lambda: Client(settings.address, timeout=120),
+                queries,
+                duration,
+                retrieve_streams,
+                inquiry_sessions,
+                hyde_every,
+                kills=planned,
+                seed=seed,
+                progress=lambda elapsed: progress.update(task, completed=min(elapsed, duration)),
+            )
+    finally:
+        with console.status("stopping the stack"):
+            stack.stop()
+    result = {
+        "provenance": provenance(settings, seed),
+        "corpus": str(source),
+        "documents": len(documents),
+        **result,
+    }
+    write_result(result, out)
+    summary = {k: result[k] for k in ("calls", "errors", "kills", "verification", "memory")}
+    console.print_json(json.dumps(summary))
+    console.print(f"written to {out}")
+
+
+@eval_app.command("inquiry")
+def eval_inquiry(
+    task: InquiryTask = typer.Option(InquiryTask.bulls_and_cows, help="the game played"),
+    secrets: str = typer.Option("all", help="bulls-and-cows: 'all' (5,040 secrets) or a JSON list"),
+    policy: BullsAndCowsPolicy = typer.Option(
+        BullsAndCowsPolicy.eig,
+        help="bulls-and-cows: the policy under test (naive and "
+        "random_consistent run too); hypotheses compares eig with both fixed orders",
+    ),
+    comparison_games: int = typer.Option(
+        0, help="bulls-and-cows: games for the comparison policies (0: all)"
+    ),
+    games: int = typer.Option(100, help="hypotheses: secrets played per policy and noise level"),
+    hypotheses: int = typer.Option(1000, help="hypotheses: number of hypotheses"),
+    questions: int = typer.Option(200, help="hypotheses: number of attribute questions"),
+    noise: str = typer.Option("0,0.1", help="hypotheses: comma-separated answer noise levels"),
+    target_confidence: float = typer.Option(0.95, help="hypotheses: confidence to reach"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
+) -> None:
+    """Play inquiry games through the gRPC API (the harness is client and oracle)."""
+    from sounding_client import Client
+
+    from sounding.evaluation import inquiry
+    from sounding.stack import serving
+
+    try:
+        noise_levels = tuple(float(level) for level in noise.split(","))
+    except ValueError:
+        raise typer.BadParameter("comma-separated numbers", param_hint="--noise") from None
+    chosen = inquiry.load_secrets(secrets) if task is InquiryTask.bulls_and_cows else []
+    settings = Settings()
+    with serving(settings, address) as running, Client(running, timeout=600) as client:
+        if task is InquiryTask.bulls_and_cows:
+            result = inquiry.bulls_and_cows(client, chosen, policy.value, console, comparison_games or None)
+            summary = {
+                k: {m: v[m] for m in ("solved", "mean_turns", "max_turns")}
+                for k, v in result["policies"].items()
+            }
+        else:
+            result = inquiry.hypotheses(
+                client, console, hypotheses, questions, games, noise_levels, target_confidence
+            )
+            summary = {
+                name: {"reduction": v["eig_question_reduction"]}
+                | {p: v["policies"][p]["mean_questions_where_all_reached"] for p in v["policies"]}
+                for name, v in result["settings"].items()
+            }
+    write_result(result, out)
+    console.print_json(json.dumps(summary))
+    console.print(f"written to {out}")

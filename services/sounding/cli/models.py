@@ -1,0 +1,48 @@
+"""`sounding models`: training and preparing the sidecar's models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sounding import extras
+from sounding.cli.common import console
+from sounding.config import Settings
+from sounding.models.nli import BUNDLED_TRAINING_DATA
+from sounding.progress import progress_bar
+
+models_app = typer.Typer(help="Train or prepare the sidecar's models.")
+
+
+@models_app.command("train-nli")
+def train_nli(
+    data: Path = typer.Option(
+        BUNDLED_TRAINING_DATA, exists=True, dir_okay=False, help="SNLI-style CSV or JSONL (optionally .gz)"
+    ),
+    epochs: int = typer.Option(
+        3, min=1, max=20, help="passes over the data (the time budget may end it first)"
+    ),
+    max_minutes: float = typer.Option(20.0, min=0.1, help="stop training when this is spent"),
+    batch_size: int = typer.Option(32, min=1, max=512, help="pairs per optimisation step"),
+    learning_rate: float = typer.Option(5e-5, min=1e-7, max=1e-2, help="AdamW's peak learning rate"),
+) -> None:
+    """Fine-tune the NLI cross-encoder (MiniLM encoder, 3-way head) and save it in the models
+    cache, where the sidecar loads it from."""
+    extras.require(extras.MODELS_SIDECAR)
+    from sounding.models import nli
+
+    settings = Settings()
+    pairs = nli.read_pairs(data)
+    out = settings.models.cache_dir / nli.TRAINED_DIR
+    with progress_bar(console) as progress:
+        task = progress.add_task(f"training on {len(pairs)} pairs", total=None)
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            progress.update(task, completed=step, total=total, description=f"training, loss {loss:.3f}")
+
+        report = nli.train(pairs, out, epochs, batch_size, learning_rate, max_minutes, on_step=on_step)
+    console.print(
+        f"saved to {report.path}: {report.steps} steps ({report.epochs_run:.2f} epochs) in "
+        f"{report.seconds:.0f} s, last loss {report.final_loss:.3f}"
+    )

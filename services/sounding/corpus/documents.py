@@ -1,0 +1,118 @@
+"""Documents as a client sends them: their limits (`CorpusLimits`), checked before anything of a
+batch is chunked or embedded, and their chunk rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sounding import errors
+from sounding.config import CorpusLimits
+from sounding.core.chunking import chunk_words
+from sounding.store import schema
+from sounding.store.collections import CollectionInfo
+
+
+@dataclass(frozen=True)
+class DocumentIn:
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = CorpusLimits()) -> None:
+    """Every problem names the document's index in the batch, e.g. `documents[3].text`."""
+    if not documents:
+        raise errors.InvalidArgument("a batch needs at least one document", field="documents")
+    if len(documents) > limits.max_documents_per_batch:
+        raise errors.InvalidArgument(
+            f"at most {limits.max_documents_per_batch} documents per batch", field="documents"
+        )
+    seen: dict[str, int] = {}
+    for index, document in enumerate(documents):
+        where = f"documents[{index}]"
+        if not document.id:
+            raise errors.InvalidArgument(f"{where}.id must not be empty", field=f"{where}.id")
+        if len(document.id) > limits.max_document_id_chars or "#" in document.id:
+            raise errors.InvalidArgument(
+                f"{where}.id must be at most {limits.max_document_id_chars} characters without '#'",
+                field=f"{where}.id",
+            )
+        if document.id in seen:
+            raise errors.InvalidArgument(
+                f"{where}.id repeats documents[{seen[document.id]}].id {document.id[:64]!r}",
+                field=f"{where}.id",
+            )
+        seen[document.id] = index
+        if len(document.title) > limits.max_title_chars:
+            raise errors.InvalidArgument(
+                f"{where}.title is {len(document.title)} characters; at most {limits.max_title_chars}",
+                field=f"{where}.title",
+            )
+        if len(document.text) > limits.max_text_chars:
+            raise errors.InvalidArgument(
+                f"{where}.text is {len(document.text)} characters; at most {limits.max_text_chars}",
+                field=f"{where}.text",
+            )
+        if not document.text.strip():
+            raise errors.InvalidArgument(f"{where}.text must not be empty", field=f"{where}.text")
+        if len(document.metadata) > limits.max_metadata_entries:
+            raise errors.InvalidArgument(
+                f"{where}.metadata has {len(document.metadata)} entries; "
+                f"at most {limits.max_metadata_entries}",
+                field=f"{where}.metadata",
+            )
+        for key, value in document.metadata.items():
+            too_long = (
+                len(key) > limits.max_metadata_key_chars or len(value) > limits.max_metadata_value_chars
+            )
+            if too_long:
+                raise errors.InvalidArgument(
+                    f"{where}.metadata keys are at most {limits.max_metadata_key_chars} characters, values "
+                    f"at most {limits.max_metadata_value_chars}",
+                    field=f"{where}.metadata",
+                )
+
+
+def validate_collection_name(name: str, field_name: str = "name") -> None:
+    if not schema.COLLECTION_NAME.match(name):
+        raise errors.InvalidArgument(
+            "collection names are 1-64 characters of a-z, 0-9, '-' and '_', starting with a "
+            f"letter or digit; got {name[:80]!r}",
+            field=field_name,
+        )
+
+
+def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: CorpusLimits) -> list[dict]:
+    """The chunk rows of a validated batch (without vectors), within the chunk limits."""
+    rows: list[dict] = []
+    for index, document in enumerate(documents):
+        metadata_json = json.dumps(dict(document.metadata), sort_keys=True)
+        chunks = chunk_words(document.text, info.chunk_words, info.chunk_overlap_words)
+        if len(chunks) > limits.max_chunks_per_document:
+            raise errors.InvalidArgument(
+                f"documents[{index}].text makes {len(chunks)} chunks; "
+                f"at most {limits.max_chunks_per_document}",
+                field=f"documents[{index}].text",
+            )
+        for chunk in chunks:
+            rows.append(
+                {
+                    "chunk_id": schema.chunk_id(document.id, chunk.index),
+                    "document_id": document.id,
+                    "chunk_index": chunk.index,
+                    "title": document.title,
+                    "text": chunk.text,
+                    "search_text": f"{document.title} {chunk.text}".strip(),
+                    "metadata_json": metadata_json,
+                }
+            )
+        if len(rows) > limits.max_chunks_per_batch:
+            raise errors.InvalidArgument(
+                f"the batch makes more than {limits.max_chunks_per_batch} chunks (at documents[{index}]); "
+                "send fewer documents per batch",
+                field="documents",
+            )
+    return rows

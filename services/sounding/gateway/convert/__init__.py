@@ -1,0 +1,1 @@
+"""Protobuf messages <-> the services' own types, one module per RPC family."""

@@ -1,0 +1,130 @@
+"""Inquire's messages: requests as the inquiry service's types, its events as InquireResponses."""
+
+from __future__ import annotations
+
+from sounding_client.api.sounding.v1 import sounding_pb2
+
+from sounding import errors
+from sounding.gateway.convert import retrieval
+
+
+def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int):
+    """An InquireRequest as the inquiry service's request type."""
+    from sounding.inquiry import protocol as q
+    from sounding.inquiry.service import ObservationRequest, ResumeRequest
+
+    kind = message.WhichOneof("message")
+    if kind == "start" and message.start.ByteSize() > max_start_bytes:
+        raise errors.InvalidArgument(
+            f"start is {message.start.ByteSize()} bytes; at most {max_start_bytes}", field="start"
+        )
+    if kind == "resume":
+        return ResumeRequest(message.resume.session_id)
+    if kind == "observation":
+        return ObservationRequest(message.observation.question_id, message.observation.answer)
+    if kind is None:
+        return None
+    start = message.start
+    p = start.policy
+    return q.Start(
+        domain=start.domain,
+        domain_parameters=dict(start.domain_parameters),
+        hypotheses=tuple(q.HypothesisIn(h.id, h.description, h.prior) for h in start.hypotheses),
+        questions=tuple(q.QuestionIn(c.id, c.text, c.cost, dict(c.outcomes)) for c in start.questions),
+        context=start.context,
+        policy=q.Policy(
+            question_selection=p.question_selection or "eig",
+            stop_rule=p.stop_rule or "default",
+            cost_sensitivity=p.cost_sensitivity if p.HasField("cost_sensitivity") else 1.0,
+            exploration_weight=p.exploration_weight,
+            max_turns=p.max_turns or 25,
+            target_confidence=p.target_confidence or 0.95,
+            cost_budget=p.cost_budget or float("inf"),
+            seed=p.seed if p.HasField("seed") else None,
+            min_information_gain=(
+                p.min_information_gain if p.HasField("min_information_gain") else q.MIN_INFORMATION_GAIN
+            ),
+        ),
+    )
+
+
+_STOPPING_REASONS = {
+    "confidence_reached": sounding_pb2.STOPPING_REASON_CONFIDENCE_REACHED,
+    "budget_exhausted": sounding_pb2.STOPPING_REASON_BUDGET_EXHAUSTED,
+    "max_queries_reached": sounding_pb2.STOPPING_REASON_MAX_QUERIES_REACHED,
+    "diminishing_returns": sounding_pb2.STOPPING_REASON_DIMINISHING_RETURNS,
+    "no_viable_queries": sounding_pb2.STOPPING_REASON_NO_VIABLE_QUERIES,
+}
+
+
+def _scored_question(question) -> sounding_pb2.ScoredQuestion:
+    return sounding_pb2.ScoredQuestion(
+        question_id=question.question_id,
+        question=question.question,
+        expected_information_gain=question.expected_information_gain,
+        cost_adjusted_score=question.cost_adjusted_score,
+    )
+
+
+def inquire_response(event) -> sounding_pb2.InquireResponse:
+    from sounding.inquiry import protocol as q
+
+    if isinstance(event, q.BeliefEvent):
+        return sounding_pb2.InquireResponse(
+            belief=sounding_pb2.Belief(
+                session_id=event.session_id,
+                turn=event.turn,
+                entropy_bits=event.entropy_bits,
+                normalized_uncertainty=event.normalized_uncertainty,
+                top_hypotheses=[
+                    sounding_pb2.ScoredHypothesis(
+                        id=h.id, description=h.description, probability=h.probability
+                    )
+                    for h in event.top_hypotheses
+                ],
+                unknown_mass=event.unknown_mass,
+                current_answer=event.current_answer,
+                homogeneity=sounding_pb2.Homogeneity(**event.homogeneity) if event.homogeneity else None,
+                homogeneity_bucket=event.homogeneity_bucket,
+                stop_signals=[
+                    sounding_pb2.StopSignal(
+                        rule=signal.rule,
+                        score=signal.score,
+                        threshold=signal.threshold,
+                        answers=signal.answers,
+                        calibration_version=signal.calibration_version,
+                    )
+                    for signal in event.stop_signals
+                ],
+            )
+        )
+    if isinstance(event, q.AskEvent):
+        c = event.chosen
+        return sounding_pb2.InquireResponse(
+            ask=sounding_pb2.Ask(
+                session_id=event.session_id,
+                turn=event.turn,
+                question_id=c.question_id,
+                question=c.question,
+                expected_information_gain=c.expected_information_gain,
+                cost=c.cost,
+                cost_adjusted_score=c.cost_adjusted_score,
+                exploration_bonus=c.exploration_bonus,
+                rationale=event.rationale,
+                runners_up=[_scored_question(r) for r in event.runners_up],
+            )
+        )
+    return sounding_pb2.InquireResponse(
+        answer=sounding_pb2.InquiryAnswer(
+            session_id=event.session_id,
+            answer=event.answer,
+            confidence=retrieval.confidence(event.confidence),
+            stopping_reason=_STOPPING_REASONS[event.stopping_reason],
+            forced=event.forced,
+            trace=sounding_pb2.InquiryTrace(
+                entropy_bits=event.entropy_path,
+                predicted_gain=event.predicted_gains,
+                actual_gain=event.actual_gains,
+            ),
+        )
+    )

@@ -1,0 +1,151 @@
+"""Observe's, Calibrate's and GetStrategyMetrics' messages."""
+
+from __future__ import annotations
+
+from sounding_client.api.sounding.v1 import sounding_pb2
+
+from sounding import errors
+from sounding.config import ObserveLimits
+
+_FEEDBACK = {
+    sounding_pb2.FEEDBACK_UNSPECIFIED: "",
+    sounding_pb2.FEEDBACK_HELPFUL: "helpful",
+    sounding_pb2.FEEDBACK_NOT_HELPFUL: "not_helpful",
+}
+
+
+def observation(message: sounding_pb2.ObserveRequest, index: int, limits: ObserveLimits):
+    """A RetrievalOutcome or InquiryOutcome, or a Rejected entry for an observation that is
+    malformed, over a limit, or of a kind this deployment cannot record."""
+    from sounding.learning.inquiry import InquiryOutcome
+    from sounding.learning.protocol import Rejected, RetrievalOutcome
+
+    kind = message.WhichOneof("observation")
+    if kind == "inquiry_outcome":
+        o = message.inquiry_outcome
+        if len(o.session_id) > limits.max_id_chars or len(o.ground_truth) > limits.max_ground_truth_chars:
+            return Rejected(
+                index,
+                "INVALID_ARGUMENT",
+                f"inquiry_outcome: session_id is at most {limits.max_id_chars} characters and "
+                f"ground_truth at most {limits.max_ground_truth_chars}",
+            )
+        return InquiryOutcome(o.session_id, o.ground_truth)
+    if kind != "retrieval_outcome":
+        what = kind or "an empty observation"
+        return Rejected(index, "UNIMPLEMENTED" if kind else "INVALID_ARGUMENT", f"{what} is not recorded yet")
+    o = message.retrieval_outcome
+    for name, ids in (
+        ("used_document_ids", o.used_document_ids),
+        ("missed_document_ids", o.missed_document_ids),
+    ):
+        if len(ids) > limits.max_document_ids or any(len(i) > limits.max_id_chars for i in ids):
+            return Rejected(
+                index,
+                "INVALID_ARGUMENT",
+                f"retrieval_outcome.{name}: at most {limits.max_document_ids} ids of at most "
+                f"{limits.max_id_chars} characters",
+            )
+    if len(o.retrieval_id) > limits.max_id_chars:
+        return Rejected(
+            index, "INVALID_ARGUMENT", f"retrieval_outcome.retrieval_id is longer than {limits.max_id_chars}"
+        )
+    if o.feedback not in _FEEDBACK:
+        return Rejected(index, "INVALID_ARGUMENT", f"unknown feedback value {o.feedback}")
+    return RetrievalOutcome(
+        retrieval_id=o.retrieval_id,
+        used_document_ids=tuple(o.used_document_ids),
+        feedback=_FEEDBACK[o.feedback],
+        agent_success=o.agent_success if o.HasField("agent_success") else None,
+        found_missing_content=o.found_missing_content,
+        missed_document_ids=tuple(o.missed_document_ids),
+    )
+
+
+def observe_response(result) -> sounding_pb2.ObserveResponse:
+    return sounding_pb2.ObserveResponse(
+        recorded=result.recorded,
+        rejected=[
+            sounding_pb2.RejectedObservation(index=r.index, code=r.code, message=r.message)
+            for r in result.rejected
+        ],
+    )
+
+
+def calibration_target(request: sounding_pb2.CalibrateRequest) -> int:
+    if request.target not in sounding_pb2.CalibrationTarget.values() or (
+        request.target == sounding_pb2.CALIBRATION_TARGET_UNSPECIFIED
+    ):
+        raise errors.InvalidArgument("target must be set to a known calibration target", field="target")
+    return request.target
+
+
+_TARGETS = {
+    "bandit": sounding_pb2.CALIBRATION_TARGET_BANDIT,
+    "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
+    "stop_threshold": sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD,
+}
+
+
+def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_states: int):
+    from sounding.learning.inquiry import InlineState, StopThresholdRequest
+
+    if len(request.states) > max_inline_states:
+        raise errors.InvalidArgument(f"at most {max_inline_states} states", field="states")
+    return StopThresholdRequest(
+        task=request.task,
+        regime=request.regime or "normal",
+        bucket=request.bucket,
+        stop_rule=request.stop_rule or "robust_mi_risk",
+        delta=request.risk or 0.1,
+        alpha=request.alpha or 0.05,
+        states=tuple(
+            InlineState(s.score, s.error, s.stated_confidence if s.HasField("stated_confidence") else None)
+            for s in request.states
+        ),
+    )
+
+
+def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
+    from sounding.learning.protocol import CalibrationProgress
+
+    if isinstance(event, CalibrationProgress):
+        return sounding_pb2.CalibrateResponse(
+            progress=sounding_pb2.CalibrationProgress(stage=event.stage, fraction=event.fraction)
+        )
+    return sounding_pb2.CalibrateResponse(
+        report=sounding_pb2.CalibrationReport(
+            target=_TARGETS[event.target],
+            version=str(event.version),
+            sample_size=event.sample_size,
+            deployed=event.deployed,
+            summary=event.summary,
+            diagnostics=event.diagnostics,
+            plot_png=event.plot_png,
+        )
+    )
+
+
+def strategy_metrics(metrics) -> sounding_pb2.GetStrategyMetricsResponse:
+    return sounding_pb2.GetStrategyMetricsResponse(
+        arms=[
+            sounding_pb2.ArmMetrics(
+                arm=m.arm,
+                selection_rate=m.selection_rate,
+                contribution_rate=m.contribution_rate,
+                mean_latency_ms=m.mean_latency_ms,
+                mean_cost_ms=m.mean_cost_ms,
+                mean_reward=m.mean_reward,
+                exploration_share=m.exploration_share,
+                runs=m.runs,
+                observed_runs=m.observed_runs,
+            )
+            for m in metrics.arms
+        ],
+        selection_entropy_bits=metrics.selection_entropy_bits,
+        cumulative_regret=metrics.cumulative_regret,
+        planned_retrievals=metrics.planned_retrievals,
+        observations=metrics.observations,
+        pruned_arms=metrics.pruned_arms,
+        selector_version=metrics.selector_version,
+    )

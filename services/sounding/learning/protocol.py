@@ -1,0 +1,48 @@
+"""What the learning package takes and gives: outcomes reported through Observe, rejections,
+calibration progress and reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RetrievalOutcome:
+    retrieval_id: str
+    used_document_ids: tuple[str, ...] = ()
+    feedback: str = ""
+    agent_success: bool | None = None
+    found_missing_content: bool = False
+    missed_document_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rejected:
+    index: int
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CalibrationProgress:
+    stage: str
+    fraction: float
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    # "bandit" or "miss_rate".
+    target: str
+    # The version in use afterwards (0: never calibrated).
+    version: int
+    sample_size: int
+    deployed: bool
+    summary: str
+    diagnostics: dict[str, float]
+    plot_png: bytes = b""
+
+
+@dataclass(frozen=True)
+class ObserveResult:
+    recorded: int
+    rejected: list[Rejected]
