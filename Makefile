@@ -13,7 +13,7 @@ GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/b
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install lock go-deps go-client ts-deps ts-client protos check-protos release-contract lint deploy-check test demo up bench-retrieval clean
+.PHONY: install lock test-newer-python go-deps go-client ts-deps ts-client protos check-protos release-contract lint deploy-check test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -93,7 +93,22 @@ deploy-check: install
 	@command -v kubectl >/dev/null || (echo "deploy-check needs kubectl (with kustomize v5)" >&2; exit 1)
 	$(BIN)/python tools/deploy_check.py
 
-test: install check-protos lint deploy-check go-client ts-client
+# The unit tests on the newest supported Python too (pyenv's 3.13 on these machines), without the
+# [models] extra: torch's wheel on disk is for 3.11 and PyPI's is a multi-GB CUDA build, so the
+# tests that need torch, transformers or httpx are skipped there.
+NEWER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
+NEWER_VENV := .venv-3.13
+test-newer-python: $(NEWER_VENV)/.installed
+	$(NEWER_VENV)/bin/python -m pytest -q -m unit tests/unit
+$(NEWER_VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
+	@test -n "$(NEWER_PYTHON)" || (echo "test-newer-python needs Python 3.13 (e.g. pyenv install 3.13)" >&2; exit 1)
+	$(NEWER_PYTHON) -m venv $(NEWER_VENV)
+	$(NEWER_VENV)/bin/pip install -q --upgrade pip
+	$(NEWER_VENV)/bin/pip install -q -c constraints.txt -e ".[workers,eval]" -e clients/python \
+		pytest pyyaml jsonschema kubernetes-validate
+	touch $@
+
+test: install check-protos lint deploy-check go-client ts-client test-newer-python
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 demo: install
@@ -106,4 +121,4 @@ bench-retrieval: install
 	$(BIN)/sounding eval retrieval --data ../shared/data/beir/scifact --split test --out bench/results/scifact-retrieval.json --fresh
 
 clean:
-	rm -rf $(VENV) build .sounding $(TS)/node_modules $(TS)/dist $(TS)/build
+	rm -rf $(VENV) $(NEWER_VENV) build .sounding $(TS)/node_modules $(TS)/dist $(TS)/build

@@ -24,6 +24,7 @@ def test_pairs_are_read_from_csv_and_jsonl_and_unlabelled_ones_skipped(tmp_path)
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     """A small random BERT classifier whose labels come in another order and case than ours."""
+    pytest.importorskip("transformers")  # the [models] extra
     from sounding.models.embedder import bundled_model_dir
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 

@@ -10,6 +10,8 @@ from sounding import errors
 from sounding.config import GeneratorSettings
 from sounding.models.generators import GenerationParams, OpenAIGenerator
 
+pytest.importorskip("httpx")  # the [models] extra
+
 pytestmark = pytest.mark.unit
 
 
