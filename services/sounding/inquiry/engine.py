@@ -260,16 +260,18 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
         session.entropy_path.append(belief.entropy_bits)
     events: list[InquiryEvent] = [
         BeliefEvent(
-            session.session_id,
-            session.turn,
-            belief.entropy_bits,
-            belief.entropy_bits / belief.max_entropy_bits if belief.max_entropy_bits else 0.0,
-            belief.top_hypotheses,
-            belief.unknown_mass,
-            current[0],
-            belief.homogeneity,
-            belief.homogeneity_bucket,
-            belief.stop_signals,
+            session_id=session.session_id,
+            turn=session.turn,
+            entropy_bits=belief.entropy_bits,
+            normalized_uncertainty=(
+                belief.entropy_bits / belief.max_entropy_bits if belief.max_entropy_bits else 0.0
+            ),
+            top_hypotheses=belief.top_hypotheses,
+            unknown_mass=belief.unknown_mass,
+            current_answer=current[0],
+            homogeneity=belief.homogeneity,
+            homogeneity_bucket=belief.homogeneity_bucket,
+            stop_signals=belief.stop_signals,
         )
     ]
     reason, forced = domain.finished(), False

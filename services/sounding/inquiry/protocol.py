@@ -79,7 +79,7 @@ class StopSignal:
     calibration_version: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BeliefEvent:
     session_id: str
     turn: int

@@ -12,6 +12,7 @@ the outcomes it was fitted to, the reliability bins, and a reliability diagram.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,6 +84,9 @@ def fit(outcomes: Sequence[Outcome], version: int) -> tuple[MissRateCalibration,
 
 
 def reliability_png(curves: dict[str, tuple[Sequence[float], Sequence[float]]]) -> bytes:
+    """The diagram as PNG; empty where matplotlib (the [eval] extra) is not installed."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return b""
     import matplotlib
 
     matplotlib.use("Agg")

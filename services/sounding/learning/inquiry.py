@@ -160,15 +160,15 @@ class InquiryLearning:
 def _inline(request: StopThresholdRequest, state: InlineState) -> InquiryState:
     set_rule = request.stop_rule in stop_rules.SET_RULES
     return InquiryState(
-        "",
-        request.task,
-        request.regime,
-        request.bucket,
-        0,
-        {} if set_rule else {request.stop_rule: state.score},
-        state.error,
-        state.score if set_rule else 0.0,
-        state.stated_confidence,
+        session_id="",
+        task=request.task,
+        regime=request.regime,
+        bucket=request.bucket,
+        turn=0,
+        scores={} if set_rule else {request.stop_rule: state.score},
+        error=state.error,
+        nonconformity=state.score if set_rule else 0.0,
+        stated_confidence=state.stated_confidence,
     )
 
 

@@ -10,6 +10,7 @@ miscoverage δ.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 from collections.abc import Sequence
@@ -109,6 +110,9 @@ def threshold_value(params: dict) -> float:
 
 
 def risk_coverage_png(fitted: risk_control.ThresholdFit, rule: str) -> bytes:
+    """The diagram as PNG; empty where matplotlib (the [eval] extra) is not installed."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return b""
     import matplotlib
 
     matplotlib.use("Agg")

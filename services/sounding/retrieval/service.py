@@ -269,13 +269,13 @@ class RetrievalService:
             stated_miss_rate = signals.miss_rate()
             learning.remember(
                 RetrievalRecord(
-                    retrieval_id,
-                    collection,
-                    plan.query_index,
-                    plan.mode,
-                    context,
-                    embedding,
-                    {
+                    retrieval_id=retrieval_id,
+                    collection=collection,
+                    query_index=plan.query_index,
+                    mode=plan.mode,
+                    context=context,
+                    embedding=embedding,
+                    arms={
                         arm: {
                             "document_ids": [h.document_id for h in result.hits],
                             "latency_ms": result.latency_ms,
@@ -284,7 +284,7 @@ class RetrievalService:
                         }
                         for arm, result in landed.items()
                     },
-                    stated_miss_rate,
+                    stated_miss_rate=stated_miss_rate,
                 )
             )
             yield FinalEvent(

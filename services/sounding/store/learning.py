@@ -118,7 +118,7 @@ class Deployment:
     report: dict
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RetrievalRecord:
     retrieval_id: str
     collection: str
@@ -145,18 +145,18 @@ class RetrievalRecord:
     @classmethod
     def from_row(cls, row: dict) -> RetrievalRecord:
         return cls(
-            row["retrieval_id"],
-            row["collection"],
-            row["query_index"],
-            row["mode"],
-            row["context"],
-            row["embedding"],
-            json.loads(row["arms_json"]),
-            row.get("stated_miss_rate"),
+            retrieval_id=row["retrieval_id"],
+            collection=row["collection"],
+            query_index=row["query_index"],
+            mode=row["mode"],
+            context=row["context"],
+            embedding=row["embedding"],
+            arms=json.loads(row["arms_json"]),
+            stated_miss_rate=row.get("stated_miss_rate"),
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InquiryState:
     session_id: str
     task: str
@@ -405,15 +405,15 @@ class LearningLog:
         def decode() -> list[InquiryState]:
             return [
                 InquiryState(
-                    r["session_id"],
-                    r["task"],
-                    r["regime"],
-                    r["bucket"],
-                    r["turn"],
-                    json.loads(r["scores_json"]),
-                    r["error"],
-                    r["nonconformity"],
-                    r["stated_confidence"],
+                    session_id=r["session_id"],
+                    task=r["task"],
+                    regime=r["regime"],
+                    bucket=r["bucket"],
+                    turn=r["turn"],
+                    scores=json.loads(r["scores_json"]),
+                    error=r["error"],
+                    nonconformity=r["nonconformity"],
+                    stated_confidence=r["stated_confidence"],
                 )
                 for r in table.to_pylist()
             ]

@@ -57,13 +57,13 @@ def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), i
     context = np.zeros(features.DIMENSION)
     context[0] = 1.0
     return RetrievalRecord(
-        retrieval_id,
-        "c",
-        index,
-        "cold_start",
-        context.tolist(),
-        [1.0, 0.0],
-        {
+        retrieval_id=retrieval_id,
+        collection="c",
+        query_index=index,
+        mode="cold_start",
+        context=context.tolist(),
+        embedding=[1.0, 0.0],
+        arms={
             "dense": {
                 "document_ids": list(dense_found),
                 "latency_ms": 0.0,

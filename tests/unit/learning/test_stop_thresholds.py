@@ -12,15 +12,15 @@ pytestmark = pytest.mark.unit
 def states(scores, erred, rule="robust_mi_risk", stated=None, nonconformity=None):
     return [
         InquiryState(
-            f"s{i}",
-            "dc",
-            "normal",
-            "",
-            0,
-            {rule: score},
-            bool(error),
-            nonconformity[i] if nonconformity is not None else 0.0,
-            stated[i] if stated is not None else None,
+            session_id=f"s{i}",
+            task="dc",
+            regime="normal",
+            bucket="",
+            turn=0,
+            scores={rule: score},
+            error=bool(error),
+            nonconformity=nonconformity[i] if nonconformity is not None else 0.0,
+            stated_confidence=stated[i] if stated is not None else None,
         )
         for i, (score, error) in enumerate(zip(scores, erred, strict=True))
     ]

@@ -3560,7 +3560,8 @@ type CalibrationReport struct {
 	Deployed    bool               `protobuf:"varint,4,opt,name=deployed,proto3" json:"deployed,omitempty"`
 	Summary     string             `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
 	Diagnostics map[string]float64 `protobuf:"bytes,6,rep,name=diagnostics,proto3" json:"diagnostics,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"fixed64,2,opt,name=value,proto3"`
-	// PNG of the reliability diagram or risk-coverage curve, when one applies.
+	// PNG of the reliability diagram or risk-coverage curve, when one applies and the server has
+	// matplotlib (the [eval] extra); empty otherwise.
 	PlotPng []byte `protobuf:"bytes,7,opt,name=plot_png,json=plotPng,proto3" json:"plot_png,omitempty"`
 }
 

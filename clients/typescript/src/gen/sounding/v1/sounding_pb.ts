@@ -1694,7 +1694,8 @@ export type CalibrationReport = Message<"sounding.v1.CalibrationReport"> & {
   diagnostics: { [key: string]: number };
 
   /**
-   * PNG of the reliability diagram or risk-coverage curve, when one applies.
+   * PNG of the reliability diagram or risk-coverage curve, when one applies and the server has
+   * matplotlib (the [eval] extra); empty otherwise.
    *
    * @generated from field: bytes plot_png = 7;
    */
