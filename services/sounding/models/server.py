@@ -294,6 +294,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         device,
         settings.models.embedder.forward_batch_size,
         settings.models.embedder.single_thread_max_texts,
+        settings.models.embedder.model,
     )
     batcher = MicroBatcher(
         embedder.encode,

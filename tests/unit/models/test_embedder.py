@@ -51,3 +51,13 @@ def test_a_failed_encode_restores_the_thread_count(embedder):
     with pytest.raises(RuntimeError):
         embedder.encode(["a query"])
     assert torch.get_num_threads() == 2
+
+
+def test_a_model_named_by_path_is_loaded_and_reported_by_that_name():
+    from sounding.models.embedder import MODEL_NAME, bundled_model_dir
+
+    path = str(bundled_model_dir())
+    named, bundled = Embedder("cpu", model=path), Embedder("cpu")
+    assert named.model_name == path and bundled.model_name == MODEL_NAME
+    assert named.dimension == 384
+    assert np.allclose(named.encode(["depth of water"]), bundled.encode(["depth of water"]), atol=1e-5)
