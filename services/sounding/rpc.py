@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing, contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor, message_factory
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 from sounding_client import credentials
 
@@ -223,64 +224,63 @@ class _Method:
                 raise self._timed_out() from None
             raise
 
-    def _server_span(self, context) -> Span:
-        return telemetry.tracer().start_span(
+    @asynccontextmanager
+    async def _call(self, context, record: AuditRecord | None) -> AsyncIterator[tuple[Span, Context]]:
+        """A call under its server span (with the caller's trace as parent): the span gets the
+        call's status code, the audit record its outcome; an error ends the call with its status
+        (INTERNAL for one that is not a SoundingError)."""
+        parent = telemetry.extract(context.invocation_metadata())
+        span = telemetry.tracer().start_span(
             self.full_name,
-            context=telemetry.extract(context.invocation_metadata()),
+            context=parent,
             kind=SpanKind.SERVER,
             attributes=telemetry.rpc_attributes(self.full_name),
         )
+        failure: BaseException | None = None
+        try:
+            yield span, parent
+            if record is not None:
+                record.outcome = "OK"
+        except (asyncio.CancelledError, GeneratorExit) as error:
+            failure = error
+            if record is not None:
+                record.outcome = "CANCELLED"
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            failure = self._as_status(error)
+            await self._fail(context, failure, record)
+        finally:
+            telemetry.end_rpc_span(span, telemetry.status_code(failure))
+            if record is not None:
+                record.emit()
 
     def unary(self, client_streaming: bool):
         async def handle(request, context):
-            span = self._server_span(context)
             record = self._record(request, client_streaming)
-            failure: BaseException | None = None
-            try:
+            async with self._call(context, record) as (span, _):
                 with trace.use_span(span, end_on_exit=False):
                     principal = self._admit(context, record)
                     with self._slot():
                         request, bounded, deadline = self._prepare(
                             request, context, client_streaming, principal, record
                         )
-                        response = await self._within(deadline, self._behaviour(request, bounded))
-                if record is not None:
-                    record.outcome = "OK"
-                return response
-            except asyncio.CancelledError as error:
-                failure = error
-                if record is not None:
-                    record.outcome = "CANCELLED"
-                raise
-            except grpc.aio.AbortError:
-                raise
-            except Exception as error:
-                failure = self._as_status(error)
-                await self._fail(context, failure, record)
-            finally:
-                telemetry.end_rpc_span(span, telemetry.status_code(failure))
-                if record is not None:
-                    record.emit()
+                        return await self._within(deadline, self._behaviour(request, bounded))
 
         return handle
 
     def streaming(self, client_streaming: bool):
         async def handle(request, context):
-            span = self._server_span(context)
             record = self._record(request, client_streaming)
-            failure: BaseException | None = None
-            try:
+            async with self._call(context, record) as (span, parent):
                 with trace.use_span(span, end_on_exit=False):
                     principal = self._admit(context, record)
                 with self._slot():
                     request, bounded, deadline = self._prepare(
                         request, context, client_streaming, principal, record
                     )
-                    responses = telemetry.stream_in_span(
-                        self._behaviour(request, bounded),
-                        span,
-                        telemetry.extract(context.invocation_metadata()),
-                    )
+                    responses = telemetry.stream_in_span(self._behaviour(request, bounded), span, parent)
                     async with aclosing(responses):
                         while True:
                             # The deadline bounds each step, never a yield (a timeout must not
@@ -288,24 +288,8 @@ class _Method:
                             try:
                                 response = await self._within(deadline, anext(responses))
                             except StopAsyncIteration:
-                                if record is not None:
-                                    record.outcome = "OK"
                                 return
                             yield response
-            except (asyncio.CancelledError, GeneratorExit) as error:
-                failure = error
-                if record is not None:
-                    record.outcome = "CANCELLED"
-                raise
-            except grpc.aio.AbortError:
-                raise
-            except Exception as error:
-                failure = self._as_status(error)
-                await self._fail(context, failure, record)
-            finally:
-                telemetry.end_rpc_span(span, telemetry.status_code(failure))
-                if record is not None:
-                    record.emit()
 
         return handle
 
