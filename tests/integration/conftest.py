@@ -47,6 +47,7 @@ class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):
                             "span_id": span.span_id.hex(),
                             "parent_span_id": span.parent_span_id.hex(),
                             "kind": span.kind,
+                            "start_ns": span.start_time_unix_nano,
                             "attributes": {
                                 a.key: a.value.string_value or a.value.int_value for a in span.attributes
                             },

@@ -9,12 +9,19 @@ pytestmark = pytest.mark.integration
 
 
 def test_rpc_arm_and_sidecar_spans_share_one_trace(client, demo_collection, span_collector):
-    client.retrieve_final("demo", "echo sounding", top_k=3)
+    started_ns = time.time_ns()
+    # Read to the stream's end: a client that leaves right after the Final event may cancel the
+    # call before the server has finished it (then its status is CANCELLED).
+    list(client.retrieve("demo", "echo sounding", top_k=3))
     embed = "sounding.models.v1.ModelService/Embed"
     wanted = {"arm.dense", "arm.lexical", embed}
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        retrieves = [s for s in span_collector.spans if s["name"] == "sounding.v1.SoundingService/Retrieve"]
+        retrieves = [
+            s
+            for s in span_collector.spans
+            if s["name"] == "sounding.v1.SoundingService/Retrieve" and s["start_ns"] >= started_ns
+        ]
         for root in retrieves:
             in_trace = [s for s in span_collector.spans if s["trace_id"] == root["trace_id"]]
             names = {s["name"] for s in in_trace}
