@@ -13,7 +13,7 @@ GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/b
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install lock test-newer-python go-deps go-client ts-deps ts-client protos check-protos release-contract lint deploy-check test demo up bench-retrieval clean
+.PHONY: install lock test-newer-python go-deps go-client ts-deps ts-client protos check-protos release-contract lint typecheck deploy-check test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,10 @@ lint: install
 	$(BIN)/ruff check services tests clients/python tools
 	$(BIN)/lint-imports
 
+# pyright over services/ and the Python client ([tool.pyright] in pyproject.toml).
+typecheck: install
+	$(BIN)/pyright
+
 # Every deploy/ overlay rendered by kubectl's kustomize (kubectl comes with this machine's image)
 # and validated offline against the Kubernetes and KubeRay schemas; the rendered dev overlay in
 # deploy/rendered/ must be current.
@@ -108,7 +112,7 @@ $(NEWER_VENV)/.installed: pyproject.toml clients/python/pyproject.toml constrain
 		pytest pyyaml jsonschema kubernetes-validate
 	touch $@
 
-test: install check-protos lint deploy-check go-client ts-client test-newer-python
+test: install check-protos lint typecheck deploy-check go-client ts-client test-newer-python
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 demo: install

@@ -112,7 +112,7 @@ class Authenticator:
         self._checked = 0.0
         if tokens_file is not None:
             self._from_file = _table(read_token_file(tokens_file))
-            self._stamp = self._file_stamp()
+            self._stamp = _file_stamp(tokens_file)
             self._checked = time.monotonic()
 
     @property
@@ -136,16 +136,12 @@ class Authenticator:
             raise errors.Unauthenticated("the bearer token is not valid", reason="INVALID_TOKEN")
         return principal
 
-    def _file_stamp(self) -> tuple:
-        stat = self._file.stat()
-        return stat.st_ino, stat.st_mtime_ns, stat.st_size
-
     def _reload_if_changed(self) -> None:
         if self._file is None or time.monotonic() - self._checked < RELOAD_INTERVAL_S:
             return
         self._checked = time.monotonic()
         try:
-            stamp = self._file_stamp()
+            stamp = _file_stamp(self._file)
             if stamp == self._stamp:
                 return
             self._from_file = _table(read_token_file(self._file))
@@ -153,6 +149,11 @@ class Authenticator:
             log.info("token file %s reloaded: %d tokens", self._file, len(self._from_file))
         except (OSError, ValueError) as error:
             log.error("token file not reloaded, the previous tokens stay in force: %s", error)
+
+
+def _file_stamp(path: Path) -> tuple:
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def _bearer(metadata) -> str | None:

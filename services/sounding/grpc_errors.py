@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
@@ -46,7 +48,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 async def abort(context: grpc.aio.ServicerContext, error: errors.SoundingError) -> None:
-    await context.abort_with_status(to_status(error))
+    await context.abort_with_status(to_status(error))  # pyright: ignore[reportAttributeAccessIssue]  # typeshed's grpc.aio stub lacks it
 
 
 _BY_CODE = {
@@ -77,13 +79,12 @@ def from_rpc_error(error: grpc.RpcError, what: str) -> errors.SoundingError:
 def _violated_field(error: grpc.RpcError) -> str | None:
     """The field named by the first BadRequest violation in the error's status details."""
     try:
-        status = rpc_status.from_call(error)
+        status = rpc_status.from_call(cast(grpc.Call, error))  # a call's error is its Call too
     except (AttributeError, ValueError):  # not a call's error, or details that contradict it
         return None
     for holder in status.details if status is not None else ():
-        if holder.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            request = error_details_pb2.BadRequest()
-            holder.Unpack(request)
+        request = error_details_pb2.BadRequest()
+        if holder.Unpack(request):  # False when the detail is of another type
             if request.field_violations:
                 return request.field_violations[0].field
     return None

@@ -40,9 +40,10 @@ from sounding_client import credentials
 
 from sounding import auth, errors, telemetry
 from sounding.audit import AuditRecord
-from sounding.config import TlsSettings, TransportLimits
+from sounding.config import TlsSettings
 from sounding.decoding import Undecodable, lenient_decoder
 from sounding.grpc_errors import abort
+from sounding.limits import TransportLimits
 
 log = logging.getLogger(__name__)
 
@@ -371,14 +372,14 @@ def listen(server: grpc.aio.Server, address: str, tls: TlsSettings) -> None:
     name a client CA), plaintext otherwise."""
     if (tls.cert_file is None) != (tls.key_file is None):
         raise ValueError("TLS needs both a certificate file and a key file")
-    if tls.cert_file is None:
+    if tls.cert_file is None or tls.key_file is None:
         if tls.client_ca_file is not None:
             raise ValueError("mutual TLS (a client CA file) needs a server certificate and key")
         server.add_insecure_port(address)
         return
     client_ca = _read(tls.client_ca_file)
     credentials = grpc.ssl_server_credentials(
-        [(_read(tls.key_file), _read(tls.cert_file))],
+        [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())],
         root_certificates=client_ca,
         require_client_auth=client_ca is not None,
     )

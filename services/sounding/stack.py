@@ -118,6 +118,8 @@ class Stack:
         supervisor starts it again). Returns the process (still running) so a caller can watch
         the drain; `stop` finishes it."""
         process = self.orchestrator
+        if process is None:
+            raise RuntimeError("the orchestrator is not running")
         os.kill(process.pid, signal.SIGTERM)
         return process
 

@@ -14,12 +14,13 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 import grpc
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from sounding import errors
 
@@ -88,8 +89,9 @@ def configure_logging(level: str, format: str) -> None:
 def shutdown() -> None:
     """Flush and stop the exporters, if they were installed."""
     for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
-        if hasattr(provider, "shutdown"):
-            provider.shutdown()
+        shutdown_provider = getattr(provider, "shutdown", None)  # the SDK's providers; not the no-op ones
+        if shutdown_provider is not None:
+            shutdown_provider()
 
 
 def meter() -> metrics.Meter:
@@ -127,7 +129,7 @@ def end_rpc_span(span: Span, code: grpc.StatusCode) -> None:
 
 
 @contextlib.contextmanager
-def client_call(full_method: str, attributes: Mapping[str, object] | None = None) -> Iterator[Span]:
+def client_call(full_method: str, attributes: Mapping[str, AttributeValue] | None = None) -> Iterator[Span]:
     """A CLIENT span, current within the block, for a unary call of `full_method`."""
     span = tracer().start_span(
         full_method, kind=SpanKind.CLIENT, attributes={**rpc_attributes(full_method), **(attributes or {})}
@@ -155,13 +157,13 @@ def extract(carrier: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> co
 
 
 async def traced_stream(
-    stream: AsyncIterator[T],
+    stream: AsyncGenerator[T, None],
     name: str,
     parent: context.Context | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
-    attributes: Mapping[str, object] | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     rpc: bool = False,
-) -> AsyncIterator[T]:
+) -> AsyncGenerator[T, None]:
     """`stream`'s items under a new span `name`, ended when the stream is (see `stream_in_span`).
     With `rpc`, `name` is a gRPC method: the span carries the RPC attributes and the status."""
     if rpc:
@@ -183,8 +185,8 @@ async def traced_stream(
 
 
 async def stream_in_span(
-    stream: AsyncIterator[T], span: Span, parent: context.Context | None = None
-) -> AsyncIterator[T]:
+    stream: AsyncGenerator[T, None], span: Span, parent: context.Context | None = None
+) -> AsyncGenerator[T, None]:
     """`stream`'s items with `span` current while `stream` computes each item (so spans and
     carriers made there are its children), never while the consumer holds one; the caller ends
     `span`.

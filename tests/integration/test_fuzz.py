@@ -34,7 +34,7 @@ def test_a_thousand_generated_requests_end_in_canonical_codes_and_nothing_dies(f
     documents = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines() if line.strip()]
     with Client(settings.address, timeout=600) as client:
         pools = fuzz.prepare(client, documents, settings.models.address)
-    processes = fuzz.stack_processes(fuzz_stack.orchestrator.pid, fuzz_stack.models.pid)
+    processes = fuzz.stack_processes(fuzz_stack)
     assert sum(name.startswith("worker") for name in processes) == 2
     result = fuzz.run(
         settings.address,

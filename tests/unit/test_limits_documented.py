@@ -4,7 +4,7 @@ setting, and nothing else."""
 from pathlib import Path
 
 import pytest
-from sounding.config import LimitsSettings, limit_rows
+from sounding.limits import LimitsSettings, limit_rows
 
 pytestmark = pytest.mark.unit
 

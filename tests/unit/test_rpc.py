@@ -7,7 +7,7 @@ import time
 import grpc
 import pytest
 from sounding import decoding, errors, rpc
-from sounding.config import TransportLimits
+from sounding.limits import TransportLimits
 from sounding_client import SoundingError
 from sounding_client._convert import error
 from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2

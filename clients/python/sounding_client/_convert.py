@@ -19,11 +19,14 @@ DocumentLike = common_pb2.Document | Mapping[str, object]
 def document(value: DocumentLike) -> common_pb2.Document:
     if isinstance(value, common_pb2.Document):
         return value
+    metadata = value.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"a document's metadata is a mapping, not {type(metadata).__name__}")
     return common_pb2.Document(
         id=str(value.get("id", value.get("_id", ""))),
         text=str(value.get("text", "")),
         title=str(value.get("title", "") or ""),
-        metadata={str(k): str(v) for k, v in dict(value.get("metadata") or {}).items()},
+        metadata={str(k): str(v) for k, v in metadata.items()},
     )
 
 
@@ -116,7 +119,7 @@ class Hits(Sequence[t.Hit]):
 
     def _decoded(self) -> list[t.Hit]:
         if self._hits is None:
-            self._hits = [hit(m) for m in self._messages]
+            self._hits = [hit(m) for m in self._messages or ()]
             self._messages = None
         return self._hits
 
@@ -224,9 +227,9 @@ def progress(message: corpus_pb2.IngestDocumentsResponse) -> t.IngestProgress:
 
 def _status(rpc_error: grpc.RpcError) -> status_pb2.Status:
     """The google.rpc.Status the server attached (empty if none)."""
-    trailing = rpc_error.trailing_metadata() if hasattr(rpc_error, "trailing_metadata") else None
-    for key, value in trailing or ():
-        if key == STATUS_DETAILS_KEY:
+    trailing: Iterable[tuple[str, str | bytes]] = getattr(rpc_error, "trailing_metadata", lambda: ())() or ()
+    for key, value in trailing:
+        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
             return status_pb2.Status.FromString(value)
     return status_pb2.Status()
 
@@ -235,13 +238,10 @@ def error(rpc_error: grpc.RpcError) -> t.SoundingError:
     """A gRPC failure as a SoundingError carrying the google.rpc details."""
     reason, violations, metadata = "", [], {}
     for detail in _status(rpc_error).details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
+        info, bad = error_details_pb2.ErrorInfo(), error_details_pb2.BadRequest()
+        if detail.Unpack(info):  # False when the detail is of another type
             reason, metadata = info.reason, dict(info.metadata)
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
+        elif detail.Unpack(bad):
             violations = [t.FieldViolation(v.field, v.description) for v in bad.field_violations]
     return t.SoundingError(rpc_error.code(), rpc_error.details() or "", reason, violations, metadata)
 

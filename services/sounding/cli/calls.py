@@ -9,17 +9,37 @@ from pathlib import Path
 
 import typer
 
-from sounding.auth import ROLES
 from sounding.cli.common import ADDRESS, TLS_CA, TLS_CERT, TLS_KEY, TOKEN, connect, console, read_documents
 from sounding.cli.show import print_retrieve
 from sounding.config import Settings
-from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.progress import progress_bar
-from sounding.retrieval.strategies import STRATEGIES
 
-Arm = StrEnum("Arm", {name: name for name in STRATEGIES})
-ExpansionStrategy = StrEnum("ExpansionStrategy", {name: name for name in EXPANSION_STRATEGIES})
-Role = StrEnum("Role", {name: name for name in ROLES})
+
+# The choices typer validates and --help lists; tests/unit/cli/test_choices.py keeps each equal to
+# the names the service accepts.
+class Arm(StrEnum):
+    dense = "dense"
+    lexical = "lexical"
+    hyde = "hyde"
+    query2doc = "query2doc"
+    multi_query = "multi_query"
+    grounded = "grounded"
+
+
+class ExpansionStrategy(StrEnum):
+    synonym = "synonym"
+    hypernym = "hypernym"
+    hyponym = "hyponym"
+    related_concept = "related_concept"
+    code_pattern = "code_pattern"
+    negative_sampling = "negative_sampling"
+    reformulation = "reformulation"
+
+
+class Role(StrEnum):
+    reader = "reader"
+    writer = "writer"
+    admin = "admin"
 
 
 def ingest(
@@ -43,14 +63,16 @@ def ingest(
             if error.reason != "COLLECTION_NOT_FOUND":
                 raise
             client.create_collection(collection)
+        elapsed = 0.0
         with progress_bar(console) as progress:
             task = progress.add_task(f"ingesting into {collection}", total=len(documents))
             for report in client.ingest(collection, documents, batch_size=batch_size):
                 progress.update(task, completed=report.total_documents)
+                elapsed = report.elapsed_seconds
         info = client.get_collection(collection)
+    rate = f", {len(documents) / elapsed:.1f} docs/s" if elapsed else ""
     console.print(
-        f"{collection}: {info.document_count} documents, {info.chunk_count} chunks "
-        f"({report.elapsed_seconds:.1f} s, {report.total_documents / report.elapsed_seconds:.1f} docs/s)"
+        f"{collection}: {info.document_count} documents, {info.chunk_count} chunks ({elapsed:.1f} s{rate})"
     )
 
 
@@ -101,7 +123,7 @@ def limits(markdown: bool = typer.Option(False, help="the README's table, in Mar
     """Every limit on what a client can make Sounding do: its setting, default and current value."""
     from rich.table import Table
 
-    from sounding.config import limit_rows
+    from sounding.limits import limit_rows
 
     rows = limit_rows(Settings().limits)
     if markdown:

@@ -128,7 +128,7 @@ def _print_llm_inquiry(client) -> None:
                 f"[bold]belief[/bold] answer now: {event.current_answer or '(none parsed)'}; "
                 f"{signal.rule} {signal.score:.3f} vs threshold {signal.threshold:.3f} "
                 f"({'answer' if signal.answers else 'ask'}); homogeneity {event.homogeneity_bucket}, "
-                f"p_max {event.homogeneity.p_max:.2f}"
+                f"p_max {event.homogeneity.p_max if event.homogeneity else float('nan'):.2f}"
             )
         elif isinstance(event, Ask):
             console.print(f'[bold]ask[/bold] {event.question} -> "I was out walking the dog."')

@@ -13,15 +13,44 @@ import typer
 from sounding import extras
 from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack, write_result
 from sounding.config import Settings
-from sounding.core.stop_rules import STOP_RULES
-from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
 from sounding.progress import progress_bar
 
-ArbenchTask = StrEnum("ArbenchTask", {"dc": "dc", "sp": "sp", "gn": "gn"})
-StopRule = StrEnum("StopRule", {name: name for name in ("all", *STOP_RULES)})
-Regime = StrEnum("Regime", {"normal": "normal", "collapse": "collapse"})
-InquiryTask = StrEnum("InquiryTask", {"bulls_and_cows": "bulls-and-cows", "hypotheses": "hypotheses"})
-BullsAndCowsPolicy = StrEnum("BullsAndCowsPolicy", {name: name for name in BULLS_AND_COWS_POLICIES})
+
+# The choices typer validates and --help lists; tests/unit/cli/test_choices.py keeps them equal to
+# the names the harnesses accept.
+class ArbenchTask(StrEnum):
+    dc = "dc"
+    sp = "sp"
+    gn = "gn"
+
+
+class StopRule(StrEnum):
+    all = "all"
+    robust_mi_risk = "robust_mi_risk"
+    mi_only = "mi_only"
+    self_consistency = "self_consistency"
+    semantic_entropy = "semantic_entropy"
+    verbalized_confidence = "verbalized_confidence"
+    knowno_set_size = "knowno_set_size"
+    cip_lite = "cip_lite"
+
+
+class Regime(StrEnum):
+    normal = "normal"
+    collapse = "collapse"
+
+
+class InquiryTask(StrEnum):
+    bulls_and_cows = "bulls-and-cows"
+    hypotheses = "hypotheses"
+
+
+class BullsAndCowsPolicy(StrEnum):
+    eig = "eig"
+    eig_lookahead = "eig_lookahead"
+    naive = "naive"
+    random_consistent = "random_consistent"
+
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 
@@ -127,7 +156,7 @@ def eval_arbench(
     ),
     data: Path = typer.Option(..., exists=True, dir_okay=False, help="an AR-Bench JSON file of the task"),
     stop_rule: StopRule = typer.Option(
-        "all", help="a stop rule, or 'all': one trajectory per episode with every rule judged on it"
+        StopRule.all, help="a stop rule, or 'all': one trajectory per episode with every rule judged on it"
     ),
     regime: Regime = typer.Option(
         Regime.normal, help="normal (T 0.7, top-p 0.95) or collapse (T 0.1, decisive)"
@@ -209,7 +238,7 @@ def eval_fuzz(
     with Stack(settings, env=env, log_dir=settings.data_dir / "logs") as stack:
         with Client(settings.address, timeout=1800) as client:
             pools = fuzz.prepare(client, list(read_documents(corpus)), settings.models.address)
-        processes = fuzz.stack_processes(stack.orchestrator.pid, stack.models.pid)
+        processes = fuzz.stack_processes(stack)
         with progress_bar(console) as progress:
             task = progress.add_task("fuzzing", total=requests)
             result = fuzz.run(

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 FEEDBACK_BONUS = {"helpful": 0.3, "not_helpful": -0.3, "": 0.0}
 LATENCY_PENALTY_PER_MS = 1 / 5000
@@ -47,13 +48,13 @@ class LinUCB:
         self._b = {arm: np.zeros(dimension) for arm in self.arms}
         self.pulls = dict.fromkeys(self.arms, 0)
 
-    def _context(self, context: Sequence[float]) -> np.ndarray:
+    def _context(self, context: ArrayLike) -> np.ndarray:
         x = np.asarray(context, dtype=float)
         if x.shape != (self.dimension,):
             raise ValueError(f"context must have length {self.dimension}, got {x.shape}")
         return x
 
-    def scores(self, context: Sequence[float]) -> dict[str, ArmScore]:
+    def scores(self, context: ArrayLike) -> dict[str, ArmScore]:
         x = self._context(context)
         result = {}
         for arm in self.arms:
@@ -62,13 +63,13 @@ class LinUCB:
             result[arm] = ArmScore(float(theta @ x), float(self.alpha * np.sqrt(max(x @ a_inv_x, 0.0))))
         return result
 
-    def update(self, arm: str, context: Sequence[float], reward: float) -> None:
+    def update(self, arm: str, context: ArrayLike, reward: float) -> None:
         x = self._context(context)
         self._a[arm] += np.outer(x, x)
         self._b[arm] += reward * x
         self.pulls[arm] += 1
 
-    def confidence(self, context: Sequence[float], scores: Mapping[str, ArmScore] | None = None) -> float:
+    def confidence(self, context: ArrayLike, scores: Mapping[str, ArmScore] | None = None) -> float:
         """1 − (width of the best arm) / (its width before any update, α‖x‖), in [0, 1]: 0 when
         the bandit knows nothing about this context, towards 1 as observations accumulate."""
         x = self._context(context)
@@ -161,7 +162,7 @@ def should_prune(arm: str, stats: Mapping[str, ArmStats], min_samples: int = 100
 class Replay:
     """One recorded query: its context and the reward of every arm that ran."""
 
-    context: Sequence[float]
+    context: ArrayLike
     rewards: Mapping[str, float]
 
 

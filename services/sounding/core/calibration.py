@@ -4,10 +4,11 @@ calibration error (retrieval-uncertainty spec, "Integration with Track F: Calibr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class IsotonicMap:
     observed: tuple[float, ...]
 
     @classmethod
-    def fit(cls, stated: Sequence[float], observed: Sequence[float], increasing: bool = True) -> IsotonicMap:
+    def fit(cls, stated: ArrayLike, observed: ArrayLike, increasing: bool = True) -> IsotonicMap:
         from sklearn.isotonic import IsotonicRegression
 
         x = np.asarray(stated, dtype=float)
@@ -32,6 +33,10 @@ class IsotonicMap:
             tuple(float(v) for v in fitted.X_thresholds_), tuple(float(v) for v in fitted.y_thresholds_)
         )
 
+    @overload
+    def __call__(self, value: float) -> float: ...
+    @overload
+    def __call__(self, value: np.ndarray) -> np.ndarray: ...
     def __call__(self, value: float | np.ndarray) -> float | np.ndarray:
         mapped = np.interp(value, self.stated, self.observed)
         return float(mapped) if np.ndim(mapped) == 0 else mapped
@@ -46,7 +51,7 @@ class ReliabilityBin:
     mean_observed: float
 
 
-def reliability(stated: Sequence[float], observed: Sequence[float], bins: int = 10) -> list[ReliabilityBin]:
+def reliability(stated: ArrayLike, observed: ArrayLike, bins: int = 10) -> list[ReliabilityBin]:
     """Equal-width bins over [0, 1] (the last one closed), empty bins left out."""
     x = np.clip(np.asarray(stated, dtype=float), 0.0, 1.0)
     y = np.asarray(observed, dtype=float)
@@ -63,8 +68,9 @@ def reliability(stated: Sequence[float], observed: Sequence[float], bins: int = 
     return out
 
 
-def expected_calibration_error(stated: Sequence[float], observed: Sequence[float], bins: int = 10) -> float:
+def expected_calibration_error(stated: ArrayLike, observed: ArrayLike, bins: int = 10) -> float:
     """Σ over bins of (bin share) · |mean stated − mean observed|."""
+    stated, observed = np.asarray(stated, dtype=float), np.asarray(observed, dtype=float)
     total = len(stated)
     if total == 0:
         return 0.0

@@ -53,7 +53,10 @@ def embedding_clusters(
     from sklearn.cluster import AgglomerativeClustering
 
     model = AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance_threshold
+        n_clusters=None,  # pyright: ignore[reportArgumentType]  # None: cut at the distance threshold
+        metric="cosine",
+        linkage="average",
+        distance_threshold=distance_threshold,
     )
     return renumber(model.fit_predict(np.asarray(vectors, dtype=np.float64)).tolist())
 

@@ -29,7 +29,7 @@ from typing import Literal, get_args
 Strategy = Literal[
     "synonym", "hypernym", "hyponym", "related_concept", "code_pattern", "negative_sampling", "reformulation"
 ]
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 # Reformulation needs a generation per step (seconds on the bundled model); the others are
 # lookups in the corpus graph and vocabulary, so they are the default.
 DEFAULT_STRATEGIES = STRATEGIES[:-1]

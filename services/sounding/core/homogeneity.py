@@ -10,8 +10,8 @@ high (≥ 0.9), medium (≥ 0.6), low.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +43,7 @@ def p_max(labels: Sequence, weights: Sequence[float] | None = None) -> float:
     if not labels:
         return 0.0
     weights = [1.0] * len(labels) if weights is None else weights
-    shares: Counter = Counter()
+    shares: defaultdict[Hashable, float] = defaultdict(float)
     for label, weight in zip(labels, weights, strict=True):
         shares[label] += weight
     return max(shares.values()) / sum(weights)

@@ -13,7 +13,7 @@ diversity-steered sampler's), the counts are weighted sums and N is the sum of t
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 SMOOTHING = 1e-6
@@ -34,9 +34,9 @@ def mutual_information(
     if len(rows) == 1 and len(columns) == 1:
         return 0.0
     total = sum(weights)
-    joint: Counter = Counter()
-    row_counts: Counter = Counter()
-    column_counts: Counter = Counter()
+    joint: defaultdict[tuple[Hashable, Hashable], float] = defaultdict(float)
+    row_counts: defaultdict[Hashable, float] = defaultdict(float)
+    column_counts: defaultdict[Hashable, float] = defaultdict(float)
     for a, b, weight in zip(initial, revised, weights, strict=True):
         joint[a, b] += weight
         row_counts[a] += weight

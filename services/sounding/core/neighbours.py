@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 class NearestValues:
@@ -26,7 +25,7 @@ class NearestValues:
     def __len__(self) -> int:
         return self._size
 
-    def add(self, embedding: Sequence[float], value: float) -> None:
+    def add(self, embedding: ArrayLike, value: float) -> None:
         vector = np.asarray(embedding, dtype=self._dtype)
         if self._size == len(self._values) and self._size < self._capacity:
             grow = min(max(self.INITIAL_CAPACITY, self._size), self._capacity - self._size)
@@ -40,7 +39,7 @@ class NearestValues:
         self._added += 1
         self._size = min(self._added, self._capacity)
 
-    def nearest(self, embedding: Sequence[float], count: int) -> np.ndarray:
+    def nearest(self, embedding: ArrayLike, count: int) -> np.ndarray:
         """The values of the `count` most cosine-similar vectors (all of them if fewer; ties
         broken arbitrarily but deterministically)."""
         if self._size <= count:

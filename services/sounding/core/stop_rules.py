@@ -21,7 +21,7 @@ rule answers when its score is at most its threshold:
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Literal
 
@@ -62,11 +62,11 @@ DEFAULT_CONFORMAL_QUANTILE = 0.5
 def cluster_distribution(labels: Sequence[Hashable], weights: Sequence[float] | None = None) -> dict:
     """Each cluster's (weighted) share of the samples, largest first."""
     weights = [1.0] * len(labels) if weights is None else weights
-    counts: Counter = Counter()
+    counts: defaultdict[Hashable, float] = defaultdict(float)
     for label, weight in zip(labels, weights, strict=True):
         counts[label] += weight
     total = sum(counts.values())
-    return {label: count / total for label, count in counts.most_common()}
+    return {label: count / total for label, count in sorted(counts.items(), key=lambda c: -c[1])}
 
 
 def semantic_entropy(distribution: Mapping[Hashable, float]) -> float:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sounding.core.entities import extract_entities
 from sounding.core.neighbours import NearestValues
@@ -82,10 +83,10 @@ class MissHistory:
     def __len__(self) -> int:
         return len(self._outcomes)
 
-    def add(self, embedding: Sequence[float], missed: bool) -> None:
+    def add(self, embedding: ArrayLike, missed: bool) -> None:
         self._outcomes.add(embedding, float(missed))
 
-    def miss_rate(self, embedding: Sequence[float]) -> float | None:
+    def miss_rate(self, embedding: ArrayLike) -> float | None:
         """None before any retrieval was observed."""
         if not len(self._outcomes):
             return None

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sounding import errors
-from sounding.config import CorpusLimits
 from sounding.core.chunking import chunk_words
+from sounding.limits import CorpusLimits
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo
 

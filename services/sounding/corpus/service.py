@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pyarrow as pa
 
 from sounding import errors
-from sounding.config import CorpusLimits
 from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch, validate_collection_name
 from sounding.corpus.graph import GraphBuilder
+from sounding.limits import CorpusLimits
 from sounding.models.client import ModelsClient
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo, CollectionStats, Store
@@ -39,7 +40,7 @@ DEFAULT_PAGE_SIZE = 100
 
 @dataclass(frozen=True)
 class PreparedBatch:
-    table: object  # the chunks' Arrow table (store.schema.chunk_table)
+    table: pa.Table  # the chunks (store.schema.chunk_table)
     document_ids: list[str]
 
 
@@ -172,7 +173,7 @@ class CorpusManager:
         tenant: str,
         batches: AsyncIterator[tuple[str, Sequence[DocumentIn]]],
         time_remaining: Callable[[], float | None] = lambda: None,
-    ) -> AsyncIterator[IngestProgress]:
+    ) -> AsyncGenerator[IngestProgress, None]:
         """One stream of (collection, documents) batches into one collection (a batch may leave
         the collection empty after the first). Each batch is prepared (validated, chunked,
         embedded) while the previous one is written, and acknowledged in order once written. A
@@ -189,7 +190,14 @@ class CorpusManager:
             totals[0] += written.documents
             totals[1] += written.chunks
             elapsed = time.perf_counter() - started
-            return IngestProgress(index, written.documents, written.chunks, *totals, elapsed)
+            return IngestProgress(
+                batch_index=index,
+                batch_documents=written.documents,
+                batch_chunks=written.chunks,
+                total_documents=totals[0],
+                total_chunks=totals[1],
+                elapsed_seconds=elapsed,
+            )
 
         try:
             while True:

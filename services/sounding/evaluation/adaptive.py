@@ -33,6 +33,7 @@ import io
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -40,7 +41,7 @@ from rich.console import Console
 from sounding.config import Settings
 from sounding.evaluation import beir
 from sounding.evaluation.harness import own_stack
-from sounding.evaluation.metrics import beir_scores, ndcg_at_k, without_self
+from sounding.evaluation.metrics import beir_scores, per_query, without_self
 from sounding.progress import progress_bar
 
 TOP_K = 100
@@ -122,6 +123,8 @@ def run(
                             query_cost += event.cost_ms
                         elif isinstance(event, Final):
                             final = event
+                    if plan is None or final is None:
+                        raise RuntimeError(f"the Retrieve of {query_id} ended without its plan or ranking")
                     latency.append((time.perf_counter() - started) * 1000)
                     cost.append(query_cost)
                     ranked = without_self(query_id, [h.document_id for h in final.hits])
@@ -145,7 +148,7 @@ def run(
         )
 
     test_ids = [q for q, _ in test_queries]
-    systems = {
+    systems: dict[str, dict[str, Any]] = {
         arm: {
             **beir_scores(test_arms[arm], test.qrels, test_ids),
             "arm_executions_per_query": 1.0,
@@ -207,11 +210,13 @@ def _outcome(retrieval_id: str, ranked: list[str], relevant: set[str]):
 
 
 def _regret(per_arm: dict[str, dict[str, list[str]]], adaptive: dict[str, list[str]], dataset, ids) -> dict:
-    values = {
-        arm: np.array([ndcg_at_k(r[q], dataset.qrels[q], 10) for q in ids]) for arm, r in per_arm.items()
-    }
+    def ndcg(rankings: dict[str, list[str]]) -> np.ndarray:
+        scores = per_query(rankings, dataset.qrels, ids, ("ndcg@10",))
+        return np.array([scores[q]["ndcg@10"] for q in ids])
+
+    values = {arm: ndcg(r) for arm, r in per_arm.items()}
     best = max(values, key=lambda arm: values[arm].mean())
-    chosen = np.array([ndcg_at_k(adaptive[q], dataset.qrels[q], 10) for q in ids])
+    chosen = ndcg(adaptive)
     regret = values[best] - chosen
     half = len(ids) // 2
     return {

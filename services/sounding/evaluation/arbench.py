@@ -63,7 +63,7 @@ def load_episodes(task: str, data: Path, limit: int | None) -> list[dict]:
     for index, record in enumerate(records[:limit] if limit else records):
         episode_id = str(record.get("index", index)) if isinstance(record, dict) else str(index)
         if task == "gn":
-            episodes.append(_episode(episode_id, GN_RULES, [], record, record))
+            episodes.append(_episode(episode_id, GN_RULES, [], str(record), str(record)))
         elif task == "sp":
             episodes.append(_episode(episode_id, record["surface"], [], record["bottom"], record["bottom"]))
         else:
@@ -236,9 +236,9 @@ def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[s
                     fitted = IsotonicMap.fit(score[train], 1.0 - erred[train].astype(float), increasing=False)
                     confidence[~train] = fitted(score[~train])
             entry["ece_visited_states"] = round(float(expected_calibration_error(confidence, 1.0 - erred)), 4)
-            correlation = (
-                spearmanr(score, erred.astype(float)).statistic if len(set(score)) > 1 else float("nan")
-            )
+            correlation = float("nan")
+            if len(set(score)) > 1:
+                correlation = spearmanr(score, erred.astype(float)).statistic  # pyright: ignore[reportAttributeAccessIssue]
             entry["spearman_score_error"] = None if np.isnan(correlation) else round(float(correlation), 4)
             entry["state_error_rate"] = round(float(erred.mean()), 4)
         result[rule] = entry

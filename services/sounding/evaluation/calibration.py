@@ -35,7 +35,7 @@ from sounding.config import Settings
 from sounding.core.calibration import expected_calibration_error
 from sounding.evaluation import beir
 from sounding.evaluation.harness import own_stack
-from sounding.evaluation.metrics import beir_scores, recall_at_k, without_self
+from sounding.evaluation.metrics import beir_scores, per_query, without_self
 from sounding.progress import progress_bar
 
 TOP_K = 100
@@ -65,7 +65,7 @@ def run(
     test_limit: int | None = None,
 ) -> tuple[dict, bytes]:
     """The result JSON and the reliability diagram of the calibration (PNG)."""
-    from sounding_client import Expansion, ExpansionOptions, Final, RetrievalOutcome
+    from sounding_client import CalibrationReport, Expansion, ExpansionOptions, Final, RetrievalOutcome
 
     train, test = beir.load(data, train_split), beir.load(data, split)
     train_queries = list(train.queries.items())[:train_limit]
@@ -87,11 +87,14 @@ def run(
                     expansions += 1
                 elif isinstance(event, Final):
                     final = event
+            miss_rate = final.uncertainty.miss_rate.value if final else None
+            if final is None or miss_rate is None:
+                raise RuntimeError(f"the Retrieve of {query_id} ended without its ranking and miss rate")
             u = final.uncertainty
             return Retrieved(
                 final.retrieval_id,
                 without_self(query_id, [h.document_id for h in final.hits])[:TOP_K],
-                u.miss_rate.value,
+                miss_rate,
                 u.miss_rate.kind,
                 u.estimated_recall.value,
                 expansions,
@@ -130,9 +133,12 @@ def run(
         without_loop = each(test_queries, f"{split}, loop off", lambda q, t: retrieve(q, t, loop_off))
         before = each(test_queries, f"{split}, loop on, uncalibrated", lambda q, t: retrieve(q, t, None))
         report = list(client.calibrate("miss_rate"))[-1]
+        if not isinstance(report, CalibrationReport):
+            raise RuntimeError("Calibrate(MISS_RATE) ended without its report")
         after = each(test_queries, f"{split}, loop on, calibrated", lambda q, t: retrieve(q, t, None))
 
     test_ids = [q for q, _ in test_queries]
+    train_recall = _recall({q: r.ranking for q, r in trained.items()}, train.qrels, list(trained), k)
     passes = {
         "loop_off_uncalibrated": without_loop,
         "loop_on_uncalibrated": before,
@@ -147,9 +153,7 @@ def run(
         "arms": list(ARMS),
         "k": k,
         "train": {
-            "observed_miss_share": round(
-                float(np.mean([_missed(r.ranking, train.qrels[q], k) for q, r in trained.items()])), 4
-            ),
+            "observed_miss_share": round(float(np.mean(train_recall < 1.0)), 4),
             "queries_expanded": sum(r.expansions > 0 for r in trained.values()),
         },
         "calibration": {
@@ -174,9 +178,10 @@ def _relevant(qrels: dict[str, int]) -> set[str]:
     return {d for d, grade in qrels.items() if grade > 0}
 
 
-def _missed(ranking: list[str], qrels: dict[str, int], k: int) -> bool:
-    """Whether a relevant document is outside the top k."""
-    return recall_at_k(ranking, qrels, k) < 1.0
+def _recall(rankings: dict[str, list[str]], qrels, ids: list[str], k: int) -> np.ndarray:
+    """recall@k of each query of `ids`, in that order."""
+    values = per_query(rankings, qrels, ids, (f"recall@{k}",))
+    return np.array([values[q][f"recall@{k}"] for q in ids])
 
 
 def _pass_metrics(retrieved: dict[str, Retrieved], dataset, ids: list[str], k: int) -> dict:
@@ -185,7 +190,7 @@ def _pass_metrics(retrieved: dict[str, Retrieved], dataset, ids: list[str], k: i
     stated_recall = np.array(
         [retrieved[q].recall if calibrated else 1.0 - retrieved[q].miss_rate for q in ids], dtype=float
     )
-    actual_recall = np.array([recall_at_k(retrieved[q].ranking, dataset.qrels[q], k) for q in ids])
+    actual_recall = _recall({q: retrieved[q].ranking for q in ids}, dataset.qrels, ids, k)
     missed = actual_recall < 1.0
     return {
         **beir_scores({q: retrieved[q].ranking for q in ids}, dataset.qrels, ids),

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from sounding.api.sounding.models.v1 import models_pb2
 from sounding.evaluation.generated_calls import SCRATCH_COLLECTION, Call, calls
 from sounding.evaluation.health import HealthWatch
+from sounding.stack import Stack
 
 FORBIDDEN = {"UNKNOWN", "INTERNAL"}
 DEADLINE_S = 5.0
@@ -167,12 +168,14 @@ def prepare(client, documents: list[dict], sidecar: str) -> Pools:
     return pools
 
 
-def stack_processes(orchestrator_pid: int, sidecar_pid: int) -> dict[str, int]:
+def stack_processes(stack: Stack) -> dict[str, int]:
     """The stack's processes by name: the orchestrator, the sidecar and each strategy worker."""
     import psutil
 
-    found = {"orchestrator": orchestrator_pid, "sidecar": sidecar_pid}
-    for child in psutil.Process(orchestrator_pid).children(recursive=True):
+    if stack.orchestrator is None or stack.models is None:
+        raise RuntimeError("the stack is not running")
+    found = {"orchestrator": stack.orchestrator.pid, "sidecar": stack.models.pid}
+    for child in psutil.Process(stack.orchestrator.pid).children(recursive=True):
         try:
             if "StrategyWorker" in " ".join(child.cmdline()):
                 found[f"worker {child.pid}"] = child.pid
@@ -242,7 +245,7 @@ def run(
         deadline=None,
         database=None,
         phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
+        suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]  # its members
     )
     @given(st.lists(calls(by_field, weights or {}), min_size=batch, max_size=batch))
     def drive(drawn: list[Call]) -> None:

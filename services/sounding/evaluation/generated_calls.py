@@ -87,7 +87,7 @@ def _scalar(f: d.FieldDescriptor, pools: dict[str, list[str]]) -> st.SearchStrat
         return st.binary(max_size=64)
     if f.type == f.TYPE_BOOL:
         return st.booleans()
-    if f.type == f.TYPE_ENUM:
+    if f.enum_type is not None:
         return st.integers(-3, len(f.enum_type.values) + 3)
     if f.type in _FLOATS:
         return _floats()
@@ -115,11 +115,9 @@ def message(draw, descriptor: d.Descriptor, pools: dict[str, list[str]], depth: 
         elif not draw(st.booleans()):
             continue
         target = getattr(instance, f.name)
-        if f.type == f.TYPE_MESSAGE and f.message_type.GetOptions().map_entry:
-            key_field, value_field = (
-                f.message_type.fields_by_name["key"],
-                f.message_type.fields_by_name["value"],
-            )
+        sub = f.message_type  # None unless the field is a message
+        if sub is not None and sub.GetOptions().map_entry:
+            key_field, value_field = sub.fields_by_name["key"], sub.fields_by_name["value"]
             keys = (
                 _texts(PARAMETER_KEYS)
                 if key_field.type == key_field.TYPE_STRING
@@ -133,22 +131,20 @@ def message(draw, descriptor: d.Descriptor, pools: dict[str, list[str]], depth: 
             continue
         if f.is_repeated:
             count = draw(_count())
-            element = (
-                message(f.message_type, pools, depth + 1) if f.type == f.TYPE_MESSAGE else _scalar(f, pools)
-            )
+            element = message(sub, pools, depth + 1) if sub is not None else _scalar(f, pools)
             values = [draw(element) for _ in range(min(count, 6))]
             if values and count > len(values):
                 size = max(sum(_size(v) for v in values) // len(values), 1)
                 count = min(count, max(REPEAT_BYTES // size, len(values)))
                 values = (values * (count // len(values) + 1))[:count]
-            if f.type == f.TYPE_MESSAGE:
+            if sub is not None:
                 for value in values:
                     target.add().CopyFrom(value)
             else:
                 target.extend(values)
             continue
-        if f.type == f.TYPE_MESSAGE:
-            target.CopyFrom(draw(message(f.message_type, pools, depth + 1)))
+        if sub is not None:
+            target.CopyFrom(draw(message(sub, pools, depth + 1)))
         else:
             setattr(instance, f.name, draw(_scalar(f, pools)))
     return instance

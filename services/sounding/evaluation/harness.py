@@ -15,10 +15,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from sounding.config import Settings
+
+if TYPE_CHECKING:
+    from sounding_client import Client
 
 
 def empty_learning_log(settings: Settings, include_calibrations: bool = False) -> None:
@@ -98,7 +102,7 @@ def own_stack(
     console: Console,
     include_calibrations: bool = False,
     env: dict[str, str] | None = None,
-) -> Iterator[tuple[object, str]]:
+) -> Iterator[tuple[Client, str]]:
     """A stack on `<cache>/eval/<name>` whose learning log (and calibrations, if asked) starts
     empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built.
     Yields the client and the collection's name."""

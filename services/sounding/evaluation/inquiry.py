@@ -126,6 +126,8 @@ def play_hypotheses(client, attributes: np.ndarray, secret: int, policy, noise: 
             inquiry.answer("yes" if truth != (rng.random() < noise) else "no")
         elif isinstance(event, InquiryAnswer):
             result = event
+    if result is None:
+        raise RuntimeError("the inquiry ended without an answer")
     return {
         "questions": asked,
         "reached": result.stopping_reason == "confidence_reached",

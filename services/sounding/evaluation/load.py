@@ -30,15 +30,19 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sounding.evaluation.fuzz import stack_processes
 from sounding.evaluation.health import HealthWatch
 from sounding.inquiry.domains import bulls_and_cows as bc
+
+if TYPE_CHECKING:
+    from sounding_client import Client
 
 HEALTH_INTERVAL_S = 0.1
 MEMORY_INTERVAL_S = 5.0
@@ -68,7 +72,7 @@ class Ledger:
 
 def _code(error: Exception) -> str:
     code = getattr(error, "code", None)
-    return code.name if hasattr(code, "name") else type(error).__name__
+    return getattr(code, "name", None) or type(error).__name__
 
 
 def retrieving(
@@ -185,7 +189,7 @@ def sampling_memory(stack, samples: list[dict], stop: threading.Event, started: 
     while True:
         row = {"t": round(time.time() - started, 1)}
         try:
-            processes = stack_processes(stack.orchestrator.pid, stack.models.pid)
+            processes = stack_processes(stack)
             for name, pid in processes.items():
                 row[f"{name.split()[0]} {pid}"] = psutil.Process(pid).memory_info().rss
         except (psutil.Error, AttributeError):
@@ -242,11 +246,7 @@ def kill(stack, what: str) -> int:
         pid = stack.models.pid
         os.kill(pid, signal.SIGKILL)
     elif what == "worker":
-        pid = next(
-            p
-            for n, p in stack_processes(stack.orchestrator.pid, stack.models.pid).items()
-            if n.startswith("worker")
-        )
+        pid = next(p for n, p in stack_processes(stack).items() if n.startswith("worker"))
         os.kill(pid, signal.SIGKILL)
     else:
         pid = stack.orchestrator.pid
@@ -309,14 +309,14 @@ def verify(client, ledger: Ledger) -> dict:
 
 def run(
     stack,
-    client_factory: Callable[[], object],
+    client_factory: Callable[[], Client],
     queries: list[str],
     duration_s: float,
     retrieve_streams: int = 32,
     inquiry_sessions: int = 4,
     hyde_every: int = 20,
     ingest_every_s: float = 5.0,
-    kills: list[Kill] = (),
+    kills: Sequence[Kill] = (),
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
 ) -> dict:

@@ -1,36 +1,54 @@
-"""Ranking metrics as BEIR reports them (trec_eval conventions, linear gains)."""
+"""Ranking metrics as BEIR reports them: trec_eval's (through ir-measures and pytrec_eval, BEIR's
+own evaluator), with linear gains; and latency percentiles."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-
-def ndcg_at_k(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
-    """nDCG@k = DCG@k / ideal DCG@k with DCG = sum_i rel_i / log2(i + 1), i from 1."""
-    dcg = sum(relevance.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranking[:k]))
-    ideal = sorted((r for r in relevance.values() if r > 0), reverse=True)[:k]
-    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
+Rankings = Mapping[str, Sequence[str]]
+Qrels = Mapping[str, Mapping[str, int]]
+# The measures the harnesses report, by the names their results use.
+BEIR_MEASURES = ("ndcg@10", "recall@100")
 
 
-def recall_at_k(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
-    relevant = {doc for doc, r in relevance.items() if r > 0}
-    if not relevant:
-        return 0.0
-    return len(relevant.intersection(ranking[:k])) / len(relevant)
+def per_query(
+    rankings: Rankings, qrels: Qrels, query_ids: Sequence[str], measures: Sequence[str] = BEIR_MEASURES
+) -> dict[str, dict[str, float]]:
+    """Each query's value of each measure (`ndcg@k`, `recall@k`) for a ranking given as document
+    ids, best first; a query with nothing relevant retrieved (or no ranking) scores 0."""
+    import ir_measures
+
+    by_measure = {ir_measures.parse_measure(_ir_measures_name(name)): name for name in measures}
+    judged = [
+        ir_measures.Qrel(q, doc, int(relevance)) for q in query_ids for doc, relevance in qrels[q].items()
+    ]
+    # trec_eval ranks by score: the position, as a descending score, keeps the given order.
+    run = [
+        ir_measures.ScoredDoc(q, doc, float(-position))
+        for q in query_ids
+        for position, doc in enumerate(rankings.get(q, ()))
+    ]
+    values = {q: dict.fromkeys(measures, 0.0) for q in query_ids}
+    for metric in ir_measures.iter_calc(list(by_measure), judged, run):
+        values[metric.query_id][by_measure[metric.measure]] = float(metric.value)
+    return values
 
 
-def beir_scores(
-    rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str]
-) -> dict[str, float]:
+def beir_scores(rankings: Rankings, qrels: Qrels, query_ids: Sequence[str]) -> dict[str, float]:
     """Mean nDCG@10 and recall@100 over the given queries, rounded as the bench tables show them."""
-    return {
-        "ndcg@10": round(float(np.mean([ndcg_at_k(rankings[q], qrels[q], 10) for q in query_ids])), 4),
-        "recall@100": round(float(np.mean([recall_at_k(rankings[q], qrels[q], 100) for q in query_ids])), 4),
-    }
+    values = per_query(rankings, qrels, query_ids)
+    return {name: round(float(np.mean([values[q][name] for q in query_ids])), 4) for name in BEIR_MEASURES}
+
+
+def _ir_measures_name(name: str) -> str:
+    """`ndcg@10` -> `nDCG@10`, `recall@100` -> `R@100` (ir-measures' names)."""
+    measure, _, cutoff = name.partition("@")
+    known = {"ndcg": "nDCG", "recall": "R"}
+    if measure not in known or not cutoff.isdigit():
+        raise ValueError(f"unknown measure {name!r}: ndcg@k or recall@k")
+    return f"{known[measure]}@{cutoff}"
 
 
 def without_self(query_id: str, ids: Sequence[str]) -> list[str]:

@@ -130,6 +130,8 @@ def run(
         },
         "notes": "Service queries ask for ids only (omit_text) and top_k = 101 so that 100 remain "
         "after dropping the query's own id.",
+        # Each system's ranking of each query (the top 100 document ids, best first).
+        "rankings": {name: {q: r[:TOP_K] for q, r in rankings[name].items()} for name in names},
     }
 
 

@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 from sounding import allocator, auth, rpc, telemetry
-from sounding.config import LimitsSettings, SelectionSettings, Settings
+from sounding.config import SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
@@ -26,6 +26,7 @@ from sounding.learning.inquiry import InquiryLearning
 from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
 from sounding.learning.tenants import TenantLearning, Tenants
+from sounding.limits import LimitsSettings
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
 from sounding.retrieval.service import RetrievalService
@@ -122,6 +123,8 @@ def stop_on_signals(serving: asyncio.Event) -> asyncio.Event:
     that a drain can take its grace period."""
     stop = asyncio.Event()
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    if task is None:
+        raise RuntimeError("stop_on_signals runs inside the serving task")
 
     def on_signal() -> None:
         signal.alarm(0)

@@ -10,7 +10,6 @@ from dataclasses import replace
 from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 from sounding import errors
-from sounding.config import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.convert import corpus as corpus_messages
 from sounding.gateway.convert import inquiry as inquiry_messages
@@ -18,6 +17,7 @@ from sounding.gateway.convert import learning as learning_messages
 from sounding.gateway.convert import retrieval as retrieval_messages
 from sounding.inquiry.service import InquiryService
 from sounding.learning.tenants import Tenants
+from sounding.limits import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.retrieval.service import RetrievalService
 
 

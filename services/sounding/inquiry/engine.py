@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from sounding import errors
-from sounding.config import InquiryLimits
 from sounding.core.information import StoppingConfig, default_stopping
 from sounding.core.provenance import Provenance
 from sounding.core.stop_rules import STOP_RULES
@@ -34,6 +33,7 @@ from sounding.inquiry.protocol import (
     Policy,
     Start,
 )
+from sounding.limits import InquiryLimits
 
 # Runs a move's CPU-bound part: `await compute(function, *args)`. The service passes a bounded
 # thread pool; by default the work runs inline.
@@ -296,7 +296,7 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
         choice = domain.choose(session.policy, session.turn + 1)
         if choice is None:
             reason = "no_viable_queries"
-    if reason:
+    if reason or choice is None:
         events.append(_answer(session, domain, current, reason, forced))
         return events
     session.turn += 1
@@ -378,11 +378,14 @@ async def observe(
 
 
 def _apply(session: Session, question_id: str, answer: str) -> None:
+    pending = session.pending
+    if pending is None:
+        raise errors.FailedPrecondition("no question is pending", reason="NO_PENDING_QUESTION")
     domain = _domain(session)
     before = domain.belief().entropy_bits
-    domain.observe(question_id, session.pending["question"], answer)
+    domain.observe(question_id, pending["question"], answer)
     after = domain.belief().entropy_bits
-    session.predicted_gains.append(session.pending["predicted_gain"])
+    session.predicted_gains.append(pending["predicted_gain"])
     session.actual_gains.append(before - after)
-    session.cost_spent += session.pending["cost"]
+    session.cost_spent += pending["cost"]
     session.pending = None

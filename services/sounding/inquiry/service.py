@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sounding import errors
-from sounding.config import InquiryLimits
 from sounding.inquiry import engine
 from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
+from sounding.limits import InquiryLimits
 from sounding.offload import BoundedPool, completed
 from sounding.store import schema
 from sounding.store.collections import Store
@@ -73,20 +73,23 @@ class InquiryService:
 
     async def run(
         self,
-        requests: AsyncIterator[InquiryRequest],
+        requests: AsyncIterator[InquiryRequest | None],
         tenant: str = schema.DEFAULT_TENANT,
         thresholds: Thresholds | None = None,
     ) -> AsyncIterator[InquiryEvent]:
-        """The tenant's stream; `thresholds(task, regime)` gives the tenant's calibrated stop
-        thresholds of the llm domain when a session starts."""
+        """The tenant's stream (None: a message naming no request); `thresholds(task, regime)`
+        gives the tenant's calibrated stop thresholds of the llm domain when a session starts."""
         first = await anext(requests, None)
+        session: engine.Session | None = None  # a start's now, a resumed one's once locked
+        resumed_id = ""
         if isinstance(first, Start):
             calibrated = None
             if first.domain == LlmInquiry.name and thresholds is not None:
                 calibrated = await thresholds(*LlmInquiry.task_and_regime(first.domain_parameters))
             # Validated and set up in the pool: a start may hold a million outcome cells.
-            session = await self._compute(engine.start, first, calibrated, self._limits)
-            key = schema.scoped(tenant, session.session_id)
+            started: engine.Session = await self._compute(engine.start, first, calibrated, self._limits)
+            session = started
+            key = schema.scoped(tenant, started.session_id)
         elif isinstance(first, ResumeRequest):
             if not first.session_id or len(first.session_id) > self._limits.max_id_chars:
                 raise errors.InvalidArgument(
@@ -94,6 +97,7 @@ class InquiryService:
                     field="resume.session_id",
                 )
             key = schema.session_key(tenant, first.session_id)
+            resumed_id = first.session_id
             if key is None:
                 raise _session_not_found(first.session_id)
         else:
@@ -104,8 +108,8 @@ class InquiryService:
                 f"session {getattr(first, 'session_id', '')} is open on another stream", reason="SESSION_BUSY"
             )
         async with lock:
-            if isinstance(first, ResumeRequest):
-                session = await self._load(key, first.session_id)
+            if session is None:
+                session = await self._load(key, resumed_id)
             async with self._open(session):
                 backend = self._backend(session.session_id, tenant)
                 if isinstance(first, Start):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sounding.core.calibration import (
@@ -57,9 +57,9 @@ def fit(outcomes: Sequence[Outcome], version: int) -> tuple[MissRateCalibration,
     stated = [o.stated_miss_rate for o in outcomes]
     missed = [float(o.missed) for o in outcomes]
     miss_map = IsotonicMap.fit(stated, missed)
-    with_recall = [o for o in outcomes if o.recall is not None]
-    stated_recall = [1.0 - o.stated_miss_rate for o in with_recall]
-    observed_recall = [o.recall for o in with_recall]
+    with_recall = [(1.0 - o.stated_miss_rate, o.recall) for o in outcomes if o.recall is not None]
+    stated_recall = [stated for stated, _ in with_recall]
+    observed_recall = [observed for _, observed in with_recall]
     recall_map = IsotonicMap.fit(stated_recall, observed_recall) if with_recall else None
     calibrated_miss = [miss_map(v) for v in stated]
     diagnostics = {
@@ -83,7 +83,7 @@ def fit(outcomes: Sequence[Outcome], version: int) -> tuple[MissRateCalibration,
     return calibration, diagnostics, reliability_png(curves)
 
 
-def reliability_png(curves: dict[str, tuple[Sequence[float], Sequence[float]]]) -> bytes:
+def reliability_png(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> bytes:
     """The diagram as PNG; empty where matplotlib (the [eval] extra) is not installed."""
     if importlib.util.find_spec("matplotlib") is None:
         return b""

@@ -24,9 +24,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 QUESTION_TYPES = ("factoid", "procedural", "comparison", "definition", "yes_no", "statement")
 PROJECTION_DIMENSION = 8
@@ -104,7 +104,7 @@ def _projection(embedding_dimension: int) -> np.ndarray:
 
 
 def query_features(
-    query: str, embedding: Sequence[float], graph_entities: int = 0, similar_outcomes: float = NO_HISTORY
+    query: str, embedding: ArrayLike, graph_entities: int = 0, similar_outcomes: float = NO_HISTORY
 ) -> np.ndarray:
     words = _WORD.findall(query.lower())
     vector = np.asarray(embedding, dtype=float)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sounding.core.bandit import ArmStats, Replay, holdout_score, should_prune, train
 
@@ -26,7 +27,7 @@ class Observed:
     """One observation as recalibration sees it."""
 
     create_time_us: int
-    context: Sequence[float]
+    context: ArrayLike
     rewards: dict[str, float]
     # Share of the used documents each arm found.
     contributions: dict[str, float]

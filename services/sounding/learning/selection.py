@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sounding.core.bandit import ArmScore, ExplorationSchedule, LinUCB, fusion_weights, select_arms
 from sounding.core.neighbours import NearestValues
@@ -41,7 +42,7 @@ class StrategySelector:
         # Observed queries' embeddings with their best-arm rewards.
         self._outcomes = NearestValues(capacity=config.history_capacity)
 
-    def similar_outcomes(self, embedding: Sequence[float]) -> float:
+    def similar_outcomes(self, embedding: ArrayLike) -> float:
         """Mean best-arm reward of the most similar observed queries (cosine), or NO_HISTORY."""
         if not len(self._outcomes):
             return features.NO_HISTORY
@@ -85,9 +86,7 @@ class StrategySelector:
             return PlannedArm(arm, True, "explore", weights[arm], scores[arm].upper, exploration=True)
         return PlannedArm(arm, False, "below_threshold", 0.0, scores[arm].upper)
 
-    def learn(
-        self, context: Sequence[float], embedding: Sequence[float], rewards: Mapping[str, float]
-    ) -> None:
+    def learn(self, context: ArrayLike, embedding: ArrayLike, rewards: Mapping[str, float]) -> None:
         """One observed outcome: every arm that ran is credited with its reward."""
         for arm, value in rewards.items():
             if arm in self.bandit.arms:

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sounding import errors, telemetry
 from sounding.core.bandit import contribution, reward
@@ -248,7 +249,7 @@ class LearningService:
             self.deployment.version if self.deployment else 0,
         )
 
-    def features(self, query: str, embedding: Sequence[float], graph_entities: int = 0) -> np.ndarray:
+    def features(self, query: str, embedding: ArrayLike, graph_entities: int = 0) -> np.ndarray:
         return features.query_features(
             query, embedding, graph_entities, self.selector.similar_outcomes(embedding)
         )

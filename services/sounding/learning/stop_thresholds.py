@@ -86,7 +86,7 @@ def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -
         "delta": delta,
         "alpha": alpha,
     }
-    if not never:
+    if fitted.empirical_risk is not None and fitted.upper_bound is not None:
         diagnostics["empirical_risk"] = fitted.empirical_risk
         diagnostics["risk_upper_bound"] = fitted.upper_bound
     summary = (

@@ -25,8 +25,9 @@ class TenantLearning:
         """Record an Observe stream's outcomes, each with the learner of its kind; `Rejected` items
         (refused while converting) stay rejected. Rejections carry their stream positions."""
         inquiries = [(i, o) for i, o in enumerate(observations) if isinstance(o, InquiryOutcome)]
-        positions = [i for i, o in enumerate(observations) if isinstance(o, RetrievalOutcome)]
-        outcomes = [observations[i] for i in positions]
+        retrieval_outcomes = [(i, o) for i, o in enumerate(observations) if isinstance(o, RetrievalOutcome)]
+        positions = [i for i, _ in retrieval_outcomes]
+        outcomes = [o for _, o in retrieval_outcomes]
         retrievals = await self.retrieval.observe(outcomes) if outcomes else ObserveResult(0, [])
         recorded, rejected = await self.inquiry.observe(inquiries) if inquiries else (0, [])
         rejected += [o for o in observations if isinstance(o, Rejected)]

@@ -7,7 +7,7 @@ deadline is never spent waiting on a dead peer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Literal
 
 import grpc
@@ -157,7 +157,7 @@ class ModelsClient:
         timeout: float | None = None,
         flow: str = "",
         cache_scope: str = "",
-    ) -> AsyncIterator[models_pb2.GenerateResponse]:
+    ) -> AsyncGenerator[models_pb2.GenerateResponse, None]:
         """Streams generated text pieces; the last one carries the finish reason. Closing the
         stream early cancels the generation. `flow` names the caller's flow of requests (a
         Retrieve, an inquiry session): the sidecar serves flows round-robin and bounds each.
@@ -177,7 +177,7 @@ class ModelsClient:
 
     async def _generate(
         self, request: models_pb2.GenerateRequest, timeout: float | None, flow: str
-    ) -> AsyncIterator[models_pb2.GenerateResponse]:
+    ) -> AsyncGenerator[models_pb2.GenerateResponse, None]:
         metadata = (*telemetry.inject().items(), (FLOW_METADATA_KEY, flow))
         call = self._stub.Generate(request, timeout=timeout, metadata=metadata)
         try:

@@ -44,7 +44,10 @@ class Embedder:
         # Limits the calling thread's OpenMP team only (torch.set_num_threads would also change
         # the count that threads started meanwhile, such as the generator's, keep for good).
         self._threadpools = ThreadpoolController()
-        self.dimension = int(self._model.get_embedding_dimension())
+        dimension = self._model.get_embedding_dimension()
+        if dimension is None:
+            raise RuntimeError(f"{model or 'the bundled embedder'} does not state its embedding dimension")
+        self.dimension = int(dimension)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         small = len(texts) <= self._single_thread_max_texts

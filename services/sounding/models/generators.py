@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from sounding.allocator import release_free_memory
 from sounding.config import GeneratorSettings
@@ -74,7 +74,7 @@ def converted_smollm2(cache_dir: Path) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # The de-quantised weights are plain tensors; drop the GGUF marker so they serialise.
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # pyright: ignore[reportAttributeAccessIssue,reportArgumentType]  # set by the GGUF load
         model.config.__dict__.pop("quantization_config", None)
         partial = converted.with_name(converted.name + ".partial")
         model.save_pretrained(partial)
@@ -192,7 +192,7 @@ class LocalGenerator:
 
         converted = converted_smollm2(cache_dir)
         self._tokenizer = AutoTokenizer.from_pretrained(converted)
-        self._model = AutoModelForCausalLM.from_pretrained(converted).to(device).eval()
+        self._model = AutoModelForCausalLM.from_pretrained(converted).to(device).eval()  # pyright: ignore[reportArgumentType]  # transformers' stubs miss .to(str)
         self._device = device
         self._max_batch_size = max_batch_size
         self._max_wait_s = max_wait_ms / 1000
@@ -257,8 +257,9 @@ class LocalGenerator:
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         class _RowsDone(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                return torch.tensor([j.done or j.cancelled.is_set() for j in batch], device=input_ids.device)
+            def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+                done = [j.done or j.cancelled.is_set() for j in batch]
+                return cast(torch.BoolTensor, torch.tensor(done, device=input_ids.device))
 
         pad = (
             self._tokenizer.pad_token_id
@@ -269,7 +270,7 @@ class LocalGenerator:
         input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
         attention = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
         params = batch[0].params
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(
             input_ids=input_ids.to(self._device),
             attention_mask=attention.to(self._device),
             max_new_tokens=max(j.params.max_new_tokens for j in batch),
@@ -284,7 +285,7 @@ class LocalGenerator:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             with torch.inference_mode():
-                self._model.generate(**kwargs)
+                self._model.generate(**kwargs)  # pyright: ignore[reportAttributeAccessIssue]  # transformers' stubs
         except Exception as error:  # every caller in the batch hears of it
             for job in batch:
                 if not job.done:

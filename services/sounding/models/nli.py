@@ -217,10 +217,10 @@ def evaluate(model: NliModel, pairs: Sequence[Pair]) -> dict:
     probabilities = model.predict([(p.premise, p.hypothesis) for p in pairs])
     predicted = [LABELS[i] for i in probabilities.argmax(axis=1)]
     gold = [p.label for p in pairs]
-    f1 = f1_score(gold, predicted, labels=list(LABELS), average=None)
+    f1 = f1_score(gold, predicted, labels=list(LABELS), average=None)  # pyright: ignore[reportArgumentType]  # None: one score per class
     return {
         "pairs": len(pairs),
         "accuracy": round(float(accuracy_score(gold, predicted)), 4),
-        "f1": {label: round(float(v), 4) for label, v in zip(LABELS, f1, strict=True)},
+        "f1": {label: round(float(v), 4) for label, v in zip(LABELS, np.asarray(f1), strict=True)},
         "macro_f1": round(float(np.mean(f1)), 4),
     }

@@ -129,6 +129,7 @@ class ChannelServer:
             writer.close()
             return
         connection = asyncio.current_task()
+        assert connection is not None, "asyncio serves each connection in a task"
         self._connections.add(connection)
         tasks: dict[int, asyncio.Task] = {}
         try:
@@ -225,7 +226,7 @@ class ChannelClient:
 
     async def _connected(self) -> tuple[asyncio.StreamWriter, _Sealed]:
         async with self._connecting:
-            if self._writer is None or self._writer.is_closing():
+            if self._writer is None or self._outgoing is None or self._writer.is_closing():
                 host, port = await self._locate()
                 try:
                     reader, writer = await asyncio.open_connection(host, port)

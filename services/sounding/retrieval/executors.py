@@ -84,18 +84,20 @@ class StrategyWorker:
             return self._address
 
     async def _dispatch(self, call: worker_pb2.WorkerCall) -> worker_pb2.WorkerReply:
+        runner, channel = self._runner, self._channel
+        assert runner is not None and channel is not None, "calls arrive only once address() opened both"
         method = call.WhichOneof("method")
         if method == "run_arm":
             request = wire.arm_request(call.run_arm)
-            return wire.arm_outcome(await self._runner.run(call.run_arm.arm, request, call.trace_carrier))
+            return wire.arm_outcome(await runner.run(call.run_arm.arm, request, call.trace_carrier))
         if method == "expand":
             request = wire.expansion_request(call.expand)
-            return wire.expansion_outcome(await self._runner.expand(request, call.trace_carrier))
+            return wire.expansion_outcome(await runner.expand(request, call.trace_carrier))
         if method == "forget":
-            self._runner.forget(call.forget.collection)
+            runner.forget(call.forget.collection)
             return worker_pb2.WorkerReply(forgotten=worker_pb2.Forgotten())
         if method == "calls_in_flight":
-            return worker_pb2.WorkerReply(calls_in_flight=self._channel.calls_in_flight - 1)
+            return worker_pb2.WorkerReply(calls_in_flight=channel.calls_in_flight - 1)
         raise errors.Unimplemented(f"the strategy worker has no method {method!r}")
 
 
@@ -114,13 +116,13 @@ class RayExecutor:
 
         if not ray.is_initialized():
             raise RuntimeError("Ray is not initialised; the orchestrator starts or joins it")
-        actor = ray.remote(
+        actor = ray.remote(StrategyWorker).options(
             num_cpus=0,
             resources=settings.retrieval.worker_resources,
             max_concurrency=64,
             max_restarts=-1,
             max_task_retries=0,
-        )(StrategyWorker)
+        )
         secret = secrets.token_bytes(32)
         # A local Ray runtime's workers listen on loopback only; in a cluster, on their node.
         host = None if settings.ray_address else "127.0.0.1"
@@ -167,9 +169,9 @@ class RayExecutor:
 async def _address(worker) -> tuple[str, int]:
     """A worker's channel address; after a restart, the new one (the call is retried until the
     restarted actor answers)."""
-    import ray
+    from ray.exceptions import RayActorError
 
     try:
         return await worker.address.options(max_task_retries=-1).remote()
-    except ray.exceptions.RayActorError as error:
+    except RayActorError as error:
         raise errors.Unavailable(f"strategy worker failed: {error}") from None

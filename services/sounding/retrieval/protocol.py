@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sounding import errors
 from sounding.core.calibration import MissRateCalibration
@@ -140,7 +141,7 @@ class Plan:
 
 
 class MissRates(Protocol):
-    def miss_rate(self, embedding: Sequence[float]) -> float | None:
+    def miss_rate(self, embedding: ArrayLike) -> float | None:
         """The smoothed miss share of the observed queries nearest `embedding` (None: none yet)."""
         ...
 
@@ -156,7 +157,7 @@ class RetrievalLearner(Protocol):
     @property
     def miss_rate_calibration(self) -> MissRateCalibration | None: ...
 
-    def features(self, query: str, embedding: Sequence[float], graph_entities: int = 0) -> np.ndarray: ...
+    def features(self, query: str, embedding: ArrayLike, graph_entities: int = 0) -> np.ndarray: ...
 
     def plan(self, context: np.ndarray, requested: Sequence[str]) -> Plan: ...
 

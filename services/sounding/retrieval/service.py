@@ -19,13 +19,14 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
 from sounding import errors, telemetry
-from sounding.config import ExpansionSettings, RetrieveLimits
+from sounding.config import ExpansionSettings
 from sounding.core.calibration import MissRateCalibration
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
@@ -33,6 +34,7 @@ from sounding.core.expansion import Gap, detect_gaps
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
 from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
+from sounding.limits import RetrieveLimits
 from sounding.models.client import ModelsClient
 from sounding.retrieval.iterative import LoopSettings, LoopState, run_loop
 from sounding.retrieval.protocol import (
@@ -296,9 +298,10 @@ class RetrievalService:
                 failed_arms=failed,
             )
         finally:
-            for task in [*pending, stats, embedded]:
+            started_tasks: list[asyncio.Task[Any]] = [*pending, stats, embedded]
+            for task in started_tasks:
                 task.cancel()
-            await asyncio.gather(*pending, stats, embedded, return_exceptions=True)
+            await asyncio.gather(*started_tasks, return_exceptions=True)
 
     async def _arm(self, arm: str, request: ArmRequest, carrier) -> ArmResult | ArmFailure:
         """The arm's result, or why it has none (its error, or `arm_timeout_s` passed)."""
@@ -327,7 +330,7 @@ class RetrievalService:
 
 
 def _fuse(
-    landed: dict[str, ArmResult], weights: dict[str, float], fusion_k: float, top_k: int
+    landed: Mapping[str, ArmResult], weights: Mapping[str, float], fusion_k: float, top_k: int
 ) -> list[FusedHit]:
     """Weighted RRF over documents; each document is represented by its best-ranked chunk (on a
     tie, that of the arm that landed first)."""
@@ -385,20 +388,21 @@ def _uncertainty(
     - each semantic gap's miss likelihood: absent(uncalibrated) (no outcome says which gap
       caused a miss)."""
     if stats.chunk_count == 0:
-        coverage = Provenance.deterministic(0.0, "the collection holds no chunks")
+        coverage_value, coverage_basis = 0.0, "the collection holds no chunks"
     else:
-        coverage = Provenance.deterministic(
-            stats.fts_indexed_chunk_count / stats.chunk_count,
-            "share of chunks embedded and full-text indexed (every ingested chunk is embedded)",
-        )
+        coverage_value = stats.fts_indexed_chunk_count / stats.chunk_count
+        coverage_basis = "share of chunks embedded and full-text indexed (every ingested chunk is embedded)"
+    coverage = Provenance.deterministic(coverage_value, coverage_basis)
     uncalibrated = Provenance.absent(UNCALIBRATED)
     stated = signals.miss_rate()
     miss_rate = Provenance("derived", value=stated, formula=MISS_RATE_FORMULA, inputs=signals.inputs())
     recall = uncalibrated
+    miss_value = stated
     if calibration is not None:
+        miss_value = calibration.miss_rate(stated)
         miss_rate = Provenance(
             "measured",
-            value=calibration.miss_rate(stated),
+            value=miss_value,
             calibration_version=str(calibration.version),
             sample_size=calibration.sample_size,
         )
@@ -412,9 +416,9 @@ def _uncertainty(
     )
     coverage_estimate = Provenance(
         "derived",
-        value=coverage.value * (1.0 - miss_rate.value),
+        value=coverage_value * (1.0 - miss_value),
         formula="corpus_coverage * (1 - miss_rate)",
-        inputs={"corpus_coverage": coverage.value, "miss_rate": miss_rate.value},
+        inputs={"corpus_coverage": coverage_value, "miss_rate": miss_value},
     )
     return Uncertainty(
         miss_rate=miss_rate,
@@ -434,6 +438,8 @@ def _conservative_confidence(query: RetrieveQuery, uncertainty: Uncertainty) -> 
     if query.synthesis_confidence is None:
         return Provenance.absent("no synthesis_confidence in the request")
     miss_rate = uncertainty.miss_rate.value
+    if miss_rate is None:
+        return Provenance.absent("the result has no miss rate")
     return Provenance(
         "derived",
         value=query.synthesis_confidence * (1 - miss_rate),

@@ -16,8 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import lancedb
+import numpy as np
 import pyarrow as pa
 from lancedb.index import BTree
+from numpy.typing import ArrayLike
 
 from sounding.store.collections import compact
 from sounding.store.connection import connect
@@ -124,8 +126,8 @@ class RetrievalRecord:
     collection: str
     query_index: int
     mode: str
-    context: Sequence[float]
-    embedding: Sequence[float]
+    context: ArrayLike
+    embedding: ArrayLike
     arms: dict[str, dict]
     stated_miss_rate: float | None = None
 
@@ -135,8 +137,8 @@ class RetrievalRecord:
             "collection": self.collection,
             "query_index": self.query_index,
             "mode": self.mode,
-            "context": [float(v) for v in self.context],
-            "embedding": [float(v) for v in self.embedding],
+            "context": np.asarray(self.context, dtype=float).tolist(),
+            "embedding": np.asarray(self.embedding, dtype=float).tolist(),
             "arms_json": json.dumps(self.arms),
             "create_time_us": int(time.time() * 1e6),
             "stated_miss_rate": self.stated_miss_rate,
@@ -182,6 +184,12 @@ class LearningLog:
     """Appends that are acknowledged to a client (observations, inquiry states, calibrations,
     deployments) return once `durability.sync()` says they are on disk; retrievals are not
     acknowledged to anyone, and the sync of the observation about one covers it."""
+
+    _retrievals: lancedb.AsyncTable
+    _observations: lancedb.AsyncTable
+    _calibrations: lancedb.AsyncTable
+    _deployments: lancedb.AsyncTable
+    _inquiry_states: lancedb.AsyncTable
 
     def __init__(self, db: lancedb.AsyncConnection, durability: Durability):
         self._db = db

@@ -258,14 +258,17 @@ async def _documents(fetch, limit: int, chunks_per_document: float) -> list[Chun
 
 def _exact_scan(snapshot: _VectorSnapshot, vector: np.ndarray, limit: int) -> list[ChunkHit]:
     """Exact cosine ranking over the snapshot (rows are L2-normalised), best chunk per document."""
-    if snapshot.matrix.shape[0] == 0:
+    matrix, document_ids, chunk_ids = snapshot.matrix, snapshot.document_ids, snapshot.chunk_ids
+    if matrix is None or document_ids is None or chunk_ids is None:
+        raise ValueError("the snapshot holds no vectors to scan")
+    if matrix.shape[0] == 0:
         return []
-    scores = snapshot.matrix @ vector.astype(np.float32)
+    scores = matrix @ vector.astype(np.float32)
     count = min(math.ceil(limit * snapshot.chunks_per_document * OVERFETCH_MARGIN), scores.shape[0])
     while True:
         top = np.argpartition(-scores, count - 1)[:count]
         top = top[np.lexsort((top, -scores[top]))]
-        hits = [ChunkHit(snapshot.document_ids[i], snapshot.chunk_ids[i], float(scores[i])) for i in top]
+        hits = [ChunkHit(str(document_ids[i]), str(chunk_ids[i]), float(scores[i])) for i in top]
         documents = best_per_document(hits, limit)
         if len(documents) == limit or count == scores.shape[0]:
             return documents

@@ -1,7 +1,7 @@
 import pytest
 from sounding import errors
-from sounding.config import CorpusLimits
 from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch, validate_collection_name
+from sounding.limits import CorpusLimits
 from sounding.store.collections import CollectionInfo
 
 pytestmark = pytest.mark.unit

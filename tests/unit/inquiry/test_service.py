@@ -3,9 +3,9 @@ import gc
 
 import pytest
 from sounding import errors
-from sounding.config import InquiryLimits
 from sounding.inquiry.protocol import AskEvent, Policy, Start
 from sounding.inquiry.service import InquiryService, ObservationRequest, ResumeRequest
+from sounding.limits import InquiryLimits
 
 pytestmark = pytest.mark.unit
 

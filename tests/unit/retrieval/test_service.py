@@ -2,10 +2,10 @@ import asyncio
 
 import pytest
 from sounding import errors
-from sounding.config import RetrieveLimits
 from sounding.core.provenance import Provenance
 from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
+from sounding.limits import RetrieveLimits
 from sounding.retrieval.protocol import (
     ArmResult,
     ExpansionResult,

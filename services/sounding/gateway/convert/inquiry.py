@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sounding_client.api.sounding.v1 import sounding_pb2
 
 from sounding import errors
 from sounding.gateway.convert import retrieval
 
+if TYPE_CHECKING:
+    from sounding.inquiry.service import InquiryRequest
 
-def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int):
-    """An InquireRequest as the inquiry service's request type."""
+
+def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int) -> InquiryRequest | None:
+    """An InquireRequest as the inquiry service's request type (None: it names none)."""
     from sounding.inquiry import protocol as q
     from sounding.inquiry.service import ObservationRequest, ResumeRequest
 

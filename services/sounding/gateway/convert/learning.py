@@ -5,7 +5,7 @@ from __future__ import annotations
 from sounding_client.api.sounding.v1 import sounding_pb2
 
 from sounding import errors
-from sounding.config import ObserveLimits
+from sounding.limits import ObserveLimits
 
 _FEEDBACK = {
     sounding_pb2.FEEDBACK_UNSPECIFIED: "",

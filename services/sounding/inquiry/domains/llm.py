@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from sounding import errors
-from sounding.config import InquiryLimits
 from sounding.core import stop_rules
 from sounding.inquiry.llm import assessment, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
+from sounding.limits import InquiryLimits
 
 LLM_POLICIES = ("direct_prompting",)
 
@@ -166,7 +166,7 @@ class LlmInquiry:
         return cls(setup, {"turns": [], "assessments": [], "next": None})
 
     @staticmethod
-    def task_and_regime(parameters: Mapping[str, str]) -> tuple[str, str]:
+    def task_and_regime(parameters: Mapping[str, str]) -> tuple[str, assessment.Regime]:
         """The task and decoding regime the domain parameters name (InvalidArgument if unknown)."""
         task = parameters.get("task", "generic")
         if task not in tasks.TASKS:
@@ -174,11 +174,11 @@ class LlmInquiry:
                 f"task must be one of {', '.join(tasks.TASKS)}", field="start.domain_parameters.task"
             )
         regime = parameters.get("regime", "normal")
-        if regime not in assessment.REGIMES:
-            raise errors.InvalidArgument(
-                "regime must be normal or collapse", field="start.domain_parameters.regime"
-            )
-        return task, regime
+        if regime == "normal" or regime == "collapse":
+            return task, regime
+        raise errors.InvalidArgument(
+            "regime must be normal or collapse", field="start.domain_parameters.regime"
+        )
 
     def setup(self) -> dict[str, Any]:
         return self._setup

@@ -30,7 +30,8 @@ from sounding.inquiry.llm import tasks
 from sounding.inquiry.llm.tasks import Problem, Variant
 
 Diversity = Literal["weighted", "unweighted", "off"]
-REGIMES = {"normal": (0.7, 0.95), "collapse": (0.1, 1.0)}
+Regime = Literal["normal", "collapse"]
+REGIMES: dict[Regime, tuple[float, float]] = {"normal": (0.7, 0.95), "collapse": (0.1, 1.0)}
 FALLBACK_QUESTIONS = {
     "dc": "Where were you and what were you doing when the murder happened?",
     "sp": "Did the person's death happen because of something they did themselves?",
@@ -90,7 +91,7 @@ class Models:
 @dataclass(frozen=True)
 class SamplingSettings:
     samples: int = 4
-    regime: Literal["normal", "collapse"] = "normal"
+    regime: Regime = "normal"
     diversity: Diversity = "weighted"
     # §2.4.4 defaults: 0.90 for answers.
     similarity_threshold: float = 0.9
@@ -283,7 +284,7 @@ async def assess(
         if verbalized
         else asyncio.sleep(0, result="")
     )
-    *sampled, verbal_text = await asyncio.gather(*jobs, verbal_job)
+    sampled, verbal_text = await asyncio.gather(asyncio.gather(*jobs), verbal_job)
     sampled[0].variant = "plain"  # the base prompt without diversity steering
     answers = [a for s in sampled for a in (*s.initial, *s.revised)]
     labels = await label_answers(backend, problem, answers)

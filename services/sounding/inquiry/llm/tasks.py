@@ -229,7 +229,7 @@ def match_choice(text: str, choices: Sequence[str]) -> str:
     """The choice a text names: the full name, else a distinctive name part (longest first),
     else the letter A-E in the choices' order; the earliest mention wins; UNPARSED if none."""
     lowered = text.lower()
-    mentions = []
+    mentions: list[tuple[int, int, int]] = []
     for index, choice in enumerate(choices):
         names = [choice.lower()] + sorted(
             {p for p in re.findall(r"[a-z][a-z'-]+", choice.lower()) if len(p) > 3 and p not in _TITLES},

@@ -1,0 +1,24 @@
+import pytest
+from sounding.auth import ROLES
+from sounding.cli.calls import Arm, ExpansionStrategy, Role
+from sounding.cli.evaluate import BullsAndCowsPolicy, StopRule
+from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
+from sounding.core.stop_rules import STOP_RULES
+from sounding.inquiry.domains.bulls_and_cows import POLICIES
+from sounding.retrieval.strategies import STRATEGIES
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("choices", "accepted"),
+    [
+        (Arm, list(STRATEGIES)),
+        (ExpansionStrategy, list(EXPANSION_STRATEGIES)),
+        (Role, list(ROLES)),
+        (StopRule, ["all", *STOP_RULES]),
+        (BullsAndCowsPolicy, list(POLICIES)),
+    ],
+)
+def test_the_cli_offers_exactly_the_names_the_service_accepts(choices, accepted):
+    assert [c.value for c in choices] == accepted
