@@ -85,7 +85,11 @@ def test_a_session_scores_every_rule_records_its_states_and_calibrates_the_next(
     assert isinstance(report, CalibrationReport) and report.target == "stop_threshold"
     assert report.version == "1" and report.sample_size == 80
     assert 0.59 <= report.diagnostics["tau"] < 1.2 and report.diagnostics["risk_upper_bound"] <= 0.1
-    assert report.plot_png.startswith(b"\x89PNG")
+    risk, bound, delta, chosen = report.curves
+    assert risk.name == "empirical risk" and bound.name.startswith("Clopper-Pearson")
+    assert len(risk.x) == len(risk.y) == len(bound.y) >= 2
+    assert all(b >= r for r, b in zip(risk.y, bound.y, strict=True))  # the bound is above the risk
+    assert delta.y == (0.1, 0.1) and chosen.name == "chosen tau"
 
     # The next session of the task and regime uses the calibrated threshold.
     _, later = run_session(client, "mi_only", FAST)

@@ -1,3 +1,7 @@
+import re
+import subprocess
+import sys
+
 import grpc
 import pytest
 from sounding_client import CalibrationProgress, CalibrationReport, Plan, RetrievalOutcome, SoundingError
@@ -90,7 +94,7 @@ def test_strategy_metrics_describe_what_ran_and_what_was_observed(client, demo_c
     assert 0 <= after.selection_entropy_bits <= 1.0  # two arms: at most one bit
 
 
-def test_calibrate_miss_rate_turns_stated_rates_into_measured_ones(client, demo_collection):
+def test_calibrate_miss_rate_turns_stated_rates_into_measured_ones(client, demo_collection, stack, tmp_path):
     before = client.retrieve_final("demo", "lead line", top_k=3)
     assert before.uncertainty.miss_rate.kind == "derived"
     assert before.uncertainty.estimated_recall.kind == "absent"
@@ -107,9 +111,25 @@ def test_calibrate_miss_rate_turns_stated_rates_into_measured_ones(client, demo_
     assert isinstance(report, CalibrationReport) and report.target == "miss_rate" and report.deployed
     assert report.sample_size >= len(outcomes)
     assert {"miss_rate_ece_before", "miss_rate_ece_after", "recall_ece_after"} <= set(report.diagnostics)
-    assert report.plot_png.startswith(b"\x89PNG")
+    assert [c.name for c in report.curves] == [
+        "perfect",
+        "miss rate, stated",
+        "miss rate, calibrated",
+        "recall, stated",
+        "recall, calibrated",
+    ]
+    assert all(0.0 <= v <= 1.0 for c in report.curves for v in (*c.x, *c.y))
     after = client.retrieve_final("demo", "lead line", top_k=3)
     assert after.uncertainty.miss_rate.kind == "measured"
     assert after.uncertainty.miss_rate.calibration_version == report.version
     assert after.uncertainty.estimated_recall.kind == "measured"
     assert after.uncertainty.estimated_recall.sample_size == report.sample_size
+    # The CLI calibrates again and draws the curves the server returned.
+    drawn = tmp_path / "reliability.png"
+    command = ["calibrate", "miss_rate", "--plot", str(drawn), "--address", stack.settings.address]
+    cli = subprocess.run(
+        [sys.executable, "-m", "sounding.cli", *command], capture_output=True, text=True, timeout=120
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert re.search(r"miss_rate v\d+ \(deployed\)", cli.stdout) and "miss_rate_ece_after" in cli.stdout
+    assert drawn.read_bytes().startswith(b"\x89PNG")

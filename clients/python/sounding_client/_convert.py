@@ -428,7 +428,7 @@ def calibrate_event(message: sounding_pb2.CalibrateResponse) -> t.CalibrateEvent
         r.deployed,
         r.summary,
         dict(r.diagnostics),
-        r.plot_png,
+        tuple(t.CalibrationCurve(c.name, c.x_label, c.y_label, tuple(c.x), tuple(c.y)) for c in r.curves),
     )
 
 

@@ -368,6 +368,18 @@ class CalibrationProgress:
 
 
 @dataclass(frozen=True)
+class CalibrationCurve:
+    """One line of a calibration's diagram: the points (x[i], y[i]) in drawing order; the curves
+    of one report share their axes."""
+
+    name: str
+    x_label: str
+    y_label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class CalibrationReport:
     # "bandit", "miss_rate", "stop_threshold" or "confidence".
     target: str
@@ -376,7 +388,8 @@ class CalibrationReport:
     deployed: bool
     summary: str
     diagnostics: dict[str, float]
-    plot_png: bytes = b""
+    # The fit's diagram as points (reliability or risk-coverage curves); empty for BANDIT.
+    curves: tuple[CalibrationCurve, ...] = ()
 
 
 CalibrateEvent = CalibrationProgress | CalibrationReport

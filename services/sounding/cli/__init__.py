@@ -26,7 +26,16 @@ app.add_typer(models_app, name="models")
 token_app = typer.Typer(help="Bearer tokens of the public port (README, Security).")
 token_app.command("create")(calls.token_create)
 app.add_typer(token_app, name="token")
-for command in (serve.health, serve.up, calls.ingest, calls.retrieve, demo, calls.limits, calls.collections):
+for command in (
+    serve.health,
+    serve.up,
+    calls.ingest,
+    calls.retrieve,
+    calls.calibrate,
+    demo,
+    calls.limits,
+    calls.collections,
+):
     app.command()(command)
 
 _debug = False

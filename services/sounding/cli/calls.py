@@ -36,6 +36,13 @@ class ExpansionStrategy(StrEnum):
     reformulation = "reformulation"
 
 
+class CalibrationTarget(StrEnum):
+    bandit = "bandit"
+    miss_rate = "miss_rate"
+    stop_threshold = "stop_threshold"
+    confidence = "confidence"
+
+
 class Role(StrEnum):
     reader = "reader"
     writer = "writer"
@@ -135,6 +142,49 @@ def limits(markdown: bool = typer.Option(False, help="the README's table, in Mar
     for row in rows:
         table.add_row(*row, style="bold" if row[1] != row[2] else None)
     console.print(table)
+
+
+def calibrate(
+    target: CalibrationTarget = typer.Argument(..., help="what to fit from the recorded outcomes"),
+    task: str = typer.Option("", help="stop_threshold: the llm task the threshold applies to (dc, sp, gn)"),
+    regime: str = typer.Option("", help="stop_threshold: the decoding regime (normal or collapse)"),
+    stop_rule: str = typer.Option("", help="stop_threshold: the rule to fit (default robust_mi_risk)"),
+    plot: Path = typer.Option(None, help="draw the fit's diagram into this PNG (the [eval] extra)"),
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+) -> None:
+    """Run a Calibrate and print its report; with --plot, draw the curves the server returned."""
+    from sounding_client import CalibrationReport
+
+    from sounding import extras
+
+    if plot is not None:
+        extras.require(extras.DRAWING)
+    report = None
+    with connect(address, token, tls_ca, tls_cert, tls_key) as client:
+        for event in client.calibrate(target.value, task=task, regime=regime, stop_rule=stop_rule):
+            if isinstance(event, CalibrationReport):
+                report = event
+            else:
+                console.print(f"{event.stage} ({event.fraction:.0%})", style="dim", highlight=False)
+    if report is None:
+        raise RuntimeError("Calibrate ended without its report")
+    state = "deployed" if report.deployed else "not deployed"
+    console.print(
+        f"{report.target} v{report.version} ({state}), {report.sample_size} samples: {report.summary}"
+    )
+    for name, value in sorted(report.diagnostics.items()):
+        console.print(f"  {name} = {value:.4g}", highlight=False)
+    if plot is not None:
+        if not report.curves:
+            raise RuntimeError(f"Calibrate({target.value}) returns no curves to draw")
+        from sounding.evaluation.plots import calibration_png
+
+        plot.write_bytes(calibration_png(report.curves, f"Calibrate({target.value}) v{report.version}"))
+        console.print(f"diagram written to {plot}")
 
 
 def token_create(

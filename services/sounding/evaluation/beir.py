@@ -18,16 +18,22 @@ class BeirDataset:
     corpus_sha256: str
 
 
-def load(directory: Path, split: str) -> BeirDataset:
-    corpus_path = directory / "corpus.jsonl"
-    corpus_bytes = corpus_path.read_bytes()
-    corpus = [json.loads(line) for line in corpus_bytes.decode().splitlines() if line.strip()]
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """A qrels TSV (header row; query-id, corpus-id, score) as {query: {document: grade}}."""
     qrels: dict[str, dict[str, int]] = {}
-    with (directory / "qrels" / f"{split}.tsv").open() as handle:
+    with path.open() as handle:
         reader = csv.reader(handle, delimiter="\t")
         next(reader)  # header: query-id, corpus-id, score
         for query_id, doc_id, score in reader:
             qrels.setdefault(query_id, {})[doc_id] = int(score)
+    return qrels
+
+
+def load(directory: Path, split: str) -> BeirDataset:
+    corpus_path = directory / "corpus.jsonl"
+    corpus_bytes = corpus_path.read_bytes()
+    corpus = [json.loads(line) for line in corpus_bytes.decode().splitlines() if line.strip()]
+    qrels = read_qrels(directory / "qrels" / f"{split}.tsv")
     queries = {}
     with (directory / "queries.jsonl").open() as handle:
         for line in handle:

@@ -36,6 +36,7 @@ from sounding.core.calibration import expected_calibration_error
 from sounding.evaluation import beir
 from sounding.evaluation.harness import own_stack
 from sounding.evaluation.metrics import beir_scores, per_query, without_self
+from sounding.evaluation.plots import calibration_png
 from sounding.progress import progress_bar
 
 TOP_K = 100
@@ -171,7 +172,7 @@ def run(
         "note": "stated recall before calibration is 1 - the derived miss rate (the service itself "
         "reports recall as absent(uncalibrated) until Calibrate runs); after it, the measured recall",
     }
-    return result, report.plot_png
+    return result, calibration_png(report.curves, f"Calibrate(MISS_RATE) v{report.version}: reliability")
 
 
 def _relevant(qrels: dict[str, int]) -> set[str]:

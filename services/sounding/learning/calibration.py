@@ -7,13 +7,11 @@ From observed retrievals that stated a miss rate m:
 - recall = |used| / (|used| + |missed documents|) when the caller reported either; the recall map
   is the isotonic fit of recall against the stated recall 1 − m.
 The report gives the expected calibration error (10 bins) of both before and after the fit, on
-the outcomes it was fitted to, the reliability bins, and a reliability diagram.
+the outcomes it was fitted to, the reliability bins, and the reliability curves to draw.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +21,7 @@ from sounding.core.calibration import (
     expected_calibration_error,
     reliability,
 )
+from sounding.learning.protocol import Curve
 
 MIN_OUTCOMES = 50
 
@@ -49,9 +48,11 @@ def outcome(stated_miss_rate: float, reported: dict) -> Outcome:
     )
 
 
-def fit(outcomes: Sequence[Outcome], version: int) -> tuple[MissRateCalibration, dict[str, float], bytes]:
-    """The calibration, its diagnostics and a reliability diagram (PNG). ValueError with fewer
-    than MIN_OUTCOMES outcomes."""
+def fit(
+    outcomes: Sequence[Outcome], version: int
+) -> tuple[MissRateCalibration, dict[str, float], tuple[Curve, ...]]:
+    """The calibration, its diagnostics and its reliability curves. ValueError with fewer than
+    MIN_OUTCOMES outcomes."""
     if len(outcomes) < MIN_OUTCOMES:
         raise ValueError(f"needs at least {MIN_OUTCOMES} observed retrievals with a stated miss rate")
     stated = [o.stated_miss_rate for o in outcomes]
@@ -80,29 +81,22 @@ def fit(outcomes: Sequence[Outcome], version: int) -> tuple[MissRateCalibration,
         diagnostics[f"miss_rate_bin_{b.low:.1f}.count"] = float(b.count)
         diagnostics[f"miss_rate_bin_{b.low:.1f}.observed"] = b.mean_observed
     calibration = MissRateCalibration(version, miss_map, recall_map, len(outcomes))
-    return calibration, diagnostics, reliability_png(curves)
+    return calibration, diagnostics, reliability_curves(curves)
 
 
-def reliability_png(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> bytes:
-    """The diagram as PNG; empty where matplotlib (the [eval] extra) is not installed."""
-    if importlib.util.find_spec("matplotlib") is None:
-        return b""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(5, 5))
-    axis.plot([0, 1], [0, 1], color="grey", linewidth=0.5, label="perfect")
-    for label, (stated, observed) in curves.items():
+def reliability_curves(series: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> tuple[Curve, ...]:
+    """The diagonal of perfect calibration, then each series' reliability curve: mean stated
+    against mean observed over 10 bins."""
+    curves = [Curve(name="perfect", x_label="stated", y_label="observed", x=(0.0, 1.0), y=(0.0, 1.0))]
+    for name, (stated, observed) in series.items():
         bins = reliability(stated, observed)
-        axis.plot([b.mean_stated for b in bins], [b.mean_observed for b in bins], marker="o", label=label)
-    axis.set_xlabel("stated")
-    axis.set_ylabel("observed")
-    axis.set_title("Reliability (10 bins)")
-    axis.legend(fontsize="small")
-    buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png", dpi=90)
-    plt.close(figure)
-    return buffer.getvalue()
+        curves.append(
+            Curve(
+                name=name,
+                x_label="stated",
+                y_label="observed",
+                x=tuple(b.mean_stated for b in bins),
+                y=tuple(b.mean_observed for b in bins),
+            )
+        )
+    return tuple(curves)

@@ -153,7 +153,7 @@ class InquiryLearning:
                 True,
                 f"{target} v{version}: {fitted.summary}",
                 fitted.diagnostics,
-                fitted.plot_png,
+                fitted.curves,
             )
 
 

@@ -23,6 +23,18 @@ class Rejected:
     message: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class Curve:
+    """One line of a calibration's diagram: the points (x[i], y[i]) in drawing order; the curves
+    of one report share their axes."""
+
+    name: str
+    x_label: str
+    y_label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
 @dataclass(frozen=True)
 class CalibrationProgress:
     stage: str
@@ -39,7 +51,7 @@ class CalibrationReport:
     deployed: bool
     summary: str
     diagnostics: dict[str, float]
-    plot_png: bytes = b""
+    curves: tuple[Curve, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,7 @@ class LearningService:
                 )
             yield CalibrationProgress("fitting", 0.4)
             version = (self.miss_rate_calibration.version if self.miss_rate_calibration else 0) + 1
-            fitted, diagnostics, plot = await asyncio.to_thread(calibration.fit, outcomes, version)
+            fitted, diagnostics, curves = await asyncio.to_thread(calibration.fit, outcomes, version)
             await self._log.append_calibration("miss_rate", version, fitted.params(), diagnostics)
             self.miss_rate_calibration = fitted
             summary = (
@@ -230,7 +230,7 @@ class LearningService:
                 f"{diagnostics['miss_rate_ece_before']:.3f} -> {diagnostics['miss_rate_ece_after']:.3f} "
                 "(on the outcomes fitted)"
             )
-            yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, plot)
+            yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, curves)
 
     async def metrics(self) -> StrategyMetrics:
         """§8 metrics over everything logged so far."""

@@ -10,8 +10,6 @@ miscoverage δ.
 
 from __future__ import annotations
 
-import importlib.util
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ import numpy as np
 from sounding import errors
 from sounding.core import risk_control, stop_rules
 from sounding.core.calibration import IsotonicMap
+from sounding.learning.protocol import Curve
 from sounding.store.learning import InquiryState
 
 MIN_STATES = 10
@@ -33,7 +32,7 @@ class StopThresholdFit:
     sample_size: int
     summary: str
     diagnostics: dict[str, float]
-    plot_png: bytes
+    curves: tuple[Curve, ...]
 
 
 def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -> StopThresholdFit:
@@ -65,7 +64,7 @@ def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -
             f"{rule}: split-conformal q = {quantile:.3f} at miscoverage {delta} from {len(usable)} states "
             f"(true answer inside the set on {covered:.1%} of them)",
             {"quantile": quantile, "coverage_on_states": float(covered), "error_rate": float(np.mean(erred))},
-            b"",
+            (),
         )
     confidence_map = None
     if rule == "verbalized_confidence":
@@ -101,7 +100,7 @@ def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -
         len(usable),
         summary,
         diagnostics,
-        risk_coverage_png(fitted, rule),
+        risk_coverage_curves(fitted),
     )
 
 
@@ -109,31 +108,23 @@ def threshold_value(params: dict) -> float:
     return -math.inf if params["never_answer"] else float(params["value"])
 
 
-def risk_coverage_png(fitted: risk_control.ThresholdFit, rule: str) -> bytes:
-    """The diagram as PNG; empty where matplotlib (the [eval] extra) is not installed."""
-    if importlib.util.find_spec("matplotlib") is None:
-        return b""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(5.5, 4))
-    coverage = [p.coverage for p in fitted.curve]
-    axis.plot(coverage, [p.empirical_risk for p in fitted.curve], label="empirical risk")
-    axis.plot(
-        coverage, [p.upper_bound for p in fitted.curve], label=f"Clopper-Pearson bound (alpha {fitted.alpha})"
-    )
-    axis.axhline(fitted.delta, color="grey", linestyle="--", linewidth=0.8, label=f"delta {fitted.delta}")
+def risk_coverage_curves(fitted: risk_control.ThresholdFit) -> tuple[Curve, ...]:
+    """The risk-coverage curve (error rate among the answered states against the share answered)
+    with its Clopper-Pearson bound, the level delta and, unless it never answers, the chosen
+    threshold's coverage."""
+    coverage = tuple(p.coverage for p in fitted.curve)
+    labels = {"x_label": "coverage (share of states answered)", "y_label": "error rate among answered states"}
+    curves = [
+        Curve(name="empirical risk", x=coverage, y=tuple(p.empirical_risk for p in fitted.curve), **labels),
+        Curve(
+            name=f"Clopper-Pearson bound (alpha {fitted.alpha})",
+            x=coverage,
+            y=tuple(p.upper_bound for p in fitted.curve),
+            **labels,
+        ),
+        Curve(name=f"delta {fitted.delta}", x=(0.0, 1.0), y=(fitted.delta, fitted.delta), **labels),
+    ]
     if not fitted.never_answer:
-        axis.axvline(fitted.answered / fitted.sample_size, color="black", linewidth=0.8, label="chosen tau")
-    axis.set_xlabel("coverage (share of states answered)")
-    axis.set_ylabel("error rate among answered states")
-    axis.set_title(f"Risk-coverage: {rule}")
-    axis.set_ylim(0, 1)
-    axis.legend(fontsize="small")
-    buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png", dpi=90)
-    plt.close(figure)
-    return buffer.getvalue()
+        chosen = fitted.answered / fitted.sample_size
+        curves.append(Curve(name="chosen tau", x=(chosen, chosen), y=(0.0, 1.0), **labels))
+    return tuple(curves)

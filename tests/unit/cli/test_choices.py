@@ -1,11 +1,12 @@
 import pytest
 from sounding.auth import ROLES
-from sounding.cli.calls import Arm, ExpansionStrategy, Role
+from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
 from sounding.cli.evaluate import BullsAndCowsPolicy, StopRule
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.stop_rules import STOP_RULES
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
 from sounding.retrieval.strategies import STRATEGIES
+from sounding_client._convert import CALIBRATION_TARGETS
 
 pytestmark = pytest.mark.unit
 
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.unit
         (Arm, list(STRATEGIES)),
         (ExpansionStrategy, list(EXPANSION_STRATEGIES)),
         (Role, list(ROLES)),
+        (CalibrationTarget, list(CALIBRATION_TARGETS)),
         (StopRule, ["all", *STOP_RULES]),
         (BullsAndCowsPolicy, list(POLICIES)),
     ],

@@ -27,10 +27,14 @@ def test_fit_lowers_the_calibration_error_and_round_trips():
     stated = rng.uniform(0.2, 0.6, 400)
     # Stated rates run low: the real miss probability is 1.5 x the stated one.
     outcomes = [Outcome(float(s), bool(rng.random() < 1.5 * s), float(1 - 0.5 * s)) for s in stated]
-    calibration, diagnostics, plot = fit(outcomes, version=3)
+    calibration, diagnostics, curves = fit(outcomes, version=3)
     assert diagnostics["miss_rate_ece_after"] < diagnostics["miss_rate_ece_before"]
     assert diagnostics["recall_ece_after"] <= diagnostics["recall_ece_before"]
-    assert plot.startswith(b"\x89PNG")
+    perfect, stated_curve, calibrated_curve = curves[:3]
+    assert perfect.x == perfect.y == (0.0, 1.0)
+    # Stated rates run low, so the stated curve lies above the diagonal; the fitted one near it.
+    assert all(y > x for x, y in zip(stated_curve.x, stated_curve.y, strict=True) if x >= 0.3)
+    assert max(abs(y - x) for x, y in zip(calibrated_curve.x, calibrated_curve.y, strict=True)) < 0.1
     assert calibration.miss_rate(0.5) > 0.5  # corrected upwards
     again = MissRateCalibration.from_params(3, calibration.params())
     assert again == calibration

@@ -36,7 +36,9 @@ def test_the_threshold_answers_the_right_states_and_keeps_the_risk_bound():
     assert fitted.params["value"] >= scores[:200].max()
     assert 200 <= fitted.diagnostics["answered"] < 300
     assert fitted.diagnostics["risk_upper_bound"] <= 0.1
-    assert fitted.plot_png.startswith(b"\x89PNG")
+    risk, bound, _, chosen = fitted.curves
+    assert risk.x == bound.x and all(b >= r for r, b in zip(risk.y, bound.y, strict=True))
+    assert chosen.x[0] == fitted.diagnostics["coverage"]
 
 
 def test_all_wrong_states_never_answer():

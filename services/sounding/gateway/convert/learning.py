@@ -121,7 +121,10 @@ def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
             deployed=event.deployed,
             summary=event.summary,
             diagnostics=event.diagnostics,
-            plot_png=event.plot_png,
+            curves=[
+                sounding_pb2.CalibrationCurve(name=c.name, x_label=c.x_label, y_label=c.y_label, x=c.x, y=c.y)
+                for c in event.curves
+            ],
         )
     )
 

@@ -609,7 +609,7 @@ class CalibrationProgress(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., fraction: _Optional[float] = ...) -> None: ...
 
 class CalibrationReport(_message.Message):
-    __slots__ = ("target", "version", "sample_size", "deployed", "summary", "diagnostics", "plot_png")
+    __slots__ = ("target", "version", "sample_size", "deployed", "summary", "diagnostics", "plot_png", "curves")
     class DiagnosticsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -624,6 +624,7 @@ class CalibrationReport(_message.Message):
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     PLOT_PNG_FIELD_NUMBER: _ClassVar[int]
+    CURVES_FIELD_NUMBER: _ClassVar[int]
     target: CalibrationTarget
     version: str
     sample_size: int
@@ -631,7 +632,22 @@ class CalibrationReport(_message.Message):
     summary: str
     diagnostics: _containers.ScalarMap[str, float]
     plot_png: bytes
-    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., version: _Optional[str] = ..., sample_size: _Optional[int] = ..., deployed: _Optional[bool] = ..., summary: _Optional[str] = ..., diagnostics: _Optional[_Mapping[str, float]] = ..., plot_png: _Optional[bytes] = ...) -> None: ...
+    curves: _containers.RepeatedCompositeFieldContainer[CalibrationCurve]
+    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., version: _Optional[str] = ..., sample_size: _Optional[int] = ..., deployed: _Optional[bool] = ..., summary: _Optional[str] = ..., diagnostics: _Optional[_Mapping[str, float]] = ..., plot_png: _Optional[bytes] = ..., curves: _Optional[_Iterable[_Union[CalibrationCurve, _Mapping]]] = ...) -> None: ...
+
+class CalibrationCurve(_message.Message):
+    __slots__ = ("name", "x_label", "y_label", "x", "y")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    X_LABEL_FIELD_NUMBER: _ClassVar[int]
+    Y_LABEL_FIELD_NUMBER: _ClassVar[int]
+    X_FIELD_NUMBER: _ClassVar[int]
+    Y_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    x_label: str
+    y_label: str
+    x: _containers.RepeatedScalarFieldContainer[float]
+    y: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., x_label: _Optional[str] = ..., y_label: _Optional[str] = ..., x: _Optional[_Iterable[float]] = ..., y: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class GetStrategyMetricsRequest(_message.Message):
     __slots__ = ()
