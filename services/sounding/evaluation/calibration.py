@@ -171,6 +171,20 @@ def run(
         },
         "note": "stated recall before calibration is 1 - the derived miss rate (the service itself "
         "reports recall as absent(uncalibrated) until Calibrate runs); after it, the measured recall",
+        # Each test pass's outputs per query: the ranking (top 100 ids), what it stated, expansions.
+        "per_query": {
+            name: {
+                q: {
+                    "ranking": r.ranking,
+                    "miss_rate": r.miss_rate,
+                    "miss_rate_kind": r.miss_rate_kind,
+                    "recall": r.recall,
+                    "expansions": r.expansions,
+                }
+                for q, r in p.items()
+            }
+            for name, p in passes.items()
+        },
     }
     return result, calibration_png(report.curves, f"Calibrate(MISS_RATE) v{report.version}: reliability")
 
