@@ -97,18 +97,20 @@ deploy-check: install
 	@command -v kubectl >/dev/null || (echo "deploy-check needs kubectl (with kustomize v5)" >&2; exit 1)
 	$(BIN)/python tools/deploy_check.py
 
-# The unit tests on the newest supported Python too (pyenv's 3.13 on these machines), without the
-# [models] extra: torch's wheel on disk is for 3.11 and PyPI's is a multi-GB CUDA build, so the
-# tests that need torch, transformers or httpx are skipped there.
-NEWER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
-NEWER_VENV := .venv-3.13
-test-newer-python: $(NEWER_VENV)/.installed
-	$(NEWER_VENV)/bin/python -m pytest -q -m unit tests/unit
-$(NEWER_VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
-	@test -n "$(NEWER_PYTHON)" || (echo "test-newer-python needs Python 3.13 (e.g. pyenv install 3.13)" >&2; exit 1)
-	$(NEWER_PYTHON) -m venv $(NEWER_VENV)
-	$(NEWER_VENV)/bin/pip install -q --upgrade pip
-	$(NEWER_VENV)/bin/pip install -q -c constraints.txt -e ".[workers,eval]" -e clients/python \
+# The unit tests on the newer supported Pythons too (pyenv's 3.12 and 3.13 on these machines),
+# without the [models] extra: torch's wheel on disk is for 3.11 and PyPI's is a multi-GB CUDA
+# build, so the tests that need torch, transformers or httpx are skipped there.
+NEWER_PYTHONS := 3.12 3.13
+test-newer-python: $(addprefix test-python-,$(NEWER_PYTHONS))
+.PRECIOUS: .venv-%/.installed
+test-python-%: .venv-%/.installed
+	.venv-$*/bin/python -m pytest -q -m unit tests/unit
+.venv-%/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
+	$(eval PYTHON_$* := $(firstword $(wildcard $(HOME)/.pyenv/versions/$*.*/bin/python$*) $(shell command -v python$*)))
+	@test -n "$(PYTHON_$*)" || (echo "the unit tests on Python $* need it (e.g. pyenv install $*)" >&2; exit 1)
+	$(PYTHON_$*) -m venv .venv-$*
+	.venv-$*/bin/pip install -q --upgrade pip
+	.venv-$*/bin/pip install -q -c constraints.txt -e ".[workers,eval]" -e clients/python \
 		pytest pyyaml jsonschema kubernetes-validate
 	touch $@
 
@@ -125,4 +127,4 @@ bench-retrieval: install
 	$(BIN)/sounding eval retrieval --data ../shared/data/beir/scifact --split test --out bench/results/scifact-retrieval.json --fresh
 
 clean:
-	rm -rf $(VENV) $(NEWER_VENV) build .sounding $(TS)/node_modules $(TS)/dist $(TS)/build
+	rm -rf $(VENV) $(addprefix .venv-,$(NEWER_PYTHONS)) build .sounding $(TS)/node_modules $(TS)/dist $(TS)/build

@@ -81,6 +81,14 @@ def start_stack(stack) -> None:
     console.print(f"orchestrator serving on {settings.address} (data in {settings.data_dir})")
 
 
-def write_result(result: dict, out: Path) -> None:
+def write_result(
+    result: dict, out: Path, settings: Settings, seed: int | None = None, plot: bytes | None = None
+) -> None:
+    """The result JSON, led by how to reproduce it (`evaluation.harness.provenance`: command,
+    commit, date, seed, settings, model versions), and its diagram as a PNG beside it."""
+    from sounding.evaluation.harness import provenance
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.write_text(json.dumps({"provenance": provenance(settings, seed), **result}, indent=2) + "\n")
+    if plot is not None:
+        out.with_suffix(".png").write_bytes(plot)

@@ -86,22 +86,18 @@ def eval_retrieval(
     goes to a PNG beside the JSON."""
     if train_split:
         from sounding.evaluation import adaptive
-        from sounding.evaluation.harness import write
 
-        result, plot = adaptive.run(data, train_split, split, Settings(), console, train_limit, test_limit)
-        write(result, plot, out)
+        settings = Settings()
+        result, plot = adaptive.run(data, train_split, split, settings, console, train_limit, test_limit)
+        write_result(result, out, settings, plot=plot)
         console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
         console.print(f"written to {out} and {out.with_suffix('.png')}")
         return
-    from sounding.evaluation.harness import provenance
     from sounding.evaluation.retrieval import run
 
     settings = Settings()
-    result = {
-        "provenance": provenance(settings),
-        **run(data, split, address, fresh, settings, console, background_load),
-    }
-    write_result(result, out)
+    result = run(data, split, address, fresh, settings, console, background_load)
+    write_result(result, out, settings)
     console.print_json(json.dumps(result["systems"]))
     console.print(f"written to {out}")
 
@@ -120,10 +116,10 @@ def eval_calibration(
     stated recall@k, AUROC of the miss rate), and the expansion loop's effect on recall@100 and
     nDCG@10."""
     from sounding.evaluation import calibration
-    from sounding.evaluation.harness import write
 
-    result, plot = calibration.run(data, train_split, split, Settings(), console, k, train_limit, test_limit)
-    write(result, plot, out)
+    settings = Settings()
+    result, plot = calibration.run(data, train_split, split, settings, console, k, train_limit, test_limit)
+    write_result(result, out, settings, plot=plot)
     console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")
 
@@ -137,7 +133,8 @@ def eval_nli(
     """Accuracy and per-class F1 of the NLI model on labelled pairs."""
     from sounding.models import nli
 
-    path = model or Settings().models.cache_dir / nli.TRAINED_DIR
+    settings = Settings()
+    path = model or settings.models.cache_dir / nli.TRAINED_DIR
     if not path.exists():
         console.print(f"[red]no NLI model at {path}[/red]; run `sounding models train-nli` first")
         raise typer.Exit(1)
@@ -146,7 +143,7 @@ def eval_nli(
         result = {"data": str(data), "model": str(path), **nli.evaluate(nli.NliModel(path), pairs)}
     console.print_json(json.dumps(result))
     if out:
-        write_result(result, out)
+        write_result(result, out, settings)
 
 
 @eval_app.command("arbench")
@@ -204,7 +201,7 @@ def eval_arbench(
             )
         except arbench.JournalMismatch as error:
             raise typer.BadParameter(str(error), param_hint="--out") from None
-    write_result(result, out)
+    write_result(result, out, settings, seed)
     journal.unlink(missing_ok=True)
     console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
     console.print(f"written to {out}")
@@ -227,7 +224,6 @@ def eval_fuzz(
     from sounding_client import Client
 
     from sounding.evaluation import fuzz
-    from sounding.evaluation.harness import provenance
     from sounding.stack import Stack
 
     settings = Settings()
@@ -251,8 +247,8 @@ def eval_fuzz(
                 alive=lambda: fuzz.still_alive(processes),
                 progress=lambda sent: progress.update(task, completed=sent),
             )
-    result = {"provenance": provenance(settings, seed), "concurrency": concurrency, **result}
-    write_result(result, out)
+    result = {"concurrency": concurrency, **result}
+    write_result(result, out, settings, seed)
     console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
     console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
     health = result["health"]
@@ -290,7 +286,6 @@ def eval_load(
     from sounding_client import Client
 
     from sounding.evaluation import load
-    from sounding.evaluation.harness import provenance
     from sounding.stack import Stack
 
     settings = Settings()
@@ -346,13 +341,8 @@ def eval_load(
     finally:
         with console.status("stopping the stack"):
             stack.stop()
-    result = {
-        "provenance": provenance(settings, seed),
-        "corpus": str(source),
-        "documents": len(documents),
-        **result,
-    }
-    write_result(result, out)
+    result = {"corpus": str(source), "documents": len(documents), **result}
+    write_result(result, out, settings, seed)
     summary = {k: result[k] for k in ("calls", "errors", "kills", "verification", "memory")}
     console.print_json(json.dumps(summary))
     console.print(f"written to {out}")
@@ -406,6 +396,6 @@ def eval_inquiry(
                 | {p: v["policies"][p]["mean_questions_where_all_reached"] for p in v["policies"]}
                 for name, v in result["settings"].items()
             }
-    write_result(result, out)
+    write_result(result, out, settings)
     console.print_json(json.dumps(summary))
     console.print(f"written to {out}")

@@ -4,7 +4,6 @@ records its own reproduction, and writing a result (JSON, with its plot beside i
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shlex
@@ -76,7 +75,7 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
         "seed": seed,
         "settings": settings.model_dump(mode="json"),
         "models": {
-            "embedder": "all-MiniLM-L6-v2",
+            "embedder": settings.models.embedder.model or "all-MiniLM-L6-v2",
             "generator": "SmolLM2-135M-Instruct",
             "packages": versions,
         },
@@ -86,12 +85,6 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
             "python": platform.python_version(),
         },
     }
-
-
-def write(result: dict, plot: bytes, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".png").write_bytes(plot)
 
 
 @contextmanager
