@@ -149,11 +149,15 @@ class ChannelServer:
         except Exception:
             log.exception("channel: an unreadable call; closing the connection")
         finally:
+            # Closed first: a cancellation arriving while the calls wind down must not leave the
+            # transport open (Server.wait_closed waits for every connection's transport).
+            writer.close()
             for task in tasks.values():
                 task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
-            writer.close()
-            self._connections.discard(connection)
+            try:
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+            finally:
+                self._connections.discard(connection)
 
     async def _call(self, call: worker_pb2.WorkerCall, writer, outgoing: _Sealed, tasks: dict) -> None:
         self.calls_in_flight += 1
