@@ -95,7 +95,7 @@ class RetrieveLimits(BaseModel):
 
 
 class InquiryLimits(BaseModel):
-    max_start_bytes: int = Field(default=1 * MIB, ge=1024, description="an InquiryStart message, serialized")
+    max_start_bytes: int = Field(default=8 * MIB, ge=1024, description="an InquiryStart message, serialized")
     max_hypotheses: int = Field(default=10_000, ge=1, description="InquiryStart.hypotheses")
     max_questions: int = Field(default=2_000, ge=1, description="InquiryStart.questions")
     max_cells: int = Field(
