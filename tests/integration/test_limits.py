@@ -39,13 +39,13 @@ def test_a_hostile_answer_is_refused_within_50_ms_while_health_answers(client, s
 
 
 def test_a_start_over_the_size_limit_is_refused_naming_the_field(client, stack):
-    hypotheses = [Hypothesis(f"h{i}", "x" * 1000) for i in range(1200)]  # about 1.2 MB
+    hypotheses = [Hypothesis(f"h{i}", "x" * 1000) for i in range(9000)]  # about 9 MB
     questions = [Question("q", "is it h0?", {"h0": "yes"})]
     with pytest.raises(SoundingError) as raised:
         list(client.inquire("hypotheses", InquiryPolicy(), hypotheses, questions))
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert raised.value.fields == ["start"]
-    assert "1048576" in raised.value.message
+    assert "8388608" in raised.value.message
 
 
 @pytest.mark.parametrize(
