@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 BUF := npx --yes @bufbuild/buf@1.75.0
 # The public API (sounding.v1) as last released, as a buf image.
 RELEASED_CONTRACT := protos/released/sounding-v1.binpb
+# What the Go and TypeScript clients are generated from: the public API and the protovalidate
+# rules it declares.
+CLIENT_PROTOS := --path protos/sounding/v1 --path third_party/protos/buf
 # The Go client builds offline from Debian's packages, in GOPATH mode (DESIGN.md).
 GO_PACKAGES := golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-google-genproto-dev \
 	golang-github-golang-protobuf-1-5-dev protobuf-compiler protoc-gen-go protoc-gen-go-grpc
@@ -61,18 +64,19 @@ ts-client: ts-deps
 protos: install go-deps ts-deps
 	$(BUF) lint
 	$(BUF) generate
-	$(BUF) generate --template buf.gen.clients.yaml --path protos/sounding/v1
+	$(BUF) generate --template buf.gen.clients.yaml $(CLIENT_PROTOS)
 
 # Fails when protos/ do not lint, when the generated code is not what protos/ generate, or when
 # the public API (sounding.v1) breaks what the released contract's clients rely on.
 check-protos: install go-deps ts-deps
 	$(BUF) lint
-	$(BUF) breaking --against $(RELEASED_CONTRACT) --exclude-path protos/sounding/models --exclude-path protos/sounding/worker
+	$(BUF) build --path protos/sounding/v1 -o build/sounding-v1.binpb
+	$(BUF) breaking build/sounding-v1.binpb --against $(RELEASED_CONTRACT)
 	rm -rf build/generated-check
 	$(BUF) generate -o build/generated-check
 	diff -r -x __pycache__ build/generated-check/services/sounding/api services/sounding/api
 	diff -r -x __pycache__ build/generated-check/clients/python/sounding_client/api clients/python/sounding_client/api
-	$(BUF) generate --template buf.gen.clients.yaml --path protos/sounding/v1 -o build/generated-check
+	$(BUF) generate --template buf.gen.clients.yaml $(CLIENT_PROTOS) -o build/generated-check
 	diff -r build/generated-check/clients/go/gen clients/go/gen
 	diff -r build/generated-check/clients/typescript/src/gen clients/typescript/src/gen
 	rm -rf build/generated-check

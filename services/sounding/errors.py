@@ -1,24 +1,41 @@
 """Domain errors. The gateway turns them into gRPC statuses with google.rpc details.
 
 Each carries a canonical gRPC code name, an UPPER_SNAKE reason (ErrorInfo) and, for bad input,
-the offending field (BadRequest field violation).
+the offending fields (BadRequest field violations).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class FieldViolation(NamedTuple):
+    field: str
+    description: str
 
 
 class SoundingError(Exception):
     code = "INTERNAL"
     default_reason = "INTERNAL"
 
-    def __init__(self, message: str, *, reason: str | None = None, field: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        field: str | None = None,
+        violations: Sequence[FieldViolation] = (),
+    ):
+        """`field` names the offending field; `violations`, when there are several, each with its
+        own description (`field` defaults to the first's)."""
         super().__init__(message)
         self.message = message
         self.reason = reason or self.default_reason
-        self.field = field
+        self.field = field or (violations[0].field if violations else None)
+        self.violations = tuple(violations)
 
 
 class InvalidArgument(SoundingError):

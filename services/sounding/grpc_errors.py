@@ -27,10 +27,15 @@ def to_status(error: errors.SoundingError) -> grpc.Status:
         info.metadata["field"] = field
     details.append(info)
     if field and error.code == "INVALID_ARGUMENT":
+        violations = error.violations or [errors.FieldViolation(field, message)]
         details.append(
             error_details_pb2.BadRequest(
                 field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=field, description=message)
+                    error_details_pb2.BadRequest.FieldViolation(
+                        field=_clip(v.field, MAX_FIELD_CHARS),
+                        description=_clip(v.description, MAX_MESSAGE_CHARS),
+                    )
+                    for v in violations
                 ]
             )
         )

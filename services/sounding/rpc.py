@@ -7,7 +7,8 @@ streamed one) and wraps every call:
   token when tokens are configured) and its role checked against the method's
   (PERMISSION_DENIED); the servicer finds the caller in `context.principal`;
 - requests decode leniently: a message that does not parse is answered INVALID_ARGUMENT naming
-  the field it was traced to (grpc's own decoding answers UNKNOWN);
+  the field it was traced to (grpc's own decoding answers UNKNOWN); one that breaks a rule its
+  proto declares (`validation`) is answered INVALID_ARGUMENT naming the violated fields;
 - calls beyond the method's concurrency are answered RESOURCE_EXHAUSTED at once, and once the
   server drains (`Gate.drain`) new calls are answered UNAVAILABLE while those in flight finish;
 - a call without a client deadline gets its method's default one (`context.time_remaining()`
@@ -38,7 +39,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 from sounding_client import credentials
 
-from sounding import auth, errors, telemetry
+from sounding import auth, errors, telemetry, validation
 from sounding.audit import AuditRecord
 from sounding.config import TlsSettings
 from sounding.decoding import Undecodable, lenient_decoder
@@ -174,6 +175,7 @@ class _Method:
                 ) from None
             if isinstance(message, Undecodable):
                 raise message.error(f"messages[{index}].")
+            validation.check(message)
             if record is not None:
                 record.note(message)
             yield message
@@ -195,6 +197,8 @@ class _Method:
             request = self._requests(request, record)
         elif isinstance(request, Undecodable):
             raise request.error()
+        else:
+            validation.check(request)
         return request, _Context(context, deadline, principal), deadline
 
     def _record(self, request, client_streaming: bool) -> AuditRecord | None:

@@ -35,6 +35,7 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
     assert seen["top_hit"] == "lead" and seen["recorded"] == 1
     assert (seen["calibrate_code"], seen["calibrate_reason"]) == ("FAILED_PRECONDITION", "TOO_FEW_OUTCOMES")
     assert (seen["invalid_code"], seen["invalid_fields"]) == ("INVALID_ARGUMENT", ["name"])
+    assert (seen["over_limit_code"], seen["over_limit_fields"]) == ("INVALID_ARGUMENT", ["top_k"])
     assert seen["retrieve_cancel_code"] == "CANCELED"
     assert seen["asks_before_cancel"] == 2 and seen["resumed_after_cancel"]
     assert seen["answer"] == "5281" and seen["stopping_reason"] == "CONFIDENCE_REACHED"

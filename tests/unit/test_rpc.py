@@ -49,6 +49,12 @@ class Servicer:
             index += 1
 
 
+# Requests that keep the rules their protos declare.
+NAMED = corpus_pb2.GetCollectionRequest(name="c").SerializeToString()
+BATCH = corpus_pb2.IngestDocumentsRequest(
+    collection="c", documents=[common_pb2.Document(id="a", text="b")]
+).SerializeToString()
+
 POLICIES = {
     "GetCollection": rpc.CallPolicy(deadline_s=2.0, max_concurrent=1),
     "IngestDocuments": rpc.CallPolicy(first_message_s=0.2, idle_s=0.3),
@@ -109,12 +115,37 @@ async def ingest(channel, requests) -> tuple[list, SoundingError]:
 def test_a_streamed_message_that_does_not_decode_names_its_position_and_field():
     document = common_pb2.Document(id="a", text="b").SerializeToString() + b"\x1a\x02\xff\xfe"
     bad = b"\x12" + bytes([len(document)]) + document
-    first = corpus_pb2.IngestDocumentsRequest(collection="c").SerializeToString()
-
-    received, failed = run(lambda channel, _: ingest(channel, iter([first, bad])))
+    received, failed = run(lambda channel, _: ingest(channel, iter([BATCH, bad])))
     assert len(received) == 1  # the first batch was acknowledged before the bad one arrived
     assert failed.code == grpc.StatusCode.INVALID_ARGUMENT
     assert failed.fields == ["messages[1].documents[0].title"]
+
+
+def test_a_request_that_breaks_its_declared_rules_is_invalid_argument_naming_every_field():
+    async def body(channel, _):
+        return await failure(
+            raw(channel, "GetCollection")(
+                corpus_pb2.GetCollectionRequest(name="Not A Name").SerializeToString()
+            )
+        )
+
+    failed = run(body)
+    assert failed.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert failed.fields == ["name"] and "does not match" in failed.message
+
+
+def test_a_streamed_message_that_breaks_the_rules_fails_the_call_after_the_batches_before_it():
+    bad = corpus_pb2.IngestDocumentsRequest(
+        documents=[
+            common_pb2.Document(id="ok", text="fine"),
+            common_pb2.Document(id="a#b", text="   "),
+        ]
+    ).SerializeToString()
+
+    received, failed = run(lambda channel, _: ingest(channel, iter([BATCH, bad])))
+    assert len(received) == 1
+    assert failed.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert failed.fields == ["documents[1].id", "documents[1].text"]
 
 
 def test_locating_the_bad_field_reads_a_bounded_number_of_fields():
@@ -138,9 +169,9 @@ def test_domain_errors_keep_their_code_and_field():
 
 def test_a_call_without_a_deadline_gets_the_default_and_sees_it_in_time_remaining():
     async def body(channel, servicer):
-        ok = corpus_pb2.GetCollectionResponse.FromString(await raw(channel, "GetCollection")(b""))
+        ok = corpus_pb2.GetCollectionResponse.FromString(await raw(channel, "GetCollection")(NAMED))
         servicer.delay = 2.5
-        return float(ok.collection.description), await failure(raw(channel, "GetCollection")(b""))
+        return float(ok.collection.description), await failure(raw(channel, "GetCollection")(NAMED))
 
     remaining, failed = run(body)
     assert 0 < remaining <= 2.0
@@ -149,7 +180,7 @@ def test_a_call_without_a_deadline_gets_the_default_and_sees_it_in_time_remainin
 
 def test_a_client_deadline_shorter_than_the_default_wins():
     async def body(channel, _):
-        response = await raw(channel, "GetCollection")(b"", timeout=1.0)
+        response = await raw(channel, "GetCollection")(NAMED, timeout=1.0)
         return float(corpus_pb2.GetCollectionResponse.FromString(response).collection.description)
 
     assert 0 < run(body) < 1.5  # the client's 1 s (as the header carries it), not the default 2 s
@@ -158,10 +189,10 @@ def test_a_client_deadline_shorter_than_the_default_wins():
 def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():
     async def body(channel, servicer):
         servicer.delay = 0.15
-        first = asyncio.ensure_future(raw(channel, "GetCollection")(b""))
+        first = asyncio.ensure_future(raw(channel, "GetCollection")(NAMED))
         await asyncio.sleep(0.03)
         started = time.perf_counter()
-        failed = await failure(raw(channel, "GetCollection")(b""))
+        failed = await failure(raw(channel, "GetCollection")(NAMED))
         refused_after = time.perf_counter() - started
         await first
         return failed, refused_after
@@ -175,7 +206,7 @@ def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():
 def test_a_client_stream_that_goes_quiet_ends_deadline_exceeded(sent, reason):
     async def requests():
         for _ in range(sent):
-            yield corpus_pb2.IngestDocumentsRequest(collection="c").SerializeToString()
+            yield BATCH
         await asyncio.sleep(5)
 
     received, failed = run(lambda channel, _: ingest(channel, requests()))

@@ -81,10 +81,18 @@ try {
   out.calibrate_code = refused.codeName;
   out.calibrate_reason = refused.reason;
 
-  // A bad request names its field.
+  // A bad request names its field: refused before it is sent when it breaks a rule its proto
+  // declares, by the server when it passes a deployment's limit.
   const invalid = await refusal(() => client.createCollection("Not A Name"));
   out.invalid_code = invalid.codeName;
   out.invalid_fields = invalid.fields;
+  const overLimit = await refusal(async () => {
+    for await (const _ of client.retrieve({ collection, query: "tides", topK: 100_000 })) {
+      // refused before the first event
+    }
+  });
+  out.over_limit_code = overLimit.codeName;
+  out.over_limit_fields = overLimit.fields;
 
   // Aborting a Retrieve whose generating arm (hyde) takes seconds, after its first event.
   const abort = new AbortController();

@@ -1,26 +1,36 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { DocumentSchema } from "./gen/sounding/v1/common_pb.js";
-import { CorpusService, type Collection, type IngestDocumentsResponse } from "./gen/sounding/v1/corpus_pb.js";
 import {
+  CorpusService,
+  CreateCollectionRequestSchema,
+  DeleteCollectionRequestSchema,
+  GetCollectionRequestSchema,
+  IngestDocumentsRequestSchema,
+  type Collection,
+  type IngestDocumentsRequest,
+  type IngestDocumentsResponse,
+} from "./gen/sounding/v1/corpus_pb.js";
+import {
+  CalibrateRequestSchema,
   InquireRequestSchema,
+  ObserveRequestSchema,
+  RetrieveRequestSchema,
   SoundingService,
   type Ask,
-  type CalibrateRequestSchema,
   type CalibrationProgress,
   type CalibrationReport,
   type GetStrategyMetricsResponse,
   type InquireResponse,
   type InquiryStartSchema,
-  type ObserveRequestSchema,
   type ObserveResponse,
-  type RetrieveRequestSchema,
   type RetrieveResponse,
 } from "./gen/sounding/v1/sounding_pb.js";
 import { SoundingError } from "./errors.js";
+import { checked } from "./validation.js";
 
 export interface ClientOptions {
   /** Sent as `authorization: Bearer <token>` on every call (only over TLS or to loopback). */
@@ -45,7 +55,8 @@ export type Document = MessageInitShape<typeof DocumentSchema>;
 /**
  * The Sounding client: collections and ingestion, streamed retrieval, inquiries, outcome reports,
  * calibration and metrics, over gRPC (HTTP/2). Requests take the generated messages' init shapes;
- * events are the generated messages. Every failure is a SoundingError. `close()` ends the
+ * events are the generated messages. Every failure is a SoundingError; a request that breaks a rule
+ * its proto declares fails before it is sent, as the server would refuse it (`checked`). `close()` ends the
  * connection (an open connection keeps Node's event loop alive).
  */
 export class SoundingClient {
@@ -84,11 +95,12 @@ export class SoundingClient {
   }
 
   async createCollection(name: string, description = "", call?: CallOptions): Promise<Collection> {
-    return (await failing(this.corpus.createCollection({ name, description }, call))).collection!;
+    const request = checked(CreateCollectionRequestSchema, { name, description });
+    return (await failing(this.corpus.createCollection(request, call))).collection!;
   }
 
   async getCollection(name: string, call?: CallOptions): Promise<Collection> {
-    return (await failing(this.corpus.getCollection({ name }, call))).collection!;
+    return (await failing(this.corpus.getCollection(checked(GetCollectionRequestSchema, { name }), call))).collection!;
   }
 
   /** Every collection, page by page. */
@@ -102,7 +114,7 @@ export class SoundingClient {
   }
 
   async deleteCollection(name: string, call?: CallOptions): Promise<void> {
-    await failing(this.corpus.deleteCollection({ name }, call));
+    await failing(this.corpus.deleteCollection(checked(DeleteCollectionRequestSchema, { name }), call));
   }
 
   /** Streams documents in batches; resolves with the last acknowledgement (all written). */
@@ -112,10 +124,12 @@ export class SoundingClient {
     batchSize = 64,
     call?: CallOptions,
   ): Promise<IngestDocumentsResponse | undefined> {
+    const requests: IngestDocumentsRequest[] = [];
+    for (let start = 0; start < documents.length; start += batchSize) {
+      requests.push(checked(IngestDocumentsRequestSchema, { collection, documents: documents.slice(start, start + batchSize) }));
+    }
     async function* batches() {
-      for (let start = 0; start < documents.length; start += batchSize) {
-        yield { collection, documents: documents.slice(start, start + batchSize) };
-      }
+      yield* requests;
     }
     let last: IngestDocumentsResponse | undefined;
     const acknowledgements = streaming((signal) => this.corpus.ingestDocuments(batches(), { ...call, signal }), call);
@@ -130,7 +144,8 @@ export class SoundingClient {
    * starts when iteration does; leaving the loop early cancels it on the server.
    */
   retrieve(request: MessageInitShape<typeof RetrieveRequestSchema>, call?: CallOptions): AsyncIterable<RetrieveResponse> {
-    return streaming((signal) => this.sounding.retrieve(request, { ...call, signal }), call);
+    const message = checked(RetrieveRequestSchema, request);
+    return streaming((signal) => this.sounding.retrieve(message, { ...call, signal }), call);
   }
 
   /** Starts an inquiry session. */
@@ -145,8 +160,9 @@ export class SoundingClient {
 
   /** Reports outcomes; the response counts those recorded (durably) and lists the others. */
   async observe(observations: MessageInitShape<typeof ObserveRequestSchema>[], call?: CallOptions): Promise<ObserveResponse> {
+    const messages = observations.map((observation) => checked(ObserveRequestSchema, observation));
     async function* each() {
-      yield* observations;
+      yield* messages;
     }
     return failing(this.sounding.observe(each(), call));
   }
@@ -157,7 +173,8 @@ export class SoundingClient {
     onProgress?: (progress: CalibrationProgress) => void,
     call?: CallOptions,
   ): Promise<CalibrationReport> {
-    for await (const event of streaming((signal) => this.sounding.calibrate(request, { ...call, signal }), call)) {
+    const message = checked(CalibrateRequestSchema, request);
+    for await (const event of streaming((signal) => this.sounding.calibrate(message, { ...call, signal }), call)) {
       if (event.event.case === "report") return event.event.value;
       if (event.event.case === "progress") onProgress?.(event.event.value);
     }
@@ -190,7 +207,7 @@ export class InquirySession implements AsyncIterable<InquireResponse> {
     first: MessageInitShape<typeof InquireRequestSchema>,
     call: CallOptions = {},
   ) {
-    this.outbox.push(first);
+    this.outbox.push(checked(InquireRequestSchema, first));
     this.events = streaming((signal) => sounding.inquire(this.outbox, { ...call, signal }), call);
   }
 
@@ -211,7 +228,7 @@ export class InquirySession implements AsyncIterable<InquireResponse> {
   answer(answer: string, questionId?: string): void {
     const id = questionId ?? this.lastAsk?.questionId;
     if (id === undefined) throw new Error("no question has been asked yet");
-    this.outbox.push(create(InquireRequestSchema, { message: { case: "observation", value: { questionId: id, answer } } }));
+    this.outbox.push(checked(InquireRequestSchema, { message: { case: "observation", value: { questionId: id, answer } } }));
   }
 
   close(): void {

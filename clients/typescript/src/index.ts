@@ -1,5 +1,6 @@
 export { SoundingClient, InquirySession, type CallOptions, type ClientOptions, type Document } from "./client.js";
 export { SoundingError, type FieldViolation } from "./errors.js";
+export { checked } from "./validation.js";
 export * from "./gen/sounding/v1/common_pb.js";
 export * from "./gen/sounding/v1/corpus_pb.js";
 export * from "./gen/sounding/v1/sounding_pb.js";

@@ -23,9 +23,9 @@ class DocumentIn:
 
 
 def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = CorpusLimits()) -> None:
-    """Every problem names the document's index in the batch, e.g. `documents[3].text`."""
-    if not documents:
-        raise errors.InvalidArgument("a batch needs at least one document", field="documents")
+    """The deployment's limits and unique ids (the rules Document declares, such as a non-empty
+    text, are checked before: `validation`). Every problem names the document's index in the
+    batch, e.g. `documents[3].text`."""
     if len(documents) > limits.max_documents_per_batch:
         raise errors.InvalidArgument(
             f"at most {limits.max_documents_per_batch} documents per batch", field="documents"
@@ -33,12 +33,9 @@ def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = Corpu
     seen: dict[str, int] = {}
     for index, document in enumerate(documents):
         where = f"documents[{index}]"
-        if not document.id:
-            raise errors.InvalidArgument(f"{where}.id must not be empty", field=f"{where}.id")
-        if len(document.id) > limits.max_document_id_chars or "#" in document.id:
+        if len(document.id) > limits.max_document_id_chars:
             raise errors.InvalidArgument(
-                f"{where}.id must be at most {limits.max_document_id_chars} characters without '#'",
-                field=f"{where}.id",
+                f"{where}.id must be at most {limits.max_document_id_chars} characters", field=f"{where}.id"
             )
         if document.id in seen:
             raise errors.InvalidArgument(
@@ -56,8 +53,6 @@ def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = Corpu
                 f"{where}.text is {len(document.text)} characters; at most {limits.max_text_chars}",
                 field=f"{where}.text",
             )
-        if not document.text.strip():
-            raise errors.InvalidArgument(f"{where}.text must not be empty", field=f"{where}.text")
         if len(document.metadata) > limits.max_metadata_entries:
             raise errors.InvalidArgument(
                 f"{where}.metadata has {len(document.metadata)} entries; "

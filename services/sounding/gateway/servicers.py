@@ -74,7 +74,7 @@ class SoundingServicer:
         return learning_messages.observe_response(await learned.observe(observations))
 
     async def Calibrate(self, request, context):
-        target = learning_messages.calibration_target(request)
+        target = request.target
         learned = await self._tenants.of(context.principal.tenant)
         if target == sounding_pb2.CALIBRATION_TARGET_BANDIT:
             events = learned.retrieval.recalibrate()

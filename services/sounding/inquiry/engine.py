@@ -116,19 +116,12 @@ def validate_policy(policy: Policy, domain: str, limits: InquiryLimits = Inquiry
         raise errors.InvalidArgument(
             "target_confidence must be in (0, 1]", field="start.policy.target_confidence"
         )
-    for name in ("min_information_gain", "cost_sensitivity", "exploration_weight"):
-        value = getattr(policy, name)
-        if not (math.isfinite(value) and value >= 0):
-            raise errors.InvalidArgument(f"{name} must be a finite number >= 0", field=f"start.policy.{name}")
-    if not policy.cost_budget > 0:  # infinite (unset) is allowed; NaN is not
-        raise errors.InvalidArgument("cost_budget must be > 0", field="start.policy.cost_budget")
-    if policy.seed is not None and policy.seed < 0:
-        raise errors.InvalidArgument("seed must be >= 0", field="start.policy.seed")
 
 
 def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> None:
-    """What every domain's start must respect: the domain and policy, and the limits on counts,
-    lengths and numbers (each violation names its field)."""
+    """What every domain's start must respect beyond the rules InquiryStart declares (checked
+    before: `validation`): the domain and policy names, and the deployment's limits on counts and
+    lengths (each violation names its field)."""
     if request.domain not in DOMAINS:
         raise errors.InvalidArgument(
             f"domain {request.domain[:64]!r} is not one of {', '.join(sorted(DOMAINS))}", field="start.domain"
@@ -172,10 +165,6 @@ def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> N
             raise errors.InvalidArgument(
                 f"{where}.description is longer than {limits.max_text_chars}", field=f"{where}.description"
             )
-        if not (math.isfinite(h.prior) and h.prior >= 0):
-            raise errors.InvalidArgument(
-                f"{where}.prior must be a finite number >= 0", field=f"{where}.prior"
-            )
     for index, q in enumerate(request.questions):
         where = f"start.questions[{index}]"
         if len(q.id) > limits.max_id_chars:
@@ -186,8 +175,6 @@ def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> N
             raise errors.InvalidArgument(
                 f"{where}.text is longer than {limits.max_text_chars}", field=f"{where}.text"
             )
-        if not (math.isfinite(q.cost) and q.cost >= 0):
-            raise errors.InvalidArgument(f"{where}.cost must be a finite number >= 0", field=f"{where}.cost")
         if any(len(o) > limits.max_id_chars for o in q.outcomes.values()):
             raise errors.InvalidArgument(
                 f"{where}.outcomes values are at most {limits.max_id_chars} characters",

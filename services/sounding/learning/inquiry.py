@@ -11,7 +11,6 @@ acknowledgement. Thresholds are stored in the calibrations table under
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -185,17 +184,3 @@ def _validate(request: StopThresholdRequest) -> None:
         raise errors.InvalidArgument(
             f"stop_rule must be one of {', '.join(stop_rules.STOP_RULES)}", field="stop_rule"
         )
-    if not 0 < request.delta < 1:
-        raise errors.InvalidArgument("risk must be in (0, 1)", field="risk")
-    if not 0 < request.alpha < 1:
-        raise errors.InvalidArgument("alpha must be in (0, 1)", field="alpha")
-    for index, state in enumerate(request.states):
-        if not math.isfinite(state.score):
-            raise errors.InvalidArgument(
-                f"states[{index}].score must be finite", field=f"states[{index}].score"
-            )
-        if state.stated_confidence is not None and not 0 <= state.stated_confidence <= 1:
-            raise errors.InvalidArgument(
-                f"states[{index}].stated_confidence must be in [0, 1]",
-                field=f"states[{index}].stated_confidence",
-            )

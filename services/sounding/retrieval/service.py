@@ -65,45 +65,32 @@ UNCALIBRATED = "uncalibrated"
 
 
 def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
-    if not schema.COLLECTION_NAME.match(query.collection):
-        raise errors.InvalidArgument(
-            f"collection {query.collection[:80]!r} is not a collection name", field="collection"
-        )
-    if not query.query.strip():
-        raise errors.InvalidArgument("query must not be empty", field="query")
+    """The deployment's limits and the names this service knows (the rules RetrieveRequest
+    declares, such as a non-empty query and unique arms, are checked before: `validation`)."""
     if len(query.query) > limits.max_query_chars:
         raise errors.InvalidArgument(
             f"query is longer than {limits.max_query_chars} characters", field="query"
         )
-    if not 1 <= query.top_k <= limits.max_top_k:
+    if query.top_k > limits.max_top_k:
         raise errors.InvalidArgument(
-            f"top_k must be in [1, {limits.max_top_k}], got {query.top_k}", field="top_k"
+            f"top_k must be at most {limits.max_top_k}, got {query.top_k}", field="top_k"
         )
     unknown = sorted(set(query.arms) - set(STRATEGIES))
     if unknown:
         raise errors.InvalidArgument(f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="arms")
-    if len(set(query.arms)) != len(query.arms):
-        raise errors.InvalidArgument("arms must not repeat", field="arms")
-    if not 0 <= query.fusion_k <= limits.max_fusion_k:
+    if query.fusion_k > limits.max_fusion_k:
         raise errors.InvalidArgument(
-            f"fusion_k must be in (0, {limits.max_fusion_k:g}] (0 for the default)", field="fusion_k"
+            f"fusion_k must be at most {limits.max_fusion_k:g} (0 for the default)", field="fusion_k"
         )
-    if query.synthesis_confidence is not None and not 0.0 <= query.synthesis_confidence <= 1.0:
-        raise errors.InvalidArgument("synthesis_confidence must be in [0, 1]", field="synthesis_confidence")
     options = query.expansion
-    if options.min_recall is not None and not 0.0 <= options.min_recall <= 1.0:
-        raise errors.InvalidArgument("min_recall must be in [0, 1]", field="expansion.min_recall")
-    if (
-        options.max_iterations is not None
-        and not 0 <= options.max_iterations <= limits.max_expansion_iterations
-    ):
+    if options.max_iterations is not None and options.max_iterations > limits.max_expansion_iterations:
         raise errors.InvalidArgument(
-            f"max_iterations must be in [0, {limits.max_expansion_iterations}]",
+            f"max_iterations must be at most {limits.max_expansion_iterations}",
             field="expansion.max_iterations",
         )
-    if options.budget is not None and not 1 <= options.budget <= limits.max_expansion_budget:
+    if options.budget is not None and options.budget > limits.max_expansion_budget:
         raise errors.InvalidArgument(
-            f"budget must be in [1, {limits.max_expansion_budget}]", field="expansion.budget"
+            f"budget must be at most {limits.max_expansion_budget}", field="expansion.budget"
         )
     unknown = sorted(set(options.strategies) - set(EXPANSION_STRATEGIES))
     if unknown:
@@ -111,8 +98,6 @@ def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) ->
             f"unknown expansion strategies {unknown}; known: {list(EXPANSION_STRATEGIES)}",
             field="expansion.strategies",
         )
-    if len(set(options.strategies)) != len(options.strategies):
-        raise errors.InvalidArgument("expansion strategies must not repeat", field="expansion.strategies")
 
 
 class RetrievalService:

@@ -10,11 +10,8 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize(
     "documents,field",
     [
-        ([], "documents"),
-        ([DocumentIn("a", "x"), DocumentIn("", "y")], "documents[1].id"),
-        ([DocumentIn("a", "x"), DocumentIn("b", "  ")], "documents[1].text"),
         ([DocumentIn("a", "x"), DocumentIn("a", "y")], "documents[1].id"),
-        ([DocumentIn("a#1", "x")], "documents[0].id"),
+        ([DocumentIn("a", "x"), DocumentIn("b", "y"), DocumentIn("a", "z")], "documents[2].id"),
     ],
 )
 def test_bad_batches_name_the_document(documents, field):

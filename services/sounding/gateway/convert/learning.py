@@ -50,8 +50,6 @@ def observation(message: sounding_pb2.ObserveRequest, index: int, limits: Observ
         return Rejected(
             index, "INVALID_ARGUMENT", f"retrieval_outcome.retrieval_id is longer than {limits.max_id_chars}"
         )
-    if o.feedback not in _FEEDBACK:
-        return Rejected(index, "INVALID_ARGUMENT", f"unknown feedback value {o.feedback}")
     return RetrievalOutcome(
         retrieval_id=o.retrieval_id,
         used_document_ids=tuple(o.used_document_ids),
@@ -70,14 +68,6 @@ def observe_response(result) -> sounding_pb2.ObserveResponse:
             for r in result.rejected
         ],
     )
-
-
-def calibration_target(request: sounding_pb2.CalibrateRequest) -> int:
-    if request.target not in sounding_pb2.CalibrationTarget.values() or (
-        request.target == sounding_pb2.CALIBRATION_TARGET_UNSPECIFIED
-    ):
-        raise errors.InvalidArgument("target must be set to a known calibration target", field="target")
-    return request.target
 
 
 _TARGETS = {

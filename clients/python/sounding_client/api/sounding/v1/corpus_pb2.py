@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from sounding_client.api.buf.validate import validate_pb2 as buf_dot_validate_dot_validate__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from sounding_client.api.sounding.v1 import common_pb2 as sounding_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sounding/v1/corpus.proto\x12\x0bsounding.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sounding/v1/common.proto\"\xd5\x03\n\nCollection\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\'\n\x0f\x65mbedding_model\x18\x04 \x01(\tR\x0e\x65mbeddingModel\x12/\n\x13\x65mbedding_dimension\x18\x05 \x01(\x05R\x12\x65mbeddingDimension\x12%\n\x0e\x64ocument_count\x18\x06 \x01(\x03R\rdocumentCount\x12\x1f\n\x0b\x63hunk_count\x18\x07 \x01(\x03R\nchunkCount\x12\x35\n\x17\x66ts_indexed_chunk_count\x18\x08 \x01(\x03R\x14\x66tsIndexedChunkCount\x12,\n\x12graph_entity_count\x18\t \x01(\x03R\x10graphEntityCount\x12(\n\x10graph_edge_count\x18\n \x01(\x03R\x0egraphEdgeCount\x12#\n\rgraph_current\x18\x0b \x01(\x08R\x0cgraphCurrent\"O\n\x17\x43reateCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\"S\n\x18\x43reateCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"*\n\x14GetCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"P\n\x15GetCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"T\n\x16ListCollectionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"|\n\x17ListCollectionsResponse\x12\x39\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x17.sounding.v1.CollectionR\x0b\x63ollections\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n\x17\x44\x65leteCollectionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n\x18\x44\x65leteCollectionResponse\"m\n\x16IngestDocumentsRequest\x12\x1e\n\ncollection\x18\x01 \x01(\tR\ncollection\x12\x33\n\tdocuments\x18\x02 \x03(\x0b\x32\x15.sounding.v1.DocumentR\tdocuments\"\xfb\x01\n\x17IngestDocumentsResponse\x12\x1f\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05R\nbatchIndex\x12\'\n\x0f\x62\x61tch_documents\x18\x02 \x01(\x05R\x0e\x62\x61tchDocuments\x12!\n\x0c\x62\x61tch_chunks\x18\x03 \x01(\x05R\x0b\x62\x61tchChunks\x12\'\n\x0ftotal_documents\x18\x04 \x01(\x03R\x0etotalDocuments\x12!\n\x0ctotal_chunks\x18\x05 \x01(\x03R\x0btotalChunks\x12\'\n\x0f\x65lapsed_seconds\x18\x06 \x01(\x01R\x0e\x65lapsedSeconds2\xe9\x03\n\rCorpusService\x12_\n\x10\x43reateCollection\x12$.sounding.v1.CreateCollectionRequest\x1a%.sounding.v1.CreateCollectionResponse\x12V\n\rGetCollection\x12!.sounding.v1.GetCollectionRequest\x1a\".sounding.v1.GetCollectionResponse\x12\\\n\x0fListCollections\x12#.sounding.v1.ListCollectionsRequest\x1a$.sounding.v1.ListCollectionsResponse\x12_\n\x10\x44\x65leteCollection\x12$.sounding.v1.DeleteCollectionRequest\x1a%.sounding.v1.DeleteCollectionResponse\x12`\n\x0fIngestDocuments\x12#.sounding.v1.IngestDocumentsRequest\x1a$.sounding.v1.IngestDocumentsResponse(\x01\x30\x01\x42\x30Z.sounding.dev/client/gen/sounding/v1;soundingv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sounding/v1/corpus.proto\x12\x0bsounding.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sounding/v1/common.proto\"\xd5\x03\n\nCollection\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\'\n\x0f\x65mbedding_model\x18\x04 \x01(\tR\x0e\x65mbeddingModel\x12/\n\x13\x65mbedding_dimension\x18\x05 \x01(\x05R\x12\x65mbeddingDimension\x12%\n\x0e\x64ocument_count\x18\x06 \x01(\x03R\rdocumentCount\x12\x1f\n\x0b\x63hunk_count\x18\x07 \x01(\x03R\nchunkCount\x12\x35\n\x17\x66ts_indexed_chunk_count\x18\x08 \x01(\x03R\x14\x66tsIndexedChunkCount\x12,\n\x12graph_entity_count\x18\t \x01(\x03R\x10graphEntityCount\x12(\n\x10graph_edge_count\x18\n \x01(\x03R\x0egraphEdgeCount\x12#\n\rgraph_current\x18\x0b \x01(\x08R\x0cgraphCurrent\"r\n\x17\x43reateCollectionRequest\x12\x35\n\x04name\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x32\x1a^[a-z0-9][a-z0-9_-]{0,63}$R\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\"S\n\x18\x43reateCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"M\n\x14GetCollectionRequest\x12\x35\n\x04name\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x32\x1a^[a-z0-9][a-z0-9_-]{0,63}$R\x04name\"P\n\x15GetCollectionResponse\x12\x37\n\ncollection\x18\x01 \x01(\x0b\x32\x17.sounding.v1.CollectionR\ncollection\"]\n\x16ListCollectionsRequest\x12$\n\tpage_size\x18\x01 \x01(\x05\x42\x07\xbaH\x04\x1a\x02(\x00R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"|\n\x17ListCollectionsResponse\x12\x39\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x17.sounding.v1.CollectionR\x0b\x63ollections\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"P\n\x17\x44\x65leteCollectionRequest\x12\x35\n\x04name\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x32\x1a^[a-z0-9][a-z0-9_-]{0,63}$R\x04name\"\x1a\n\x18\x44\x65leteCollectionResponse\"\x9d\x01\n\x16IngestDocumentsRequest\x12\x44\n\ncollection\x18\x01 \x01(\tB$\xbaH!r\x1c\x32\x1a^[a-z0-9][a-z0-9_-]{0,63}$\xd8\x01\x01R\ncollection\x12=\n\tdocuments\x18\x02 \x03(\x0b\x32\x15.sounding.v1.DocumentB\x08\xbaH\x05\x92\x01\x02\x08\x01R\tdocuments\"\xfb\x01\n\x17IngestDocumentsResponse\x12\x1f\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05R\nbatchIndex\x12\'\n\x0f\x62\x61tch_documents\x18\x02 \x01(\x05R\x0e\x62\x61tchDocuments\x12!\n\x0c\x62\x61tch_chunks\x18\x03 \x01(\x05R\x0b\x62\x61tchChunks\x12\'\n\x0ftotal_documents\x18\x04 \x01(\x03R\x0etotalDocuments\x12!\n\x0ctotal_chunks\x18\x05 \x01(\x03R\x0btotalChunks\x12\'\n\x0f\x65lapsed_seconds\x18\x06 \x01(\x01R\x0e\x65lapsedSeconds2\xe9\x03\n\rCorpusService\x12_\n\x10\x43reateCollection\x12$.sounding.v1.CreateCollectionRequest\x1a%.sounding.v1.CreateCollectionResponse\x12V\n\rGetCollection\x12!.sounding.v1.GetCollectionRequest\x1a\".sounding.v1.GetCollectionResponse\x12\\\n\x0fListCollections\x12#.sounding.v1.ListCollectionsRequest\x1a$.sounding.v1.ListCollectionsResponse\x12_\n\x10\x44\x65leteCollection\x12$.sounding.v1.DeleteCollectionRequest\x1a%.sounding.v1.DeleteCollectionResponse\x12`\n\x0fIngestDocuments\x12#.sounding.v1.IngestDocumentsRequest\x1a$.sounding.v1.IngestDocumentsResponse(\x01\x30\x01\x42\x30Z.sounding.dev/client/gen/sounding/v1;soundingv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,28 +35,40 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sounding.v1.corpus_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z.sounding.dev/client/gen/sounding/v1;soundingv1'
-  _globals['_COLLECTION']._serialized_start=101
-  _globals['_COLLECTION']._serialized_end=570
-  _globals['_CREATECOLLECTIONREQUEST']._serialized_start=572
-  _globals['_CREATECOLLECTIONREQUEST']._serialized_end=651
-  _globals['_CREATECOLLECTIONRESPONSE']._serialized_start=653
-  _globals['_CREATECOLLECTIONRESPONSE']._serialized_end=736
-  _globals['_GETCOLLECTIONREQUEST']._serialized_start=738
-  _globals['_GETCOLLECTIONREQUEST']._serialized_end=780
-  _globals['_GETCOLLECTIONRESPONSE']._serialized_start=782
-  _globals['_GETCOLLECTIONRESPONSE']._serialized_end=862
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=864
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=948
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=950
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1074
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=1076
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=1121
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=1123
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=1149
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=1151
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=1260
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=1263
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1514
-  _globals['_CORPUSSERVICE']._serialized_start=1517
-  _globals['_CORPUSSERVICE']._serialized_end=2006
+  _globals['_CREATECOLLECTIONREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_CREATECOLLECTIONREQUEST'].fields_by_name['name']._serialized_options = b'\272H\036r\0342\032^[a-z0-9][a-z0-9_-]{0,63}$'
+  _globals['_GETCOLLECTIONREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_GETCOLLECTIONREQUEST'].fields_by_name['name']._serialized_options = b'\272H\036r\0342\032^[a-z0-9][a-z0-9_-]{0,63}$'
+  _globals['_LISTCOLLECTIONSREQUEST'].fields_by_name['page_size']._loaded_options = None
+  _globals['_LISTCOLLECTIONSREQUEST'].fields_by_name['page_size']._serialized_options = b'\272H\004\032\002(\000'
+  _globals['_DELETECOLLECTIONREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_DELETECOLLECTIONREQUEST'].fields_by_name['name']._serialized_options = b'\272H\036r\0342\032^[a-z0-9][a-z0-9_-]{0,63}$'
+  _globals['_INGESTDOCUMENTSREQUEST'].fields_by_name['collection']._loaded_options = None
+  _globals['_INGESTDOCUMENTSREQUEST'].fields_by_name['collection']._serialized_options = b'\272H!r\0342\032^[a-z0-9][a-z0-9_-]{0,63}$\330\001\001'
+  _globals['_INGESTDOCUMENTSREQUEST'].fields_by_name['documents']._loaded_options = None
+  _globals['_INGESTDOCUMENTSREQUEST'].fields_by_name['documents']._serialized_options = b'\272H\005\222\001\002\010\001'
+  _globals['_COLLECTION']._serialized_start=130
+  _globals['_COLLECTION']._serialized_end=599
+  _globals['_CREATECOLLECTIONREQUEST']._serialized_start=601
+  _globals['_CREATECOLLECTIONREQUEST']._serialized_end=715
+  _globals['_CREATECOLLECTIONRESPONSE']._serialized_start=717
+  _globals['_CREATECOLLECTIONRESPONSE']._serialized_end=800
+  _globals['_GETCOLLECTIONREQUEST']._serialized_start=802
+  _globals['_GETCOLLECTIONREQUEST']._serialized_end=879
+  _globals['_GETCOLLECTIONRESPONSE']._serialized_start=881
+  _globals['_GETCOLLECTIONRESPONSE']._serialized_end=961
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=963
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=1056
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=1058
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1182
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=1184
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=1264
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=1266
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=1292
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=1295
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=1452
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=1455
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1706
+  _globals['_CORPUSSERVICE']._serialized_start=1709
+  _globals['_CORPUSSERVICE']._serialized_end=2198
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from sounding_client.api.buf.validate import validate_pb2 as _validate_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sounding_client.api.sounding.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers

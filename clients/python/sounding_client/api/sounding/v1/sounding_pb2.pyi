@@ -1,3 +1,4 @@
+from sounding_client.api.buf.validate import validate_pb2 as _validate_pb2
 from sounding_client.api.sounding.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
