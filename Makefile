@@ -70,6 +70,7 @@ protos: install go-deps ts-deps
 # the public API (sounding.v1) breaks what the released contract's clients rely on.
 check-protos: install go-deps ts-deps
 	$(BUF) lint
+	mkdir -p build
 	$(BUF) build --path protos/sounding/v1 -o build/sounding-v1.binpb
 	$(BUF) breaking build/sounding-v1.binpb --against $(RELEASED_CONTRACT)
 	rm -rf build/generated-check
