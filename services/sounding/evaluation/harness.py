@@ -28,7 +28,7 @@ def empty_learning_log(settings: Settings, include_calibrations: bool = False) -
     """Drop the learning tables (and the calibrations, if asked), so the stack about to start
     has a cold selector (and states uncalibrated values)."""
     from sounding.store.connection import drop_tables
-    from sounding.store.learning import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
+    from sounding.store.learning_tables import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
 
     tables = (RETRIEVALS_TABLE, OBSERVATIONS_TABLE, *((CALIBRATIONS_TABLE,) if include_calibrations else ()))
     drop_tables(settings.store_location, tables)

@@ -80,11 +80,11 @@ def strategy_metrics(
                 contribution_rate=_mean(contributed),
                 mean_latency_ms=_mean([run["latency_ms"] for run in ran]),
                 mean_reward=_mean(rewards),
-                exploration_share=_mean([bool(run.get("exploration")) for run in ran]),
+                exploration_share=_mean([run["exploration"] for run in ran]),
                 runs=len(ran),
                 observed_runs=len(rewards),
                 # Runs logged before costs were kept have only their latency.
-                mean_cost_ms=_mean([run.get("cost_ms", run["latency_ms"]) for run in ran]),
+                mean_cost_ms=_mean([run["cost_ms"] for run in ran]),
             )
         )
     selections = np.array([sum(arm in r.arms for r in planned) for arm in arms], dtype=float)

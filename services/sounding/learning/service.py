@@ -378,7 +378,7 @@ class LearningService:
     ) -> None:
         """The accepted outcomes into the log in one append, then into the selector."""
         entries = [
-            ObservationRecord(self._sequence + i, outcome.retrieval_id, _outcome_json(outcome), arm_rewards)
+            ObservationRecord(self._sequence + i, outcome.retrieval_id, _logged_outcome(outcome), arm_rewards)
             for i, (outcome, _, arm_rewards) in enumerate(accepted)
         ]
         await self._log.append_observations(entries)
@@ -387,7 +387,7 @@ class LearningService:
             for arm, value in arm_rewards.items():
                 _ARM_REWARD.record(value, {"sounding.arm": arm})
             self.selector.learn(record.context, record.embedding, arm_rewards)
-            self.miss_history.add(record.embedding, calibration.reported_missing(_outcome_json(outcome)))
+            self.miss_history.add(record.embedding, calibration.reported_missing(_logged_outcome(outcome)))
 
     async def close(self) -> None:
         await self.wait_written()
@@ -424,7 +424,7 @@ def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, flo
         arm: reward(
             contribution(ran["document_ids"], outcome.used_document_ids),
             outcome.feedback,
-            ran.get("cost_ms", ran["latency_ms"]),
+            ran["cost_ms"],
         )
         for arm, ran in record.arms.items()
     }
@@ -438,7 +438,7 @@ def _invalid(outcome: RetrievalOutcome) -> str:
     return ""
 
 
-def _outcome_json(outcome: RetrievalOutcome) -> dict:
+def _logged_outcome(outcome: RetrievalOutcome) -> dict:
     return {
         "used_document_ids": list(outcome.used_document_ids),
         "feedback": outcome.feedback,

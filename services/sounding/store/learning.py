@@ -1,10 +1,11 @@
 """The learning log: what each Retrieve ran and found, and the outcomes observed for it.
 
-Both tables are append-only. An observation is committed before Observe acknowledges it, and
-the strategy selector is rebuilt by replaying the observations in sequence order, so an
-acknowledged observation survives a crash and a restart reproduces the selector exactly. Rows
-are decoded on a worker thread (a log can hold many thousands); lookups by id go in chunks of
-ID_CHUNK ids.
+Both tables are append-only, their structured values in Arrow types of their own (a log written
+before that is upgraded when it opens: `learning_upgrade`). An observation is committed before
+Observe acknowledges it, and the strategy selector is rebuilt by replaying the observations in
+sequence order, so an acknowledged observation survives a crash and a restart reproduces the
+selector exactly. Rows are decoded on a worker thread (a log can hold many thousands); lookups by
+id go in chunks of ID_CHUNK ids.
 """
 
 from __future__ import annotations
@@ -24,92 +25,24 @@ from numpy.typing import ArrayLike
 from sounding.store.collections import compact
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
+from sounding.store.learning_tables import (
+    CALIBRATIONS_SCHEMA,
+    CALIBRATIONS_TABLE,
+    DEPLOYMENTS_SCHEMA,
+    DEPLOYMENTS_TABLE,
+    INQUIRY_STATES_SCHEMA,
+    INQUIRY_STATES_TABLE,
+    OBSERVATIONS_SCHEMA,
+    OBSERVATIONS_TABLE,
+    RETRIEVALS_SCHEMA,
+    RETRIEVALS_TABLE,
+)
+from sounding.store.learning_upgrade import upgrade
 from sounding.store.location import StoreLocation
 from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
 
-RETRIEVALS_TABLE = "retrievals"
-OBSERVATIONS_TABLE = "retrieval_observations"
-DEPLOYMENTS_TABLE = "selector_deployments"
 WRITES_PER_COMPACTION = 200
 ID_CHUNK = 1000
-
-RETRIEVALS_SCHEMA = pa.schema(
-    [
-        ("retrieval_id", pa.string()),
-        ("collection", pa.string()),
-        # The selector's query counter when it planned this retrieval; -1 for requested arms.
-        ("query_index", pa.int64()),
-        ("mode", pa.string()),
-        ("context", pa.list_(pa.float64())),
-        ("embedding", pa.list_(pa.float32())),
-        # For the arms that ran:
-        # {arm: {"document_ids": [...], "latency_ms": float, "cost_ms": float, "exploration": bool}}.
-        ("arms_json", pa.string()),
-        ("create_time_us", pa.int64()),
-        # The miss rate the retrieval stated, before any calibration (what Calibrate fits).
-        ("stated_miss_rate", pa.float64()),
-    ]
-)
-# Columns added since a table was first created, with the value old rows get.
-RETRIEVALS_ADDED_COLUMNS = {"stated_miss_rate": "cast(NULL as double)"}
-
-# One row per fitted calibration (miss rate, stop thresholds, …); the latest per target is in use.
-CALIBRATIONS_TABLE = "calibrations"
-CALIBRATIONS_SCHEMA = pa.schema(
-    [
-        ("target", pa.string()),
-        ("version", pa.int64()),
-        ("params_json", pa.string()),
-        ("report_json", pa.string()),
-        ("create_time_us", pa.int64()),
-    ]
-)
-
-# One row per assessed state of an llm inquiry whose outcome was observed (robust-MI spec §2.5.2):
-# what the stop rules read there and whether the answer of that state was wrong.
-INQUIRY_STATES_TABLE = "inquiry_states"
-INQUIRY_STATES_SCHEMA = pa.schema(
-    [
-        ("session_id", pa.string()),
-        ("task", pa.string()),
-        ("regime", pa.string()),
-        ("bucket", pa.string()),
-        ("turn", pa.int64()),
-        # {rule: score} for the rules the state was scored for.
-        ("scores_json", pa.string()),
-        ("error", pa.bool_()),
-        # 1 - the sampled probability of the true answer (split-conformal calibration).
-        ("nonconformity", pa.float64()),
-        # The stated confidence in [0, 1], when the verbalized rule was scored.
-        ("stated_confidence", pa.float64()),
-        ("create_time_us", pa.int64()),
-    ]
-)
-
-OBSERVATIONS_SCHEMA = pa.schema(
-    [
-        ("sequence", pa.int64()),
-        ("retrieval_id", pa.string()),
-        # The outcome as the caller sent it (used and missed documents, feedback, success).
-        ("outcome_json", pa.string()),
-        # {arm: reward} for every arm that ran.
-        ("rewards_json", pa.string()),
-        ("create_time_us", pa.int64()),
-    ]
-)
-
-
-# One row per recalibration that was deployed (adaptive-strategy spec §6.3–§6.4); the latest wins.
-DEPLOYMENTS_SCHEMA = pa.schema(
-    [
-        ("version", pa.int64()),
-        # The selector learns from observations made at or after this time.
-        ("window_start_us", pa.int64()),
-        ("pruned_arms_json", pa.string()),
-        ("report_json", pa.string()),
-        ("create_time_us", pa.int64()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -139,7 +72,7 @@ class RetrievalRecord:
             "mode": self.mode,
             "context": np.asarray(self.context, dtype=float).tolist(),
             "embedding": np.asarray(self.embedding, dtype=float).tolist(),
-            "arms_json": json.dumps(self.arms),
+            "arms": [{"arm": arm, **ran} for arm, ran in self.arms.items()],
             "create_time_us": int(time.time() * 1e6),
             "stated_miss_rate": self.stated_miss_rate,
         }
@@ -153,9 +86,14 @@ class RetrievalRecord:
             mode=row["mode"],
             context=row["context"],
             embedding=row["embedding"],
-            arms=json.loads(row["arms_json"]),
+            arms=arms_of(row["arms"]),
             stated_miss_rate=row.get("stated_miss_rate"),
         )
+
+
+def arms_of(column_value: list[dict]) -> dict[str, dict]:
+    """{arm: {document_ids, latency_ms, cost_ms, exploration}} from an `arms` column value."""
+    return {ran["arm"]: {k: v for k, v in ran.items() if k != "arm"} for ran in column_value}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,22 +147,19 @@ class LearningLog:
         for name, table_schema in (
             (tenant_table(RETRIEVALS_TABLE, tenant), RETRIEVALS_SCHEMA),
             (tenant_table(OBSERVATIONS_TABLE, tenant), OBSERVATIONS_SCHEMA),
-        ):
-            if name not in names:
-                table = await log._db.create_table(name, schema=table_schema, exist_ok=True)
-                await table.create_index("retrieval_id", config=BTree(), replace=True)
-        for name, table_schema in (
             (tenant_table(DEPLOYMENTS_TABLE, tenant), DEPLOYMENTS_SCHEMA),
             (tenant_table(CALIBRATIONS_TABLE, tenant), CALIBRATIONS_SCHEMA),
             (tenant_table(INQUIRY_STATES_TABLE, tenant), INQUIRY_STATES_SCHEMA),
         ):
             if name not in names:
                 await log._db.create_table(name, schema=table_schema, exist_ok=True)
+            else:
+                await upgrade(log._db, name, table_schema)
+        for name in (tenant_table(RETRIEVALS_TABLE, tenant), tenant_table(OBSERVATIONS_TABLE, tenant)):
+            table = await log._db.open_table(name)
+            if not any(index.columns == ["retrieval_id"] for index in await table.list_indices()):
+                await table.create_index("retrieval_id", config=BTree(), replace=True)
         log._retrievals = await log._db.open_table(tenant_table(RETRIEVALS_TABLE, tenant))
-        existing = {f.name for f in await log._retrievals.schema()}
-        missing = {c: v for c, v in RETRIEVALS_ADDED_COLUMNS.items() if c not in existing}
-        if missing:
-            await log._retrievals.add_columns(missing)
         log._calibrations = await log._db.open_table(tenant_table(CALIBRATIONS_TABLE, tenant))
         log._observations = await log._db.open_table(tenant_table(OBSERVATIONS_TABLE, tenant))
         log._deployments = await log._db.open_table(tenant_table(DEPLOYMENTS_TABLE, tenant))
@@ -272,13 +207,13 @@ class LearningLog:
 
     async def retrieval_summaries(self) -> list[tuple[str, dict[str, dict]]]:
         """(mode, arms that ran) of every logged retrieval, without contexts or embeddings."""
-        table = await self._retrievals.query().select(["mode", "arms_json"]).to_arrow()
+        table = await self._retrievals.query().select(["mode", "arms"]).to_arrow()
 
         def decode() -> list[tuple[str, dict[str, dict]]]:
             return [
-                (mode, json.loads(arms))
+                (mode, arms_of(arms))
                 for mode, arms in zip(
-                    table.column("mode").to_pylist(), table.column("arms_json").to_pylist(), strict=True
+                    table.column("mode").to_pylist(), table.column("arms").to_pylist(), strict=True
                 )
             ]
 
@@ -298,8 +233,8 @@ class LearningLog:
             {
                 "sequence": r.sequence,
                 "retrieval_id": r.retrieval_id,
-                "outcome_json": json.dumps(r.outcome),
-                "rewards_json": json.dumps(r.rewards),
+                "outcome": r.outcome,
+                "rewards": r.rewards,
                 "create_time_us": now,
             }
             for r in records
@@ -317,8 +252,8 @@ class LearningLog:
                 ObservationRecord(
                     r["sequence"],
                     r["retrieval_id"],
-                    json.loads(r["outcome_json"]),
-                    json.loads(r["rewards_json"]),
+                    r["outcome"],
+                    dict(r["rewards"]),
                     r["create_time_us"],
                 )
                 for r in table.sort_by("sequence").to_pylist()
@@ -330,7 +265,7 @@ class LearningLog:
         row = {
             "version": deployment.version,
             "window_start_us": deployment.window_start_us,
-            "pruned_arms_json": json.dumps(deployment.pruned_arms),
+            "pruned_arms": deployment.pruned_arms,
             "report_json": json.dumps(deployment.report),
             "create_time_us": int(time.time() * 1e6),
         }
@@ -345,7 +280,7 @@ class LearningLog:
         return Deployment(
             row["version"],
             row["window_start_us"],
-            json.loads(row["pruned_arms_json"]),
+            row["pruned_arms"],
             json.loads(row["report_json"]),
         )
 
@@ -392,7 +327,7 @@ class LearningLog:
                 "regime": s.regime,
                 "bucket": s.bucket,
                 "turn": s.turn,
-                "scores_json": json.dumps(s.scores),
+                "scores": s.scores,
                 "error": s.error,
                 "nonconformity": s.nonconformity,
                 "stated_confidence": s.stated_confidence,
@@ -418,7 +353,7 @@ class LearningLog:
                     regime=r["regime"],
                     bucket=r["bucket"],
                     turn=r["turn"],
-                    scores=json.loads(r["scores_json"]),
+                    scores=dict(r["scores"]),
                     error=r["error"],
                     nonconformity=r["nonconformity"],
                     stated_confidence=r["stated_confidence"],

@@ -98,14 +98,6 @@ def test_the_latency_penalty_is_charged_on_cost_so_a_cached_generation_is_not_ch
     assert rewards(cached, outcome)["dense"] == pytest.approx(0.3)
 
 
-def test_a_retrieval_logged_before_costs_were_kept_is_charged_its_latency():
-    legacy = record("r1")
-    for ran in legacy.arms.values():
-        del ran["cost_ms"]
-    outcome = RetrievalOutcome("r1", used_document_ids=("d1", "d3"))
-    assert rewards(legacy, outcome) == pytest.approx({"dense": 0.5, "lexical": 0.3})
-
-
 def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
     log = MemoryLog()
 
