@@ -91,7 +91,7 @@ class CorpusManager:
         self._limits = limits
 
     async def create(self, tenant: str, name: str, description: str = "") -> CollectionInfo:
-        validate_collection_name(name)
+        key = _key(tenant, name)
         if len(description) > self._limits.max_description_chars:
             raise errors.InvalidArgument(
                 f"description is longer than {self._limits.max_description_chars} characters",
@@ -104,7 +104,6 @@ class CorpusManager:
                 reason="TOO_MANY_COLLECTIONS",
             )
         embedding_model, embedding_dimension = await self._models.embedder_info()
-        key = schema.scoped(tenant, name)
         await self._clear(key)
         info = await self._store.create_collection(
             key,
