@@ -75,14 +75,20 @@ def test_a_malformed_document_rejects_its_whole_batch_and_only_it(client):
 def test_reingesting_a_document_replaces_it_and_long_documents_are_chunked(client):
     client.create_collection("replace")
     long_text = " ".join(f"word{i}" for i in range(1000)) + " zanzibarian"
-    list(client.ingest("replace", [{"id": "long", "text": long_text}, {"id": "x", "text": "old text"}]))
+    old = {"id": "x", "text": "old text", "metadata": {"source": "draft", "year": "2019"}}
+    list(client.ingest("replace", [{"id": "long", "text": long_text}, old]))
     first = client.get_collection("replace")
     assert first.document_count == 2 and first.chunk_count > 2
-    list(client.ingest("replace", [{"id": "long", "text": "now short"}, {"id": "x", "text": "new text"}]))
+    hits = client.retrieve_final("replace", "old", top_k=5, arms=["lexical"]).hits
+    assert [dict(h.metadata) for h in hits if h.document_id == "x"] == [{"source": "draft", "year": "2019"}]
+    new = {"id": "x", "text": "new text", "metadata": {"source": "final"}}
+    list(client.ingest("replace", [{"id": "long", "text": "now short"}, new]))
     second = client.get_collection("replace")
     assert (second.document_count, second.chunk_count) == (2, 2)
     hits = client.retrieve_final("replace", "text", top_k=5, arms=["lexical"]).hits
-    assert [h.text for h in hits if h.document_id == "x"] == ["new text"]
+    assert [(h.text, dict(h.metadata)) for h in hits if h.document_id == "x"] == [
+        ("new text", {"source": "final"})
+    ]
     assert client.retrieve_final("replace", "zanzibarian", top_k=5, arms=["lexical"]).hits == []
 
 

@@ -3,7 +3,6 @@ batch is chunked or embedded, and their chunk rows."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -84,7 +83,7 @@ def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: Co
     """The chunk rows of a validated batch (without vectors), within the chunk limits."""
     rows: list[dict] = []
     for index, document in enumerate(documents):
-        metadata_json = json.dumps(dict(document.metadata), sort_keys=True)
+        metadata = dict(document.metadata)
         chunks = chunk_words(document.text, info.chunk_words, info.chunk_overlap_words)
         if len(chunks) > limits.max_chunks_per_document:
             raise errors.InvalidArgument(
@@ -101,7 +100,7 @@ def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: Co
                     "title": document.title,
                     "text": chunk.text,
                     "search_text": f"{document.title} {chunk.text}".strip(),
-                    "metadata_json": metadata_json,
+                    "metadata": metadata,
                 }
             )
         if len(rows) > limits.max_chunks_per_batch:

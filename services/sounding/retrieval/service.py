@@ -16,7 +16,6 @@ is handed to the tenant's learning service, for Observe.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -307,7 +306,7 @@ class RetrievalService:
                 contributions=h.contributions,
                 title=rows[h.chunk_id]["title"],
                 text=rows[h.chunk_id]["text"],
-                metadata=json.loads(rows[h.chunk_id]["metadata_json"] or "{}"),
+                metadata=dict(rows[h.chunk_id]["metadata"] or ()),
             )
             for h in hits
             if h.chunk_id in rows

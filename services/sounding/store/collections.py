@@ -7,6 +7,9 @@ Write rules that keep every acknowledged batch whole:
 - a batch of documents becomes one merge-insert commit that also deletes the stale chunks of
   re-ingested documents, so a batch is visible entirely or not at all;
 - the full-text index is optimised after each batch, so new chunks are indexed.
+
+A chunk table written by an earlier version is rewritten into the current schema on open
+(`store.upgrade`), and its full-text index rebuilt.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
 from sounding.store.location import StoreLocation
+from sounding.store.upgrade import upgrade
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +98,7 @@ class Store:
         await store._ensure_registry()
         await store._ensure_sessions()
         await store._drop_unregistered_tables()
+        await store._upgrade_chunk_tables()
         return store
 
     def lock(self, collection: str) -> asyncio.Lock:
@@ -204,6 +209,18 @@ class Store:
             if name.startswith(schema.CHUNKS_PREFIX):
                 if name[len(schema.CHUNKS_PREFIX) :] not in registered:
                     await self._db.drop_table(name)
+
+    async def _upgrade_chunk_tables(self) -> None:
+        """Every registered collection's chunk table in the current schema, with its full-text
+        index (an upgrade's rewrite drops it; a crash after the rewrite leaves it to build here)."""
+        for info in await self.list_collections():
+            name = schema.chunks_table(info.name)
+            if await upgrade(self._db, name, schema.chunks_schema(info.embedding_dimension)):
+                log.info("upgraded the chunk table of collection %r to the current schema", info.name)
+            table = await self._db.open_table(name)
+            if not any(index.name == schema.TEXT_INDEX for index in await table.list_indices()):
+                await table.create_index(schema.TEXT_COLUMN, config=FTS(with_position=False), replace=True)
+                await self._durability.sync()
 
     async def create_collection(
         self,
@@ -326,7 +343,7 @@ class Store:
             rows = (
                 await table.query()
                 .where(f"chunk_id IN ({ids})")
-                .select(["chunk_id", "title", "text", "metadata_json"])
+                .select(["chunk_id", "title", "text", "metadata"])
                 .to_arrow()
             ).to_pylist()
         return {r["chunk_id"]: r for r in rows}

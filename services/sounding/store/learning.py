@@ -1,7 +1,7 @@
 """The learning log: what each Retrieve ran and found, and the outcomes observed for it.
 
 Both tables are append-only, their structured values in Arrow types of their own (a log written
-before that is upgraded when it opens: `learning_upgrade`). An observation is committed before
+before that is upgraded when it opens: `store.upgrade`). An observation is committed before
 Observe acknowledges it, and the strategy selector is rebuilt by replaying the observations in
 sequence order, so an acknowledged observation survives a crash and a restart reproduces the
 selector exactly. Rows are decoded on a worker thread (a log can hold many thousands); lookups by
@@ -37,9 +37,9 @@ from sounding.store.learning_tables import (
     RETRIEVALS_SCHEMA,
     RETRIEVALS_TABLE,
 )
-from sounding.store.learning_upgrade import upgrade
 from sounding.store.location import StoreLocation
 from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
+from sounding.store.upgrade import upgrade
 
 WRITES_PER_COMPACTION = 200
 ID_CHUNK = 1000

@@ -96,7 +96,7 @@ def chunks_schema(dimension: int) -> pa.Schema:
             ("text", pa.string()),
             # Title and chunk text: what is embedded and full-text indexed.
             ("search_text", pa.string()),
-            ("metadata_json", pa.string()),
+            ("metadata", pa.map_(pa.string(), pa.string())),
             ("vector", pa.list_(pa.float32(), dimension)),
         ]
     )

@@ -35,7 +35,7 @@ class FakeStore:
         return CollectionStats(document_count=3, chunk_count=4, fts_indexed_chunk_count=3)
 
     async def fetch_chunks(self, name, chunk_ids):
-        return {c: {"title": "t", "text": f"text of {c}", "metadata_json": '{"k": "v"}'} for c in chunk_ids}
+        return {c: {"title": "t", "text": f"text of {c}", "metadata": [("k", "v")]} for c in chunk_ids}
 
 
 class FakeExecutor:

@@ -78,7 +78,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
             "title": "",
             "text": "a",
             "search_text": "a",
-            "metadata_json": "{}",
+            "metadata": {},
             "vector": np.array([1.0, 0.0], np.float32).tolist(),
         }
         await store.write_documents("c", pa.Table.from_pylist([row], schema.chunks_schema(2)), ["a"])

@@ -83,7 +83,7 @@ def rows(document_ids, direction):
                 "title": d,
                 "text": d,
                 "search_text": d,
-                "metadata_json": "{}",
+                "metadata": {},
                 "vector": vector.tolist(),
             }
             for d in document_ids

@@ -1,11 +1,12 @@
-"""Learning-log tables written by earlier versions, brought to the current schema when the log
-opens: structured values that were JSON strings (`arms_json`, `outcome_json`, `rewards_json`,
-`scores_json`, `pruned_arms_json`) become the typed columns that replace them, and columns added
-since (`stated_miss_rate`) are filled with nulls.
+"""Tables written by earlier versions, brought to the current schema when they open: structured
+values that were JSON strings (the learning log's `arms_json`, `outcome_json`, `rewards_json`,
+`scores_json`, `pruned_arms_json`; a chunk table's `metadata_json`) become the typed columns that
+replace them, and columns added since (`stated_miss_rate`) are filled with nulls.
 
 A table is rewritten in one Lance commit (an overwrite is a new version of the same table), so a
-crash during the upgrade leaves the old table whole and the next start upgrades it again; its
-indexes are rebuilt by the caller.
+crash during the upgrade leaves the old table whole and the next start upgrades it again. The
+rewrite holds one table in memory, converting only the legacy columns value by value. An
+overwrite drops the table's indexes: the caller rebuilds them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def _outcome(text: str) -> dict:
     }
 
 
+def _metadata(text: str | None) -> dict[str, str]:
+    return json.loads(text or "{}")
+
+
 # legacy column -> (the column replacing it, its value from the legacy one)
 LEGACY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
     "arms_json": ("arms", _arms),
@@ -51,6 +56,7 @@ LEGACY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
     "rewards_json": ("rewards", json.loads),
     "scores_json": ("scores", json.loads),
     "pruned_arms_json": ("pruned_arms", json.loads),
+    "metadata_json": ("metadata", _metadata),
 }
 
 
@@ -59,15 +65,22 @@ def needs_upgrade(columns: set[str], schema: pa.Schema) -> bool:
 
 
 def upgraded(old: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`old`'s rows in `schema`: legacy columns converted, missing columns null."""
-    rows = []
-    for row in old.to_pylist():
-        new = {name: row.get(name) for name in schema.names}
-        for legacy, (column, convert) in LEGACY_COLUMNS.items():
-            if legacy in row:
-                new[column] = convert(row[legacy])
-        rows.append(new)
-    return pa.Table.from_pylist(rows, schema)
+    """`old` in `schema`: legacy columns converted, the others kept, missing columns null."""
+    replacing = {
+        column: (legacy, convert)
+        for legacy, (column, convert) in LEGACY_COLUMNS.items()
+        if legacy in old.column_names
+    }
+    columns: list[pa.Array | pa.ChunkedArray] = []
+    for field in schema:
+        if field.name in replacing:
+            legacy, convert = replacing[field.name]
+            columns.append(pa.array([convert(v) for v in old.column(legacy).to_pylist()], field.type))
+        elif field.name in old.column_names:
+            columns.append(old.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(old.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 async def upgrade(db: lancedb.AsyncConnection, name: str, schema: pa.Schema) -> bool:
