@@ -13,16 +13,17 @@ from sounding.auth import Principal
 
 log = logging.getLogger("sounding.audit")
 
-# Request fields naming the resource a call touches, as they are called in the protos.
-RESOURCE_FIELDS = ("name", "collection")
+# Request fields naming the resource a call touches, as they are called in the protos, and the
+# kind of resource each names.
+RESOURCE_FIELDS = {"name": "collection", "collection": "collection", "toolset": "toolset"}
 MAX_RESOURCE_CHARS = 256
 
 
 def _resource(message) -> str:
     fields = message.DESCRIPTOR.fields_by_name
     parts = [
-        f"collection={getattr(message, name)[:MAX_RESOURCE_CHARS]}"
-        for name in RESOURCE_FIELDS
+        f"{kind}={getattr(message, name)[:MAX_RESOURCE_CHARS]}"
+        for name, kind in RESOURCE_FIELDS.items()
         if name in fields and isinstance(getattr(message, name), str) and getattr(message, name)
     ]
     target = fields.get("target")

@@ -198,6 +198,31 @@ class RetrievalSettings(BaseModel):
     expansion: ExpansionSettings = ExpansionSettings()
 
 
+class ToolSettings(BaseModel):
+    """Tool routing and the loop that learns it from use (README, "Tool selection")."""
+
+    # Tools whose use marks a mis-route: the agent fell back to a general-purpose tool.
+    fallback_tools: list[str] = ["shell", "fs"]
+    # A flagged request whose ranker margin (top-1 score minus the second's) is at least this is
+    # labelled by the ranker itself; below it, by the teacher.
+    margin_floor: float = Field(default=0.05, ge=0.0, le=2.0)
+    # "generator": the sidecar's generator (the bundled model, or the OpenAI-compatible endpoint
+    # it is configured with) labels the low-margin tail; "none": the free tier only.
+    teacher: Literal["generator", "none"] = "generator"
+    # The ranker's best this many tools (and the used tool, if registered) are the teacher's choices.
+    teacher_candidates: int = Field(default=5, ge=2, le=50)
+    teacher_timeout_s: float = Field(default=60.0, gt=0.0)
+    # Take an agent's successful use (reported with success=true) of a registered tool that is not
+    # a fallback as its label; false sends such uses through the two tiers like any other.
+    trust_successful_uses: bool = True
+    # The fold: a tool's description embedding counts this many times against its exemplars.
+    description_weight: float = Field(default=2.0, ge=0.0)
+    # The latest this many exemplars of a tool are folded into its centroid.
+    max_exemplars_per_tool: int = Field(default=200, ge=1, le=100_000)
+    # Events the learner processes together (one embedding call, one refold).
+    batch_size: int = Field(default=64, ge=1, le=4096)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SOUNDING_", env_nested_delimiter="__")
 
@@ -214,6 +239,7 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     models: ModelsSettings = ModelsSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    tools: ToolSettings = ToolSettings()
     limits: LimitsSettings = LimitsSettings()
     # Logging of the server processes: SOUNDING_LOG_LEVEL, and SOUNDING_LOG_FORMAT=json for one
     # JSON object a line carrying the current trace and span ids.

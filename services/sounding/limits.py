@@ -158,6 +158,25 @@ class ObserveLimits(BaseModel):
     max_concurrent: int = Field(default=64, ge=1, description="Observe streams at once")
 
 
+class ToolLimits(BaseModel):
+    max_toolsets: int = Field(default=100, ge=1, description="toolsets of one tenant")
+    max_tools: int = Field(default=10_000, ge=1, description="tools of one toolset")
+    max_tools_per_put: int = Field(default=1000, ge=1, description="PutToolsRequest.tools")
+    max_description_chars: int = Field(default=8192, ge=1, description="a tool's description")
+    max_parameters_chars: int = Field(default=65_536, ge=0, description="a tool's parameters_json")
+    max_request_chars: int = Field(default=8192, ge=1, description="a routed or observed request")
+    max_top_k: int = Field(default=100, ge=1, description="RouteToolRequest.top_k")
+    max_offered_tools: int = Field(
+        default=1000, ge=0, description="offered_tools of a route or a tool-use event"
+    )
+    max_page_size: int = Field(default=1000, ge=1, description="ListToolsRequest.page_size")
+    learner_queue: int = Field(
+        default=10_000,
+        ge=1,
+        description="tool-use events waiting for the learner; more are dropped (counted)",
+    )
+
+
 class CalibrateLimits(BaseModel):
     max_inline_states: int = Field(default=100_000, ge=0, description="CalibrateRequest.states")
     max_concurrent: int = Field(default=2, ge=1, description="Calibrate streams at once")
@@ -233,6 +252,7 @@ class LimitsSettings(BaseModel):
     retrieve: RetrieveLimits = RetrieveLimits()
     inquiry: InquiryLimits = InquiryLimits()
     observe: ObserveLimits = ObserveLimits()
+    tools: ToolLimits = ToolLimits()
     calibrate: CalibrateLimits = CalibrateLimits()
     models: ModelsLimits = ModelsLimits()
     memory: MemoryLimits = MemoryLimits()

@@ -47,5 +47,5 @@ def test_a_thousand_generated_requests_end_in_canonical_codes_and_nothing_dies(f
     assert result["requests"] >= 1000
     assert not result["forbidden"], json.dumps(result["forbidden"][:3], indent=1)
     assert all(result["alive"].values()), result["alive"]
-    assert len(result["by_method"]) == 14  # every RPC of the three services was called
+    assert len(result["by_method"]) == 19  # every RPC of the four services was called
     assert result["health"]["not_serving"] == 0 and result["health"]["p99_ms"] < 100, result["health"]

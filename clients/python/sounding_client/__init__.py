@@ -1,6 +1,7 @@
 """Python client for Sounding (sync and asyncio)."""
 
 from sounding_client.client import AsyncClient, AsyncInquiry, Client, Inquiry
+from sounding_client.observer import AsyncToolUseObserver, ToolUseObserver
 from sounding_client.types import (
     ArmFailure,
     ArmMetrics,
@@ -42,10 +43,22 @@ from sounding_client.types import (
     StopSignal,
     StrategyMetrics,
     StrategyResult,
+    Tool,
+    ToolAccuracyWindow,
+    ToolMetrics,
+    ToolRoute,
+    ToolUse,
     Uncertainty,
 )
 
 __all__ = [
+    "AsyncToolUseObserver",
+    "Tool",
+    "ToolAccuracyWindow",
+    "ToolMetrics",
+    "ToolRoute",
+    "ToolUse",
+    "ToolUseObserver",
     "Ask",
     "Belief",
     "Hypothesis",

@@ -8,7 +8,7 @@ import grpc
 from google.rpc import error_details_pb2, status_pb2
 
 from sounding_client import types as t
-from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2
+from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools_pb2
 
 # The trailing metadata carrying a status's details (gRPC's rich error model).
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -370,7 +370,19 @@ _FEEDBACK = {
 }
 
 
-def observe_request(outcome: t.RetrievalOutcome | t.InquiryOutcome) -> sounding_pb2.ObserveRequest:
+def observe_request(
+    outcome: t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse,
+) -> sounding_pb2.ObserveRequest:
+    if isinstance(outcome, t.ToolUse):
+        use = sounding_pb2.ToolUseEvent(
+            toolset=outcome.toolset,
+            request=outcome.request,
+            used_tool=outcome.used_tool,
+            offered_tools=list(outcome.offered_tools),
+        )
+        if outcome.success is not None:
+            use.success = outcome.success
+        return sounding_pb2.ObserveRequest(tool_use=use)
     if isinstance(outcome, t.InquiryOutcome):
         return sounding_pb2.ObserveRequest(
             inquiry_outcome=sounding_pb2.InquiryOutcome(
@@ -454,4 +466,54 @@ def strategy_metrics(message: sounding_pb2.GetStrategyMetricsResponse) -> t.Stra
         message.observations,
         list(message.pruned_arms),
         message.selector_version,
+    )
+
+
+def put_tools_request(toolset: str, tools: Iterable[t.Tool]) -> tools_pb2.PutToolsRequest:
+    return tools_pb2.PutToolsRequest(
+        toolset=toolset,
+        tools=[
+            tools_pb2.Tool(name=x.name, description=x.description, parameters_json=x.parameters_json)
+            for x in tools
+        ],
+    )
+
+
+def tool(message: tools_pb2.Tool) -> t.Tool:
+    return t.Tool(
+        message.name, message.description, message.parameters_json, message.version, message.exemplar_count
+    )
+
+
+def tool_route(response: tools_pb2.RouteToolResponse) -> t.ToolRoute:
+    return t.ToolRoute(
+        tuple((c.name, c.score) for c in response.candidates),
+        response.top1,
+        response.margin,
+        response.ok,
+        response.version,
+    )
+
+
+def tool_metrics(r: tools_pb2.GetToolMetricsResponse) -> t.ToolMetrics:
+    return t.ToolMetrics(
+        version=r.version,
+        tool_count=r.tool_count,
+        events=r.events,
+        processed=r.processed,
+        flagged_fallback=r.flagged_fallback,
+        flagged_disagreement=r.flagged_disagreement,
+        labels_free=r.labels_free,
+        labels_teacher=r.labels_teacher,
+        labels_trusted=r.labels_trusted,
+        teacher_dropped=r.teacher_dropped,
+        accuracy=r.accuracy,
+        accuracy_windows=tuple(
+            t.ToolAccuracyWindow(w.first_sequence, w.last_sequence, w.labelled, w.accuracy)
+            for w in r.accuracy_windows
+        ),
+        exemplars=dict(r.exemplars),
+        dropped_since_start=r.dropped_since_start,
+        refreshes_since_start=r.refreshes_since_start,
+        mean_refresh_seconds=r.mean_refresh_seconds,
     )

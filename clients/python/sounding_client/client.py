@@ -15,7 +15,14 @@ import grpc
 
 from sounding_client import _convert
 from sounding_client import types as t
-from sounding_client.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2, sounding_pb2_grpc
+from sounding_client.api.sounding.v1 import (
+    corpus_pb2,
+    corpus_pb2_grpc,
+    sounding_pb2,
+    sounding_pb2_grpc,
+    tools_pb2,
+    tools_pb2_grpc,
+)
 from sounding_client.credentials import PathType, channel_credentials
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -24,6 +31,7 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 RETRIED_READS = {
     "sounding.v1.CorpusService": ("GetCollection", "ListCollections"),
     "sounding.v1.SoundingService": ("GetStrategyMetrics",),
+    "sounding.v1.ToolService": ("ListTools", "RouteTool", "GetToolMetrics"),
 }
 SERVICE_CONFIG = {
     "methodConfig": [
@@ -80,6 +88,7 @@ class Client:
         )
         self._sounding = sounding_pb2_grpc.SoundingServiceStub(self._channel)
         self._corpus = corpus_pb2_grpc.CorpusServiceStub(self._channel)
+        self._tools = tools_pb2_grpc.ToolServiceStub(self._channel)
         self.timeout = timeout
 
     def close(self) -> None:
@@ -142,11 +151,54 @@ class Client:
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         yield from self._stream(call, _convert.retrieve_event)
 
-    def observe(self, outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome]) -> t.ObserveResult:
-        """Report outcomes of earlier Retrieves and inquiries. The returned acknowledgement means
-        the recorded ones are durable; those not recorded are listed with a reason."""
+    def observe(
+        self,
+        outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse],
+        timeout: float | None = None,
+    ) -> t.ObserveResult:
+        """Report outcomes of earlier Retrieves and inquiries, and tools used. The returned
+        acknowledgement means the recorded ones are durable; those not recorded are listed with
+        a reason. (An agent reporting tool uses on its turn's path uses a `ToolUseObserver`.)"""
         requests = [_convert.observe_request(o) for o in outcomes]
-        return _convert.observe_result(self._unary(self._sounding.Observe, iter(requests)))
+        return _convert.observe_result(self._unary(self._sounding.Observe, iter(requests), timeout))
+
+    def put_tools(self, toolset: str, tools: Iterable[t.Tool]) -> tuple[int, int]:
+        """Add tools to a toolset or replace them by name; (the toolset's new version, its tool count)."""
+        response = self._unary(self._tools.PutTools, _convert.put_tools_request(toolset, tools))
+        return response.version, response.tool_count
+
+    def delete_tools(
+        self, toolset: str, names: Iterable[str], forget_exemplars: bool = False
+    ) -> tuple[int, int]:
+        """Remove tools; with `forget_exemplars`, also what they learned from use."""
+        request = tools_pb2.DeleteToolsRequest(
+            toolset=toolset, names=list(names), forget_exemplars=forget_exemplars
+        )
+        response = self._unary(self._tools.DeleteTools, request)
+        return response.version, response.tool_count
+
+    def list_tools(self, toolset: str, page_size: int = 100) -> Iterator[t.Tool]:
+        token = ""
+        while True:
+            request = tools_pb2.ListToolsRequest(toolset=toolset, page_size=page_size, page_token=token)
+            response = self._unary(self._tools.ListTools, request)
+            yield from (_convert.tool(x) for x in response.tools)
+            token = response.next_page_token
+            if not token:
+                return
+
+    def route_tool(
+        self, toolset: str, request: str, top_k: int = 5, offered_tools: Iterable[str] = ()
+    ) -> t.ToolRoute:
+        """The toolset's tools ranked for `request` (among `offered_tools` if given)."""
+        message = tools_pb2.RouteToolRequest(
+            toolset=toolset, request=request, top_k=top_k, offered_tools=list(offered_tools)
+        )
+        return _convert.tool_route(self._unary(self._tools.RouteTool, message))
+
+    def tool_metrics(self, toolset: str, window: int = 100) -> t.ToolMetrics:
+        request = tools_pb2.GetToolMetricsRequest(toolset=toolset, window=window)
+        return _convert.tool_metrics(self._unary(self._tools.GetToolMetrics, request))
 
     def calibrate(self, target: str, timeout: float | None = None, **options) -> Iterator[t.CalibrateEvent]:
         """Fit `target` ("bandit", "miss_rate", "stop_threshold", "confidence") from recorded
@@ -190,9 +242,9 @@ class Client:
         the pending Ask (or the final answer)."""
         return Inquiry(self._sounding, _convert.inquiry_resume(session_id), timeout or self.timeout)
 
-    def _unary(self, method, request):
+    def _unary(self, method, request, timeout: float | None = None):
         try:
-            return method(request, timeout=self.timeout)
+            return method(request, timeout=timeout or self.timeout)
         except grpc.RpcError as error:
             raise _convert.error(error) from None
 
@@ -280,6 +332,7 @@ class AsyncClient:
         )
         self._sounding = sounding_pb2_grpc.SoundingServiceStub(self._channel)
         self._corpus = corpus_pb2_grpc.CorpusServiceStub(self._channel)
+        self._tools = tools_pb2_grpc.ToolServiceStub(self._channel)
         self.timeout = timeout
 
     async def close(self) -> None:
@@ -344,10 +397,50 @@ class AsyncClient:
         async for event in self._stream(call, _convert.retrieve_event):
             yield event
 
-    async def observe(self, outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome]) -> t.ObserveResult:
-        """Report outcomes of earlier Retrieves (see `Client.observe`)."""
+    async def observe(
+        self,
+        outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse],
+        timeout: float | None = None,
+    ) -> t.ObserveResult:
+        """Report outcomes and tools used (see `Client.observe`)."""
         requests = [_convert.observe_request(o) for o in outcomes]
-        return _convert.observe_result(await self._unary(self._sounding.Observe, iter(requests)))
+        return _convert.observe_result(await self._unary(self._sounding.Observe, iter(requests), timeout))
+
+    async def put_tools(self, toolset: str, tools: Iterable[t.Tool]) -> tuple[int, int]:
+        response = await self._unary(self._tools.PutTools, _convert.put_tools_request(toolset, tools))
+        return response.version, response.tool_count
+
+    async def delete_tools(
+        self, toolset: str, names: Iterable[str], forget_exemplars: bool = False
+    ) -> tuple[int, int]:
+        request = tools_pb2.DeleteToolsRequest(
+            toolset=toolset, names=list(names), forget_exemplars=forget_exemplars
+        )
+        response = await self._unary(self._tools.DeleteTools, request)
+        return response.version, response.tool_count
+
+    async def list_tools(self, toolset: str, page_size: int = 100) -> AsyncIterator[t.Tool]:
+        token = ""
+        while True:
+            request = tools_pb2.ListToolsRequest(toolset=toolset, page_size=page_size, page_token=token)
+            response = await self._unary(self._tools.ListTools, request)
+            for x in response.tools:
+                yield _convert.tool(x)
+            token = response.next_page_token
+            if not token:
+                return
+
+    async def route_tool(
+        self, toolset: str, request: str, top_k: int = 5, offered_tools: Iterable[str] = ()
+    ) -> t.ToolRoute:
+        message = tools_pb2.RouteToolRequest(
+            toolset=toolset, request=request, top_k=top_k, offered_tools=list(offered_tools)
+        )
+        return _convert.tool_route(await self._unary(self._tools.RouteTool, message))
+
+    async def tool_metrics(self, toolset: str, window: int = 100) -> t.ToolMetrics:
+        request = tools_pb2.GetToolMetricsRequest(toolset=toolset, window=window)
+        return _convert.tool_metrics(await self._unary(self._tools.GetToolMetrics, request))
 
     async def calibrate(
         self, target: str, timeout: float | None = None, **options
@@ -392,9 +485,9 @@ class AsyncClient:
         """See `Client.resume_inquiry`."""
         return AsyncInquiry(self._sounding, _convert.inquiry_resume(session_id), timeout or self.timeout)
 
-    async def _unary(self, method, request):
+    async def _unary(self, method, request, timeout: float | None = None):
         try:
-            return await method(request, timeout=self.timeout)
+            return await method(request, timeout=timeout or self.timeout)
         except grpc.RpcError as error:
             raise _convert.error(error) from None
 

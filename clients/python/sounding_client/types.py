@@ -337,6 +337,71 @@ class InquiryOutcome:
 
 
 @dataclass(frozen=True)
+class ToolUse:
+    """A tool an agent used for a request, routed in `toolset`: learned from off the call's path
+    (a fallback tool used, or one the router did not rank first, teaches the router). `success`:
+    whether the use served the request, if known."""
+
+    toolset: str
+    request: str
+    used_tool: str
+    offered_tools: tuple[str, ...] = ()
+    success: bool | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool of a toolset. `parameters_json`: its parameters' JSON schema (an object), or "".
+    `version` and `exemplar_count` are the server's (ignored when putting tools)."""
+
+    name: str
+    description: str
+    parameters_json: str = ""
+    version: int = 0
+    exemplar_count: int = 0
+
+
+@dataclass(frozen=True)
+class ToolRoute:
+    """A toolset's tools ranked for a request: (name, cosine score) best first, the top-1's
+    margin over the second; `ok` is false when there was nothing to rank."""
+
+    candidates: tuple[tuple[str, float], ...]
+    top1: str
+    margin: float
+    ok: bool
+    version: int
+
+
+@dataclass(frozen=True)
+class ToolAccuracyWindow:
+    first_sequence: int
+    last_sequence: int
+    labelled: int
+    accuracy: float
+
+
+@dataclass(frozen=True)
+class ToolMetrics:
+    version: int
+    tool_count: int
+    events: int
+    processed: int
+    flagged_fallback: int
+    flagged_disagreement: int
+    labels_free: int
+    labels_teacher: int
+    labels_trusted: int
+    teacher_dropped: int
+    accuracy: float
+    accuracy_windows: tuple[ToolAccuracyWindow, ...]
+    exemplars: dict[str, int]
+    dropped_since_start: int
+    refreshes_since_start: int
+    mean_refresh_seconds: float
+
+
+@dataclass(frozen=True)
 class CalibrationState:
     """A state passed inline to Calibrate("stop_threshold"): the rule's score (set rules: the
     nonconformity), whether answering there was wrong, and a stated confidence if any."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import typer
@@ -18,7 +19,8 @@ def demo(
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
     with Observe, recalibrate the strategy selector and the miss rate from them, play an Inquire
-    game, let Sounding's model work a detective case, stop the stack."""
+    game, let Sounding's model work a detective case, route requests to tools and learn from a
+    mis-route, stop the stack."""
     from sounding_client import Client, RetrievalOutcome
 
     from sounding.stack import Stack
@@ -62,6 +64,8 @@ def demo(
             _print_bulls_and_cows(client, "0435")
             console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
             _print_llm_inquiry(client)
+            console.rule("RouteTool and Observe(ToolUse): a terse tool description, a mis-route, a lesson")
+            _print_tool_routing(client)
             console.rule()
     finally:
         with console.status("stopping the stack"):
@@ -178,4 +182,65 @@ def _print_agent_traffic(client, collection: str, questions: Path) -> None:
         f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}: the source "
         f"document ranked first for {len(outcomes) - missed} of {len(outcomes)} questions; "
         f"stated miss rate {sum(stated) / len(stated):.2f} on average, observed {missed / len(outcomes):.2f}"
+    )
+
+
+DEMO_TOOLS = (
+    ("convert_units", "Convert a quantity between units of measure: metres, feet, kilograms, pounds."),
+    ("fx_quote", "ISO 4217 pair lookup."),
+    ("get_weather", "Get the weather forecast for a city."),
+    ("send_email", "Send an email message to a recipient."),
+)
+YEN_REQUESTS = (
+    "How many yen do I get for 100 dollars?",
+    "What are 50 euros worth in yen?",
+    "Convert 20 pounds sterling into dollars.",
+)
+
+
+def _print_tool_routing(client) -> None:
+    """Route by description; the agent reports (through the non-blocking observer) that the
+    tersely described `fx_quote` served such requests, plus a fallback to `shell`; the router
+    learns, and the same kind of request routes differently."""
+    from sounding_client import SoundingError, Tool, ToolUseObserver
+
+    toolset = "demo-tools"
+    try:  # a demo run before taught these tools: start them from their descriptions again
+        existing = [t.name for t in client.list_tools(toolset)]
+    except SoundingError as error:
+        if error.code.name != "NOT_FOUND":
+            raise
+        existing = []
+    if existing:
+        client.delete_tools(toolset, existing, forget_exemplars=True)
+    client.put_tools(toolset, [Tool(name, description) for name, description in DEMO_TOOLS])
+    request = "How many yen would 250 dollars buy?"
+    before = client.route_tool(toolset, request, top_k=2)
+    console.print(f"[bold]route[/bold] {request!r} -> {_ranked(before)}")
+    observer = ToolUseObserver(client)
+    for asked in YEN_REQUESTS:
+        observer.observe(toolset, asked, "fx_quote", success=True)
+    observer.observe(toolset, "What's the forecast for Oslo tomorrow?", "shell")
+    observer.close(timeout=10)
+    console.print(f"[bold]observe[/bold] {observer.sent} tool uses sent without blocking the agent")
+    metrics = client.tool_metrics(toolset)
+    for _ in range(300):
+        if metrics.processed >= metrics.events:
+            break
+        time.sleep(0.1)
+        metrics = client.tool_metrics(toolset)
+    console.print(
+        f"[bold]learned[/bold] {metrics.processed} events: {metrics.flagged_disagreement} disagreed with "
+        f"the router, {metrics.flagged_fallback} fell back to a general tool; labels: "
+        f"{metrics.labels_trusted} from successful uses, {metrics.labels_free} from the router, "
+        f"{metrics.labels_teacher} from the teacher ({metrics.teacher_dropped} dropped); "
+        f"exemplars {metrics.exemplars}"
+    )
+    after = client.route_tool(toolset, request, top_k=2)
+    console.print(f"[bold]route[/bold] {request!r} -> {_ranked(after)}")
+
+
+def _ranked(route) -> str:
+    return (
+        ", ".join(f"{name} {score:.3f}" for name, score in route.candidates) + f" (margin {route.margin:.3f})"
     )

@@ -237,7 +237,7 @@ def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[s
                     confidence[~train] = fitted(score[~train])
             entry["ece_visited_states"] = round(float(expected_calibration_error(confidence, 1.0 - erred)), 4)
             correlation = float("nan")
-            if len(set(score)) > 1:
+            if len(set(score)) > 1 and len(set(erred)) > 1:
                 correlation = spearmanr(score, erred.astype(float)).statistic  # pyright: ignore[reportAttributeAccessIssue]
             entry["spearman_score_error"] = None if np.isnan(correlation) else round(float(correlation), 4)
             entry["state_error_rate"] = round(float(erred.mean()), 4)

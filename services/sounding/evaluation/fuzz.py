@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from sounding.api.sounding.models.v1 import models_pb2
-from sounding.evaluation.generated_calls import SCRATCH_COLLECTION, Call, calls
+from sounding.evaluation.generated_calls import FUZZ_TOOLSET, SCRATCH_COLLECTION, Call, calls
 from sounding.evaluation.health import HealthWatch
 from sounding.stack import Stack
 
@@ -57,6 +57,8 @@ class Pools:
             "name": [SCRATCH_COLLECTION, "fuzz"],
             "page_token": self.collections,
             "session_id": self.sessions or ["0" * 32],
+            "toolset": [FUZZ_TOOLSET],
+            "used_tool": ["shell", "sound_depth", "scratch_tool"],
             "retrieval_id": self.retrievals or ["0" * 32],
             "used_document_ids": self.documents or ["d"],
             "missed_document_ids": self.documents or ["d"],
@@ -134,7 +136,7 @@ def prepare(client, documents: list[dict], sidecar: str) -> Pools:
     """A collection to fuzz ("fuzz", with `documents`), a few retrievals and inquiry sessions
     whose ids the generated requests may name, and the sidecar's NLI model loaded (trained
     first if no copy is cached: that is not what the run measures)."""
-    from sounding_client import Ask, SoundingError
+    from sounding_client import Ask, SoundingError, Tool
 
     with grpc.insecure_channel(sidecar) as channel:
         cluster = channel.unary_unary(
@@ -153,6 +155,13 @@ def prepare(client, documents: list[dict], sidecar: str) -> Pools:
     except SoundingError as error:
         if error.reason != "ALREADY_EXISTS":
             raise
+    client.put_tools(
+        FUZZ_TOOLSET,
+        [
+            Tool("sound_depth", "Measure water depth by echo sounding."),
+            Tool("scratch_tool", "A tool the fuzz run may delete."),
+        ],
+    )
     pools.documents = [d["id"] for d in documents][:20]
     for query in ("depth of water", "ranking fusion", "sound"):
         pools.retrievals.append(

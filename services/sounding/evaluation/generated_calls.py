@@ -9,17 +9,19 @@ from dataclasses import dataclass
 from google.protobuf import descriptor as d
 from google.protobuf import message_factory
 from hypothesis import strategies as st
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
 from sounding.api.sounding.models.v1 import models_pb2
 
 SERVICES = (
     sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"],
     corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"],
+    tools_pb2.DESCRIPTOR.services_by_name["ToolService"],
     models_pb2.DESCRIPTOR.services_by_name["ModelService"],
 )
 MAX_DEPTH = 4
 SCRATCH_COLLECTION = "fuzz-scratch"
+FUZZ_TOOLSET = "fuzz-tools"
 # Text that becomes invalid UTF-8 on the wire (same length, so every length prefix still holds).
 MARKER = "\x01\x7f\x01"
 INVALID_UTF8 = b"\xff\xfe\xff"
@@ -196,7 +198,7 @@ def seeds(pools: dict[str, list[str]]) -> dict[str, list[list]]:
     pools: seeded calls start from one and replace a few of its fields."""
     from sounding_client.api.sounding.v1 import common_pb2
 
-    s, c, m = sounding_pb2, corpus_pb2, models_pb2
+    s, c, m, tl = sounding_pb2, corpus_pb2, models_pb2, tools_pb2
     collection, session, retrieval = pools["collection"][0], pools["session_id"][0], pools["retrieval_id"][0]
     document = pools["document_id"][0]
     hypotheses = [s.Hypothesis(id=f"h{i}", description=f"hypothesis {i}") for i in range(4)]
@@ -232,7 +234,14 @@ def seeds(pools: dict[str, list[str]]) -> dict[str, list[list]]:
                 s.ObserveRequest(
                     retrieval_outcome=s.RetrievalOutcome(retrieval_id=retrieval, used_document_ids=[document])
                 )
-            ]
+            ],
+            [
+                s.ObserveRequest(
+                    tool_use=s.ToolUseEvent(
+                        toolset=FUZZ_TOOLSET, request="depth of the sea", used_tool="shell"
+                    )
+                )
+            ],
         ],
         "Calibrate": [
             [
@@ -257,6 +266,18 @@ def seeds(pools: dict[str, list[str]]) -> dict[str, list[list]]:
                 )
             ]
         ],
+        "PutTools": [
+            [
+                tl.PutToolsRequest(
+                    toolset=FUZZ_TOOLSET,
+                    tools=[tl.Tool(name="sound_depth", description="Measure depth by echo sounding.")],
+                )
+            ]
+        ],
+        "DeleteTools": [[tl.DeleteToolsRequest(toolset=FUZZ_TOOLSET, names=["scratch_tool"])]],
+        "ListTools": [[tl.ListToolsRequest(toolset=FUZZ_TOOLSET, page_size=2)]],
+        "RouteTool": [[tl.RouteToolRequest(toolset=FUZZ_TOOLSET, request="how deep is it", top_k=3)]],
+        "GetToolMetrics": [[tl.GetToolMetricsRequest(toolset=FUZZ_TOOLSET)]],
         "Embed": [[m.EmbedRequest(texts=["a query"])]],
         "Entail": [[m.EntailRequest(pairs=[m.TextPair(premise="It rains.", hypothesis="It is wet.")])]],
         "Cluster": [[m.ClusterRequest(texts=["yes", "no", "yes"], method=m.CLUSTER_METHOD_EMBEDDING)]],

@@ -1,5 +1,5 @@
 """`sounding serve`: the orchestrator. Starts (or joins) Ray, opens the store, starts the
-strategy workers and serves SoundingService, CorpusService, health and reflection."""
+strategy workers and serves SoundingService, CorpusService, ToolService, health and reflection."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import warnings
 
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
 from sounding import allocator, auth, rpc, telemetry
 from sounding.config import SelectionSettings, Settings
@@ -19,7 +19,7 @@ from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.readiness import Readiness
-from sounding.gateway.servicers import CorpusServicer, SoundingServicer
+from sounding.gateway.servicers import CorpusServicer, SoundingServicer, ToolServicer
 from sounding.inquiry.llm.assessment import Models
 from sounding.inquiry.service import InquiryService
 from sounding.learning.inquiry import InquiryLearning
@@ -38,12 +38,16 @@ from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
 from sounding.store.lock import DataDirectoryLock
 from sounding.store.schema import DEFAULT_TENANT
+from sounding.store.tools import ToolStore
+from sounding.tools.service import ToolService
+from sounding.tools.teacher import GeneratorTeacher
 
 log = logging.getLogger(__name__)
 
 SOUNDING_SERVICE = sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"]
 CORPUS_SERVICE = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]
-SERVICES = (SOUNDING_SERVICE.full_name, CORPUS_SERVICE.full_name)
+TOOL_SERVICE = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
+SERVICES = (SOUNDING_SERVICE.full_name, CORPUS_SERVICE.full_name, TOOL_SERVICE.full_name)
 
 
 def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]]:
@@ -75,6 +79,14 @@ def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]
             "IngestDocuments": rpc.CallPolicy(
                 None, d.first_message_s, d.ingest_idle_s, limits.corpus.max_concurrent_ingests, "writer"
             ),
+        },
+        TOOL_SERVICE.name: {
+            "PutTools": rpc.CallPolicy(deadline_s=d.unary_s, role="writer"),
+            "DeleteTools": rpc.CallPolicy(deadline_s=d.unary_s, role="writer"),
+            "ListTools": unary,
+            "RouteTool": unary,
+            # Reads the toolset's labels: a few at a time.
+            "GetToolMetrics": rpc.CallPolicy(d.unary_s, max_concurrent=2),
         },
     }
 
@@ -171,7 +183,17 @@ async def serve(settings: Settings) -> None:
             selection_config(settings.retrieval.selection, settings.limits.memory.learning_history),
             settings.retrieval.selection.recalibration_window_days * 24 * 3600,
         )
-        return TenantLearning(learning, InquiryLearning(learning_log, store, tenant))
+        tool_settings = settings.tools
+        tools = await ToolService.open(
+            await ToolStore.open(settings.store_location, durability, tenant),
+            models,
+            GeneratorTeacher(models, tenant, timeout_s=tool_settings.teacher_timeout_s)
+            if tool_settings.teacher == "generator"
+            else None,
+            tool_settings,
+            settings.limits.tools,
+        )
+        return TenantLearning(learning, InquiryLearning(learning_log, store, tenant), tools)
 
     tenants = Tenants(open_tenant)
     await tenants.of(DEFAULT_TENANT)
@@ -219,6 +241,9 @@ async def serve(settings: Settings) -> None:
             ),
             rpc.service_handler(
                 CORPUS_SERVICE, CorpusServicer(corpus), policies[CORPUS_SERVICE.name], gate, authenticator
+            ),
+            rpc.service_handler(
+                TOOL_SERVICE, ToolServicer(tenants), policies[TOOL_SERVICE.name], gate, authenticator
             ),
         )
     )

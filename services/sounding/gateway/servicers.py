@@ -1,4 +1,4 @@
-"""SoundingService and CorpusService servicers: each method converts its request, delegates, and
+"""SoundingService, CorpusService and ToolService servicers: each method converts its request, delegates, and
 converts what comes back (registered through `sounding.rpc.service_handler`, which adds the
 limits, deadlines, spans and error statuses)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import replace
 
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
+from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
 from sounding import errors
 from sounding.corpus.service import CorpusManager
@@ -15,6 +15,7 @@ from sounding.gateway.convert import corpus as corpus_messages
 from sounding.gateway.convert import inquiry as inquiry_messages
 from sounding.gateway.convert import learning as learning_messages
 from sounding.gateway.convert import retrieval as retrieval_messages
+from sounding.gateway.convert import tools as tool_messages
 from sounding.inquiry.service import InquiryService
 from sounding.learning.tenants import Tenants
 from sounding.limits import CalibrateLimits, InquiryLimits, ObserveLimits
@@ -128,3 +129,41 @@ class CorpusServicer:
         async with aclosing(progress):
             async for written in progress:
                 yield corpus_messages.ingest_progress(written)
+
+
+class ToolServicer:
+    """Every call acts on the caller's tenant's toolsets."""
+
+    def __init__(self, tenants: Tenants):
+        self._tenants = tenants
+
+    async def _tools(self, context):
+        return (await self._tenants.of(context.principal.tenant)).tools
+
+    async def PutTools(self, request, context):
+        tools = await self._tools(context)
+        version, count = await tools.put(request.toolset, tool_messages.tool_specs(request))
+        return tools_pb2.PutToolsResponse(version=version, tool_count=count)
+
+    async def DeleteTools(self, request, context):
+        tools = await self._tools(context)
+        version, count = await tools.delete(request.toolset, list(request.names), request.forget_exemplars)
+        return tools_pb2.DeleteToolsResponse(version=version, tool_count=count)
+
+    async def ListTools(self, request, context):
+        tools = await self._tools(context)
+        page, token, version = tools.list(request.toolset, request.page_size, request.page_token)
+        return tools_pb2.ListToolsResponse(
+            tools=[tool_messages.tool(t) for t in page], next_page_token=token, version=version
+        )
+
+    async def RouteTool(self, request, context):
+        tools = await self._tools(context)
+        route, version = await tools.route(
+            request.toolset, request.request, request.top_k, list(request.offered_tools)
+        )
+        return tool_messages.route_response(route, version)
+
+    async def GetToolMetrics(self, request, context):
+        metrics = await (await self._tools(context)).metrics(request.toolset, request.window)
+        return tool_messages.metrics_response(metrics)

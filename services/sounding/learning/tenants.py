@@ -12,14 +12,17 @@ from dataclasses import dataclass, replace
 from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
 from sounding.learning.protocol import ObserveResult, Rejected, RetrievalOutcome
 from sounding.learning.service import LearningService
+from sounding.tools.protocol import ToolUse
+from sounding.tools.service import ToolService
 
-Observation = RetrievalOutcome | InquiryOutcome | Rejected
+Observation = RetrievalOutcome | InquiryOutcome | ToolUse | Rejected
 
 
 @dataclass(frozen=True)
 class TenantLearning:
     retrieval: LearningService
     inquiry: InquiryLearning
+    tools: ToolService
 
     async def observe(self, observations: Sequence[Observation]) -> ObserveResult:
         """Record an Observe stream's outcomes, each with the learner of its kind; `Rejected` items
@@ -30,6 +33,11 @@ class TenantLearning:
         outcomes = [o for _, o in retrieval_outcomes]
         retrievals = await self.retrieval.observe(outcomes) if outcomes else ObserveResult(0, [])
         recorded, rejected = await self.inquiry.observe(inquiries) if inquiries else (0, [])
+        tool_uses = [(i, o) for i, o in enumerate(observations) if isinstance(o, ToolUse)]
+        if tool_uses:
+            used, refused = await self.tools.observe(tool_uses)
+            recorded += used
+            rejected += [Rejected(r.index, r.code, r.message) for r in refused]
         rejected += [o for o in observations if isinstance(o, Rejected)]
         # The retrieval side numbers its rejections within `outcomes`: back to stream positions.
         rejected += [replace(r, index=positions[r.index]) for r in retrievals.rejected]
@@ -58,6 +66,7 @@ class Tenants:
         for opening in self._opened.values():
             if _opened(opening):
                 await opening.result().retrieval.close()
+                await opening.result().tools.close()
 
 
 def _opened(opening: asyncio.Future) -> bool:

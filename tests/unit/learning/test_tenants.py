@@ -14,7 +14,9 @@ def test_a_tenant_is_opened_once_and_a_failed_opening_is_tried_again():
         await asyncio.sleep(0.01)
         if tenant == "flaky" and opened.count("flaky") == 1:
             raise OSError("the store is not reachable")
-        return TenantLearning(retrieval=f"{tenant}-retrieval", inquiry=f"{tenant}-inquiry")
+        return TenantLearning(
+            retrieval=f"{tenant}-retrieval", inquiry=f"{tenant}-inquiry", tools=f"{tenant}-tools"
+        )
 
     async def run():
         tenants = Tenants(open_tenant)

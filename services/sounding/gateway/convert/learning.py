@@ -15,8 +15,8 @@ _FEEDBACK = {
 
 
 def observation(message: sounding_pb2.ObserveRequest, index: int, limits: ObserveLimits):
-    """A RetrievalOutcome or InquiryOutcome, or a Rejected entry for an observation that is
-    malformed, over a limit, or of a kind this deployment cannot record."""
+    """A RetrievalOutcome, InquiryOutcome or ToolUse, or a Rejected entry for an observation that
+    is malformed or over a limit."""
     from sounding.learning.inquiry import InquiryOutcome
     from sounding.learning.protocol import Rejected, RetrievalOutcome
 
@@ -31,9 +31,19 @@ def observation(message: sounding_pb2.ObserveRequest, index: int, limits: Observ
                 f"ground_truth at most {limits.max_ground_truth_chars}",
             )
         return InquiryOutcome(o.session_id, o.ground_truth)
+    if kind == "tool_use":
+        from sounding.tools.protocol import ToolUse
+
+        u = message.tool_use
+        return ToolUse(
+            toolset=u.toolset,
+            request=u.request,
+            used_tool=u.used_tool,
+            offered_tools=tuple(u.offered_tools),
+            success=u.success if u.HasField("success") else None,
+        )
     if kind != "retrieval_outcome":
-        what = kind or "an empty observation"
-        return Rejected(index, "UNIMPLEMENTED" if kind else "INVALID_ARGUMENT", f"{what} is not recorded yet")
+        return Rejected(index, "INVALID_ARGUMENT", "an empty observation: set one of its kinds")
     o = message.retrieval_outcome
     for name, ids in (
         ("used_document_ids", o.used_document_ids),

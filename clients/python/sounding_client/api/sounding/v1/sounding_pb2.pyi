@@ -534,14 +534,18 @@ class InquiryOutcome(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., ground_truth: _Optional[str] = ..., correct: _Optional[bool] = ...) -> None: ...
 
 class ToolUseEvent(_message.Message):
-    __slots__ = ("request", "used_tool", "offered_tools")
+    __slots__ = ("request", "used_tool", "offered_tools", "toolset", "success")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     USED_TOOL_FIELD_NUMBER: _ClassVar[int]
     OFFERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOLSET_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
     request: str
     used_tool: str
     offered_tools: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request: _Optional[str] = ..., used_tool: _Optional[str] = ..., offered_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    toolset: str
+    success: bool
+    def __init__(self, request: _Optional[str] = ..., used_tool: _Optional[str] = ..., offered_tools: _Optional[_Iterable[str]] = ..., toolset: _Optional[str] = ..., success: _Optional[bool] = ...) -> None: ...
 
 class ObserveResponse(_message.Message):
     __slots__ = ("recorded", "rejected")

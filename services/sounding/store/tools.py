@@ -1,0 +1,316 @@
+"""A tenant's tool registries and what routing learned from use (`tools.ToolService`, spec
+tool-selection-learning): the tools of each toolset (a removed tool stays as a tombstone, so a
+toolset's version only grows), tool-use events as Observe received them, the label each processed
+event got, and the confirmed (request -> tool) exemplars.
+
+Registry changes and events are durable when their call returns; labels and exemplars are written
+by the learner in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from sounding.store.collections import compact
+from sounding.store.connection import connect
+from sounding.store.durability import Durability
+from sounding.store.group_commit import GroupCommit
+from sounding.store.location import StoreLocation
+from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
+
+TOOLS_TABLE = "tools"
+EVENTS_TABLE = "tool_events"
+LABELS_TABLE = "tool_labels"
+EXEMPLARS_TABLE = "tool_exemplars"
+
+TOOLS_SCHEMA = pa.schema(
+    [
+        ("toolset", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        # The tool's parameters as the JSON schema the client registered (free-form).
+        ("parameters_json", pa.string()),
+        # The toolset version that last changed this tool.
+        ("version", pa.int64()),
+        ("removed", pa.bool_()),
+        # The embedding of the tool's name, description and parameter names.
+        ("embedding", pa.list_(pa.float32())),
+        ("update_time_us", pa.int64()),
+    ]
+)
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("sequence", pa.int64()),
+        ("toolset", pa.string()),
+        ("request", pa.string()),
+        ("used_tool", pa.string()),
+        ("offered_tools", pa.list_(pa.string())),
+        ("success", pa.bool_()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+LABELS_SCHEMA = pa.schema(
+    [
+        ("sequence", pa.int64()),
+        ("toolset", pa.string()),
+        ("used_tool", pa.string()),
+        # The ranker's top-1 and margin when the event was processed ("" and 0 if it could not rank).
+        ("top1", pa.string()),
+        ("margin", pa.float64()),
+        # Why the event was flagged (`FlagReason`), the tier asked (`LabelTier`, "" if unflagged)
+        # and its label ("" if unflagged, or if the teacher declined or failed).
+        ("flag", pa.string()),
+        ("tier", pa.string()),
+        ("label", pa.string()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+EXEMPLARS_SCHEMA = pa.schema(
+    [
+        ("sequence", pa.int64()),
+        ("toolset", pa.string()),
+        ("tool", pa.string()),
+        ("request", pa.string()),
+        ("tier", pa.string()),
+        ("embedding", pa.list_(pa.float32())),
+        ("create_time_us", pa.int64()),
+    ]
+)
+SCHEMAS = {
+    TOOLS_TABLE: TOOLS_SCHEMA,
+    EVENTS_TABLE: EVENTS_SCHEMA,
+    LABELS_TABLE: LABELS_SCHEMA,
+    EXEMPLARS_TABLE: EXEMPLARS_SCHEMA,
+}
+WRITES_PER_COMPACTION = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolRecord:
+    toolset: str
+    name: str
+    description: str
+    parameters_json: str
+    version: int
+    removed: bool
+    embedding: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolUseRecord:
+    sequence: int
+    toolset: str
+    request: str
+    used_tool: str
+    offered_tools: tuple[str, ...] = ()
+    success: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelRecord:
+    sequence: int
+    toolset: str
+    used_tool: str
+    top1: str
+    margin: float
+    flag: str
+    tier: str
+    label: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExemplarRecord:
+    sequence: int
+    toolset: str
+    tool: str
+    request: str
+    tier: str
+    embedding: np.ndarray
+
+
+def _now_us() -> int:
+    return int(time.time() * 1e6)
+
+
+class ToolStore:
+    """The tenant's four tables (their names carry the tenant, as the learning log's do)."""
+
+    def __init__(
+        self, db: lancedb.AsyncConnection, durability: Durability, tables: dict[str, lancedb.AsyncTable]
+    ):
+        self._db = db
+        self._durability = durability
+        self._tables = tables
+        self._writes = 0
+        self._events = GroupCommit(self._commit_events)
+
+    @classmethod
+    async def open(
+        cls, location: StoreLocation, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
+    ) -> ToolStore:
+        db = await connect(location)
+        existing = set(await db.table_names(limit=100_000))
+        tables = {}
+        for table, schema in SCHEMAS.items():
+            name = tenant_table(table, tenant)
+            if name not in existing:
+                await db.create_table(name, schema=schema, exist_ok=True)
+            tables[table] = await db.open_table(name)
+        return cls(db, durability or Durability("process", location), tables)
+
+    async def _compact_now_and_then(self) -> None:
+        self._writes += 1
+        if self._writes % WRITES_PER_COMPACTION == 0:
+            await compact(*self._tables.values())
+
+    async def tools(self) -> list[ToolRecord]:
+        """Every tool of every toolset, removed ones included."""
+        table = await self._tables[TOOLS_TABLE].query().to_arrow()
+
+        def decode() -> list[ToolRecord]:
+            return [
+                ToolRecord(
+                    toolset=r["toolset"],
+                    name=r["name"],
+                    description=r["description"],
+                    parameters_json=r["parameters_json"],
+                    version=r["version"],
+                    removed=r["removed"],
+                    embedding=np.asarray(r["embedding"], dtype=np.float32),
+                )
+                for r in table.to_pylist()
+            ]
+
+        return await asyncio.to_thread(decode)
+
+    async def put_tools(self, records: Sequence[ToolRecord]) -> None:
+        """Adds or replaces tools by (toolset, name) in one commit, durable when this returns."""
+        now = _now_us()
+        rows = [
+            {**asdict(r), "embedding": np.asarray(r.embedding, np.float32).tolist(), "update_time_us": now}
+            for r in records
+        ]
+        await (
+            self._tables[TOOLS_TABLE]
+            .merge_insert(["toolset", "name"])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(pa.Table.from_pylist(rows, TOOLS_SCHEMA))
+        )
+        await self._compact_now_and_then()
+        await self._durability.sync()
+
+    async def delete_exemplars(self, toolset: str, tools: Sequence[str]) -> None:
+        """Forget what the tools learned (one commit), durable when this returns."""
+        names = ", ".join(sql_string(t) for t in tools)
+        await self._tables[EXEMPLARS_TABLE].delete(f"toolset = {sql_string(toolset)} AND tool IN ({names})")
+        await self._durability.sync()
+
+    async def append_events(self, records: Sequence[ToolUseRecord]) -> None:
+        """Durable when this returns; events submitted while a commit is in flight share the next."""
+        await self._events.submit(records)
+        await self._durability.sync()
+
+    async def _commit_events(self, batches: list[Sequence[ToolUseRecord]]) -> None:
+        now = _now_us()
+        rows = [
+            {**asdict(r), "offered_tools": list(r.offered_tools), "create_time_us": now}
+            for b in batches
+            for r in b
+        ]
+        if rows:
+            await self._tables[EVENTS_TABLE].add(pa.Table.from_pylist(rows, EVENTS_SCHEMA))
+            await self._compact_now_and_then()
+
+    async def last_sequence(self) -> int:
+        """The highest event sequence recorded (-1 for none)."""
+        table = await self._tables[EVENTS_TABLE].query().select(["sequence"]).to_arrow()
+        return max(table.column("sequence").to_pylist(), default=-1)
+
+    async def last_labelled_sequence(self) -> int:
+        table = await self._tables[LABELS_TABLE].query().select(["sequence"]).to_arrow()
+        return max(table.column("sequence").to_pylist(), default=-1)
+
+    async def events_after(self, sequence: int, limit: int) -> list[ToolUseRecord]:
+        """The first `limit` events after `sequence`, in sequence order."""
+        table = (
+            await self._tables[EVENTS_TABLE].query().where(f"sequence > {int(sequence)}").to_arrow()
+        ).sort_by("sequence")
+        return [
+            ToolUseRecord(
+                sequence=r["sequence"],
+                toolset=r["toolset"],
+                request=r["request"],
+                used_tool=r["used_tool"],
+                offered_tools=tuple(r["offered_tools"] or ()),
+                success=r["success"],
+            )
+            for r in table.slice(0, limit).to_pylist()
+        ]
+
+    async def append_learned(
+        self, labels: Sequence[LabelRecord], exemplars: Sequence[ExemplarRecord]
+    ) -> None:
+        """A processed batch's labels and exemplars (exemplars first: a label marks its event as
+        processed, so a crash between the two commits processes the event again)."""
+        now = _now_us()
+        if exemplars:
+            rows = [
+                {
+                    **asdict(e),
+                    "embedding": np.asarray(e.embedding, np.float32).tolist(),
+                    "create_time_us": now,
+                }
+                for e in exemplars
+            ]
+            await self._tables[EXEMPLARS_TABLE].add(pa.Table.from_pylist(rows, EXEMPLARS_SCHEMA))
+        if labels:
+            rows = [{**asdict(label), "create_time_us": now} for label in labels]
+            await self._tables[LABELS_TABLE].add(pa.Table.from_pylist(rows, LABELS_SCHEMA))
+        await self._compact_now_and_then()
+
+    async def latest_exemplars(self, per_tool: int) -> dict[tuple[str, str], list[tuple[int, np.ndarray]]]:
+        """Per (toolset, tool), its latest `per_tool` exemplars as (sequence, embedding), oldest
+        first; read in batches, holding at most twice `per_tool` per tool at a time."""
+        kept: dict[tuple[str, str], list[tuple[int, np.ndarray]]] = {}
+
+        def latest(exemplars: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
+            return sorted(exemplars, key=lambda e: e[0])[-per_tool:]
+
+        query = self._tables[EXEMPLARS_TABLE].query().select(["sequence", "toolset", "tool", "embedding"])
+        async for batch in await query.to_batches():
+            for row in batch.to_pylist():
+                key = (row["toolset"], row["tool"])
+                exemplars = kept.setdefault(key, [])
+                exemplars.append((row["sequence"], np.asarray(row["embedding"], np.float32)))
+                if len(exemplars) > 2 * per_tool:
+                    kept[key] = latest(exemplars)
+        return {key: latest(exemplars) for key, exemplars in kept.items()}
+
+    async def labels(self, toolset: str) -> pa.Table:
+        """A toolset's labels (sequence, flag, tier, label, top1, used_tool, margin), by sequence."""
+        table = await (
+            self._tables[LABELS_TABLE]
+            .query()
+            .where(f"toolset = {sql_string(toolset)}")
+            .select(["sequence", "flag", "tier", "label", "top1", "used_tool", "margin"])
+            .to_arrow()
+        )
+        return table.sort_by("sequence")
+
+    async def exemplar_counts(self) -> dict[tuple[str, str], int]:
+        """Exemplars saved per (toolset, tool)."""
+        table = await self._tables[EXEMPLARS_TABLE].query().select(["toolset", "tool"]).to_arrow()
+        pairs = zip(table.column("toolset").to_pylist(), table.column("tool").to_pylist(), strict=True)
+        return dict(Counter(pairs))
+
+    async def event_count(self, toolset: str) -> int:
+        return await self._tables[EVENTS_TABLE].count_rows(f"toolset = {sql_string(toolset)}")

@@ -1,0 +1,267 @@
+"""A tenant's toolsets: their tools (from its ToolStore), each tool's latest exemplars, and the
+centroid bank folded from them (core.tool_routing) that ranks the tools for a request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections import deque
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from sounding import errors
+from sounding.config import ToolSettings
+from sounding.core.tool_routing import CentroidBank, Route, fold
+from sounding.limits import ToolLimits
+from sounding.store.tools import ExemplarRecord, ToolRecord, ToolStore
+from sounding.tools.protocol import Embedder, ToolInfo, ToolSpec
+
+DEFAULT_TOP_K = 5
+DEFAULT_PAGE_SIZE = 100
+
+
+def tool_text(name: str, description: str, parameters_json: str) -> str:
+    """What a tool's description embedding is of: its name in words (`get_weather.v2` ->
+    "get weather v2", camel case split), its description and its parameters' names."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", re.sub(r"[_.:/-]+", " ", name)).strip()
+    parameters = ""
+    if parameters_json:
+        properties = json.loads(parameters_json).get("properties")
+        if isinstance(properties, dict) and properties:
+            parameters = " Parameters: " + ", ".join(str(p) for p in properties) + "."
+    return f"{words}: {description}{parameters}"
+
+
+@dataclass
+class _Toolset:
+    version: int = 0
+    tools: dict[str, ToolRecord] = field(default_factory=dict)
+    exemplars: dict[str, deque[np.ndarray]] = field(default_factory=dict)
+    exemplar_counts: dict[str, int] = field(default_factory=dict)
+    centroids: dict[str, np.ndarray] = field(default_factory=dict)
+    bank: CentroidBank = field(default_factory=lambda: CentroidBank((), ()))
+
+
+class ToolRegistry:
+    """Registry calls (put, delete, list, route) and the learner's side (rank embeddings, add
+    exemplars and refold). Changes to one tenant's registry are serialized."""
+
+    def __init__(self, store: ToolStore, embedder: Embedder, settings: ToolSettings, limits: ToolLimits):
+        self._store = store
+        self._embedder = embedder
+        self._settings = settings
+        self._limits = limits
+        self._toolsets: dict[str, _Toolset] = {}
+        self._lock = asyncio.Lock()
+        self.refreshes = 0
+        self.refresh_seconds = 0.0
+
+    @classmethod
+    async def restore(
+        cls, store: ToolStore, embedder: Embedder, settings: ToolSettings, limits: ToolLimits
+    ) -> ToolRegistry:
+        registry = cls(store, embedder, settings, limits)
+        for record in await store.tools():
+            toolset = registry._toolsets.setdefault(record.toolset, _Toolset())
+            toolset.version = max(toolset.version, record.version)
+            if not record.removed:
+                toolset.tools[record.name] = record
+        latest = await store.latest_exemplars(settings.max_exemplars_per_tool)
+        for (name, tool), exemplars in latest.items():
+            toolset = registry._toolsets.setdefault(name, _Toolset())
+            toolset.exemplars[tool] = deque((v for _, v in exemplars), maxlen=settings.max_exemplars_per_tool)
+        for (name, tool), count in (await store.exemplar_counts()).items():
+            registry._toolsets.setdefault(name, _Toolset()).exemplar_counts[tool] = count
+        for toolset in registry._toolsets.values():
+            registry._refold(toolset, toolset.tools)
+        return registry
+
+    def has(self, toolset: str) -> bool:
+        found = self._toolsets.get(toolset)
+        return found is not None and found.version > 0
+
+    def _get(self, toolset: str) -> _Toolset:
+        if not self.has(toolset):
+            raise errors.NotFound(f"toolset {toolset!r} does not exist", field="toolset")
+        return self._toolsets[toolset]
+
+    def summary(self, toolset: str) -> tuple[int, int]:
+        """(version, tool count); NotFound for an unknown toolset."""
+        current = self._get(toolset)
+        return current.version, len(current.tools)
+
+    def exemplar_counts(self, toolset: str) -> dict[str, int]:
+        return dict(self._get(toolset).exemplar_counts)
+
+    def registered(self, toolset: str) -> Collection[str]:
+        found = self._toolsets.get(toolset)
+        return found.tools.keys() if found else ()
+
+    def description(self, toolset: str, tool: str) -> str:
+        return self._toolsets[toolset].tools[tool].description
+
+    def _check(self, specs: Sequence[ToolSpec]) -> None:
+        limits = self._limits
+        if len(specs) > limits.max_tools_per_put:
+            raise errors.InvalidArgument(f"at most {limits.max_tools_per_put} tools per call", field="tools")
+        first: dict[str, int] = {}
+        for i, spec in enumerate(specs):
+            if spec.name in first:
+                raise errors.InvalidArgument(
+                    f"repeats tools[{first[spec.name]}].name {spec.name!r}", field=f"tools[{i}].name"
+                )
+            first[spec.name] = i
+            if len(spec.description) > limits.max_description_chars:
+                raise errors.InvalidArgument(
+                    f"at most {limits.max_description_chars} characters", field=f"tools[{i}].description"
+                )
+            if len(spec.parameters_json) > limits.max_parameters_chars:
+                raise errors.InvalidArgument(
+                    f"at most {limits.max_parameters_chars} characters", field=f"tools[{i}].parameters_json"
+                )
+            if spec.parameters_json:
+                try:
+                    schema = json.loads(spec.parameters_json)
+                except ValueError as error:
+                    raise errors.InvalidArgument(
+                        f"is not JSON: {error}", field=f"tools[{i}].parameters_json"
+                    ) from None
+                if not isinstance(schema, dict):
+                    raise errors.InvalidArgument(
+                        "is a JSON schema: an object", field=f"tools[{i}].parameters_json"
+                    )
+
+    async def put(self, toolset: str, specs: Sequence[ToolSpec]) -> tuple[int, int]:
+        """Adds or replaces the tools (one new version); (version, tool count)."""
+        self._check(specs)
+        texts = [tool_text(s.name, s.description, s.parameters_json) for s in specs]
+        vectors = await self._embedder.embed(texts)
+        async with self._lock:
+            current = self._toolsets.get(toolset) or _Toolset()
+            if current.version == 0 and sum(self.has(t) for t in self._toolsets) >= self._limits.max_toolsets:
+                raise errors.ResourceExhausted(
+                    f"a tenant has at most {self._limits.max_toolsets} toolsets", field="toolset"
+                )
+            count = len(current.tools.keys() | {s.name for s in specs})
+            if count > self._limits.max_tools:
+                raise errors.ResourceExhausted(
+                    f"a toolset has at most {self._limits.max_tools} tools; this would make {count}",
+                    field="tools",
+                )
+            version = current.version + 1
+            records = [
+                ToolRecord(
+                    toolset=toolset,
+                    name=s.name,
+                    description=s.description,
+                    parameters_json=s.parameters_json,
+                    version=version,
+                    removed=False,
+                    embedding=vectors[i],
+                )
+                for i, s in enumerate(specs)
+            ]
+            await self._store.put_tools(records)
+            self._toolsets[toolset] = current
+            current.version = version
+            current.tools.update({r.name: r for r in records})
+            self._refold(current, [r.name for r in records])
+            return version, len(current.tools)
+
+    async def delete(
+        self, toolset: str, names: Sequence[str], forget_exemplars: bool = False
+    ) -> tuple[int, int]:
+        """Removes the tools (one new version), and what they learned if asked; (version, tool count)."""
+        async with self._lock:
+            current = self._get(toolset)
+            for i, name in enumerate(names):
+                if name not in current.tools:
+                    raise errors.NotFound(f"toolset {toolset!r} has no tool {name!r}", field=f"names[{i}]")
+            version = current.version + 1
+            records = [replace(current.tools[n], version=version, removed=True) for n in names]
+            if forget_exemplars:
+                await self._store.delete_exemplars(toolset, names)
+            await self._store.put_tools(records)
+            current.version = version
+            for name in names:
+                del current.tools[name]
+                if forget_exemplars:
+                    current.exemplars.pop(name, None)
+                    current.exemplar_counts.pop(name, None)
+            self._refold(current, names)
+            return version, len(current.tools)
+
+    def list(self, toolset: str, page_size: int, page_token: str) -> tuple[list[ToolInfo], str, int]:
+        """A page of the toolset's tools by name; (tools, next page token, version)."""
+        if page_size > self._limits.max_page_size:
+            raise errors.InvalidArgument(f"at most {self._limits.max_page_size}", field="page_size")
+        current = self._get(toolset)
+        names = sorted(n for n in current.tools if n > page_token)
+        size = page_size or DEFAULT_PAGE_SIZE
+        page = [
+            ToolInfo(
+                name=n,
+                description=current.tools[n].description,
+                parameters_json=current.tools[n].parameters_json,
+                version=current.tools[n].version,
+                exemplar_count=current.exemplar_counts.get(n, 0),
+            )
+            for n in names[:size]
+        ]
+        return page, (names[size - 1] if len(names) > size else ""), current.version
+
+    async def route(
+        self, toolset: str, request: str, top_k: int, offered: Sequence[str] = ()
+    ) -> tuple[Route, int]:
+        """The toolset's tools ranked for `request`; (route, toolset version)."""
+        limits = self._limits
+        if len(request) > limits.max_request_chars:
+            raise errors.InvalidArgument(f"at most {limits.max_request_chars} characters", field="request")
+        if top_k > limits.max_top_k:
+            raise errors.InvalidArgument(f"at most {limits.max_top_k}", field="top_k")
+        if len(offered) > limits.max_offered_tools:
+            raise errors.InvalidArgument(f"at most {limits.max_offered_tools} tools", field="offered_tools")
+        current = self._get(toolset)
+        [vector] = await self._embedder.embed([request])
+        return current.bank.rank(vector, top_k or DEFAULT_TOP_K, offered), current.version
+
+    def rank(self, toolset: str, vector: np.ndarray, top_k: int, offered: Sequence[str] = ()) -> Route:
+        """The learner's ranking of an embedded request (an unknown toolset ranks nothing)."""
+        current = self._toolsets.get(toolset)
+        return current.bank.rank(vector, top_k, offered) if current else CentroidBank((), ()).rank(vector, 1)
+
+    def add_exemplars(self, exemplars: Iterable[ExemplarRecord]) -> None:
+        """Take saved exemplars into the tools' centroids: one refold per toolset touched."""
+        touched: dict[str, set[str]] = {}
+        for e in exemplars:
+            current = self._toolsets.setdefault(e.toolset, _Toolset())
+            kept = current.exemplars.setdefault(e.tool, deque(maxlen=self._settings.max_exemplars_per_tool))
+            kept.append(np.asarray(e.embedding, np.float32))
+            current.exemplar_counts[e.tool] = current.exemplar_counts.get(e.tool, 0) + 1
+            touched.setdefault(e.toolset, set()).add(e.tool)
+        for name, tools in touched.items():
+            self._refold(self._toolsets[name], tools)
+
+    def _refold(self, toolset: _Toolset, changed: Iterable[str]) -> None:
+        """Fold the changed tools' centroids again (removed tools leave the bank) and rebuild the
+        bank's matrix."""
+        started = time.perf_counter()
+        for name in changed:
+            record = toolset.tools.get(name)
+            if record is None:
+                toolset.centroids.pop(name, None)
+                continue
+            exemplars = toolset.exemplars.get(name, ())
+            toolset.centroids[name] = fold(
+                record.embedding,
+                np.stack(list(exemplars)) if exemplars else np.empty((0, len(record.embedding))),
+                self._settings.description_weight,
+            )
+        names = sorted(toolset.centroids)
+        toolset.bank = CentroidBank(names, np.stack([toolset.centroids[n] for n in names]) if names else ())
+        self.refreshes += 1
+        self.refresh_seconds += time.perf_counter() - started

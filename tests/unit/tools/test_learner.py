@@ -1,0 +1,265 @@
+"""The tool registry and its learner on a real LanceDB directory, with a bag-of-words embedder and
+scripted teachers standing in for the sidecar."""
+
+import asyncio
+import hashlib
+import re
+
+import numpy as np
+import pytest
+from sounding import errors
+from sounding.config import ToolSettings
+from sounding.limits import ToolLimits
+from sounding.store.location import StoreLocation
+from sounding.store.tools import ToolStore
+from sounding.tools.learner import ToolLearner
+from sounding.tools.protocol import ToolSpec, ToolUse
+from sounding.tools.registry import ToolRegistry, tool_text
+
+pytestmark = pytest.mark.unit
+
+DIMENSION = 256
+
+
+class Words:
+    """Each word a fixed random direction; a text the unit sum of its words'."""
+
+    async def embed(self, texts, timeout=None):
+        rows = []
+        for text in texts:
+            vector = np.zeros(DIMENSION, np.float32)
+            for word in re.findall(r"[a-z]+", text.lower()):
+                seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little")
+                vector += np.random.default_rng(seed).standard_normal(DIMENSION).astype(np.float32)
+            rows.append(vector / max(float(np.linalg.norm(vector)), 1e-9))
+        return np.stack(rows)
+
+
+class Teacher:
+    def __init__(self, answer=None, error=None):
+        self.answer, self.error, self.asked = answer, error, []
+
+    async def label(self, request, candidates):
+        self.asked.append((request, [n for n, _ in candidates]))
+        if self.error:
+            raise self.error
+        return self.answer
+
+
+TOOLS = [
+    ToolSpec(name="get_weather", description="forecast rain sun wind temperature"),
+    ToolSpec(name="send_email", description="write mail message recipient inbox"),
+    ToolSpec(name="book_flight", description="airline ticket airport departure"),
+]
+
+
+async def open_learner(path, teacher=None, **settings):
+    store = await ToolStore.open(StoreLocation(str(path)))
+    defaults = {"margin_floor": 0.05, "description_weight": 1.0, "trust_successful_uses": False}
+    config = ToolSettings(**{**defaults, **settings})
+    registry = await ToolRegistry.restore(store, Words(), config, ToolLimits())
+    learner = ToolLearner(store, registry, Words(), teacher, config, ToolLimits())
+    await learner.start()
+    return store, registry, learner
+
+
+def test_tool_text_reads_names_as_words_with_description_and_parameters():
+    text = tool_text("ChaDri.change_drink", "Changes a drink.", '{"properties": {"size": {}, "milk": {}}}')
+    assert text == "Cha Dri change drink: Changes a drink. Parameters: size, milk."
+
+
+def test_registry_versions_lists_and_routes(tmp_path):
+    async def run():
+        store, registry, learner = await open_learner(tmp_path)
+        assert await registry.put("ts", TOOLS) == (1, 3)
+        assert await registry.put("ts", [ToolSpec(name="get_weather", description="forecast")]) == (2, 3)
+        assert await registry.delete("ts", ["send_email"]) == (3, 2)
+        page, token, version = registry.list("ts", 1, "")
+        route, _ = await registry.route("ts", "the forecast for tomorrow", 5)
+        await learner.close()
+        restored = await ToolRegistry.restore(store, Words(), ToolSettings(), ToolLimits())
+        return page, token, version, route, restored.list("ts", 10, "")
+
+    page, token, version, route, (again, _, again_version) = asyncio.run(run())
+    assert [(t.name, t.version) for t in page] == [("book_flight", 1)] and token == "book_flight"
+    assert version == 3 and again_version == 3
+    assert [(t.name, t.description, t.version) for t in again] == [
+        ("book_flight", "airline ticket airport departure", 1),
+        ("get_weather", "forecast", 2),
+    ]
+    assert route.top1 == "get_weather" and [n for n, _ in route.candidates] == ["get_weather", "book_flight"]
+
+
+@pytest.mark.parametrize(
+    "specs, field",
+    [
+        ([TOOLS[0], TOOLS[0]], "tools[1].name"),
+        ([ToolSpec(name="x", description="d", parameters_json="{not json")], "tools[0].parameters_json"),
+        ([ToolSpec(name="x", description="d", parameters_json="[1]")], "tools[0].parameters_json"),
+    ],
+)
+def test_malformed_puts_name_the_field_and_change_nothing(tmp_path, specs, field):
+    async def run():
+        _, registry, learner = await open_learner(tmp_path)
+        with pytest.raises(errors.InvalidArgument) as refused:
+            await registry.put("ts", specs)
+        await learner.close()
+        return refused.value, registry.has("ts")
+
+    refused, exists = asyncio.run(run())
+    assert refused.field == field and not exists
+
+
+def test_unknown_toolsets_and_tools_are_not_found(tmp_path):
+    async def run():
+        _, registry, learner = await open_learner(tmp_path)
+        await registry.put("ts", TOOLS)
+        with pytest.raises(errors.NotFound) as no_toolset:
+            await registry.route("other", "rain", 3)
+        with pytest.raises(errors.NotFound) as no_tool:
+            await registry.delete("ts", ["get_weather", "nope"])
+        await learner.close()
+        return no_toolset.value, no_tool.value, registry.list("ts", 10, "")[0]
+
+    no_toolset, no_tool, tools = asyncio.run(run())
+    assert no_toolset.field == "toolset" and no_tool.field == "names[1]"
+    assert len(tools) == 3  # nothing deleted
+
+
+def observed(tmp_path, uses, teacher=None, **settings):
+    async def run():
+        store, registry, learner = await open_learner(tmp_path, teacher, **settings)
+        await registry.put("ts", TOOLS)
+        before = await registry.route("ts", uses[0].request, 3)
+        recorded, rejected = await learner.observe(list(enumerate(uses)))
+        await learner.idle()
+        after = await registry.route("ts", uses[0].request, 3)
+        metrics = await learner.metrics("ts", 2)
+        await learner.close()
+        return recorded, rejected, before, after, metrics
+
+    return asyncio.run(run())
+
+
+def test_free_tier_labels_a_confident_fallback_use_and_teaches_the_centroid(tmp_path):
+    use = ToolUse(toolset="ts", request="forecast rain tomorrow", used_tool="shell")
+    recorded, rejected, before, after, metrics = observed(tmp_path, [use], margin_floor=0.0)
+    assert (recorded, rejected) == (1, [])
+    assert before[0].top1 == "get_weather"
+    assert (
+        metrics.flagged_fallback == 1 and metrics.labels_free == 1 and metrics.exemplars == {"get_weather": 1}
+    )
+    # The exemplar pulled the centroid towards the request.
+    assert dict(after[0].candidates)["get_weather"] > dict(before[0].candidates)["get_weather"]
+
+
+def test_below_the_margin_floor_the_teacher_labels(tmp_path):
+    teacher = Teacher(answer="send_email")
+    use = ToolUse(toolset="ts", request="tell my boss about the airport", used_tool="shell")
+    _, _, before, after, metrics = observed(tmp_path, [use], teacher, margin_floor=2.0)
+    [(request, candidates)] = teacher.asked
+    assert request == use.request and set(candidates) == {"get_weather", "send_email", "book_flight"}
+    assert metrics.labels_teacher == 1 and metrics.labels_free == 0 and metrics.exemplars == {"send_email": 1}
+    assert (
+        after[0].top1 == "send_email"
+        or dict(after[0].candidates)["send_email"] > dict(before[0].candidates)["send_email"]
+    )
+
+
+@pytest.mark.parametrize("teacher", [Teacher(error=RuntimeError("down")), Teacher(answer=None), None])
+def test_a_teacher_that_fails_declines_or_is_off_drops_the_event(tmp_path, teacher):
+    use = ToolUse(toolset="ts", request="tell my boss about the airport", used_tool="shell")
+    recorded, _, _, _, metrics = observed(tmp_path, [use], teacher, margin_floor=2.0)
+    assert recorded == 1 and metrics.processed == 1 and metrics.flagged_fallback == 1
+    assert metrics.teacher_dropped == 1 and metrics.exemplars == {}
+
+
+def test_a_trusted_successful_use_is_its_own_label(tmp_path):
+    teacher = Teacher(answer="get_weather")
+    uses = [
+        ToolUse(toolset="ts", request="tell my boss about the airport", used_tool="send_email", success=True),
+        ToolUse(
+            toolset="ts", request="tell my boss about the airport", used_tool="send_email", success=False
+        ),
+    ]
+    _, _, before, _, metrics = observed(tmp_path, uses, teacher, margin_floor=2.0, trust_successful_uses=True)
+    assert before[0].top1 != "send_email"
+    assert metrics.labels_trusted == 1 and metrics.labels_teacher == 1 and len(teacher.asked) == 1
+    assert metrics.exemplars == {"send_email": 1, "get_weather": 1}
+
+
+def test_an_agreeing_use_is_not_flagged_and_counts_as_a_correct_route(tmp_path):
+    uses = [
+        ToolUse(toolset="ts", request="forecast rain", used_tool="get_weather"),
+        ToolUse(toolset="ts", request="forecast rain", used_tool="shell"),
+        ToolUse(toolset="ts", request="airline ticket", used_tool="book_flight"),
+    ]
+    _, _, _, _, metrics = observed(tmp_path, uses, margin_floor=2.0)
+    assert metrics.processed == 3 and metrics.flagged_fallback == 1 and metrics.flagged_disagreement == 0
+    assert metrics.accuracy == 1.0  # the two labelled (agreeing) uses; the fallback went unlabelled
+    assert [(w.first_sequence, w.last_sequence, w.labelled) for w in metrics.accuracy_windows] == [
+        (0, 1, 1),
+        (2, 2, 1),
+    ]
+
+
+def test_events_for_unknown_toolsets_or_over_limits_are_rejected_by_position(tmp_path):
+    uses = [
+        ToolUse(toolset="ts", request="forecast", used_tool="get_weather"),
+        ToolUse(toolset="nope", request="forecast", used_tool="get_weather"),
+        ToolUse(toolset="ts", request="x" * 10_000, used_tool="get_weather"),
+        ToolUse(toolset="ts", request="forecast", used_tool="y" * 129),
+    ]
+    recorded, rejected, _, _, metrics = observed(tmp_path, uses)
+    assert recorded == 1 and metrics.events == 1
+    assert [(r.index, r.code) for r in rejected] == [
+        (1, "NOT_FOUND"),
+        (2, "INVALID_ARGUMENT"),
+        (3, "INVALID_ARGUMENT"),
+    ]
+
+
+def test_a_full_queue_drops_and_a_restart_processes_what_was_recorded(tmp_path):
+    async def run():
+        store = await ToolStore.open(StoreLocation(str(tmp_path)))
+        config = ToolSettings(margin_floor=0.0)
+        limits = ToolLimits(learner_queue=2)
+        registry = await ToolRegistry.restore(store, Words(), config, limits)
+        await registry.put("ts", TOOLS)
+        learner = ToolLearner(store, registry, Words(), None, config, limits)  # not started: nothing drains
+        uses = [ToolUse(toolset="ts", request=f"forecast rain {i}", used_tool="shell") for i in range(5)]
+        recorded, _ = await learner.observe(list(enumerate(uses)))
+        dropped = learner.dropped
+        # A restart (the queue's two events were never processed) resumes after the last label.
+        _, _, again = await open_learner(tmp_path, margin_floor=0.0)
+        await again.idle()
+        metrics = await again.metrics("ts", 10)
+        await again.close()
+        return recorded, dropped, metrics
+
+    recorded, dropped, metrics = asyncio.run(run())
+    assert recorded == 5 and dropped == 3
+    assert metrics.events == 5 and metrics.processed == 5 and metrics.labels_free == 5
+
+
+def test_deleting_tools_can_forget_what_they_learned(tmp_path):
+    async def run():
+        store, registry, learner = await open_learner(tmp_path, margin_floor=0.0)
+        await registry.put("ts", TOOLS)
+        described, _ = await registry.route("ts", "forecast rain tomorrow", 3)
+        use = ToolUse(toolset="ts", request="forecast rain tomorrow", used_tool="shell")
+        await learner.observe([(0, use)])
+        await learner.idle()
+        kept = await registry.delete("ts", ["send_email"])  # exemplars of other tools untouched
+        await registry.delete("ts", ["get_weather"], forget_exemplars=True)
+        await registry.put("ts", [TOOLS[0], TOOLS[1]])
+        again, _ = await registry.route("ts", "forecast rain tomorrow", 3)
+        await learner.close()
+        restored = await ToolRegistry.restore(store, Words(), ToolSettings(), ToolLimits())
+        return kept, described, again, registry.exemplar_counts("ts"), restored.exemplar_counts("ts")
+
+    kept, described, again, counts, restored_counts = asyncio.run(run())
+    assert kept == (2, 2)
+    assert counts == {} and restored_counts == {}
+    assert [n for n, _ in again.candidates] == [n for n, _ in described.candidates]
+    assert [s for _, s in again.candidates] == pytest.approx([s for _, s in described.candidates])
