@@ -35,6 +35,12 @@ class StopRule(StrEnum):
     cip_lite = "cip_lite"
 
 
+class ToolConfig(StrEnum):
+    free = "free"
+    teacher = "teacher"
+    trusted = "trusted"
+
+
 class Regime(StrEnum):
     normal = "normal"
     collapse = "collapse"
@@ -100,6 +106,34 @@ def eval_retrieval(
     write_result(result, out, settings)
     console.print_json(json.dumps(result["systems"]))
     console.print(f"written to {out}")
+
+
+@eval_app.command("tools")
+def eval_tools(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="the BFCL directory"),
+    out: Path = typer.Option(..., help="where to write the JSON result (the PNG goes beside it)"),
+    seed: int = typer.Option(0, help="seeds the train/test split and the fallback uses"),
+    test_share: float = typer.Option(0.3, min=0.05, max=0.95, help="share of requests held out for test"),
+    fallback_share: float = typer.Option(
+        0.2, min=0.0, max=1.0, help="share of train turns whose agent used the fallback tool instead"
+    ),
+    config: list[ToolConfig] = typer.Option(
+        list(ToolConfig),
+        help="learning configurations: the free tier only, with the teacher, with trusted uses",
+    ),
+    limit: int = typer.Option(None, help="only the first N requests of each kind (a quick run)"),
+) -> None:
+    """Tool routing on BFCL: description-only centroids, BM25 and LanceDB hybrid over the tool
+    descriptions, and the learning router after a train stream observed through Observe (top-1,
+    top-5, MRR on the test set), the share of irrelevant requests it declines, and intake."""
+    from sounding.evaluation import tools
+
+    settings = Settings()
+    configs = tuple(c.value for c in config)
+    result, plot = tools.run(data, settings, console, seed, test_share, fallback_share, configs, limit)
+    write_result(result, out, settings, seed=seed, plot=plot)
+    console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
+    console.print(f"written to {out} and {out.with_suffix('.png')}")
 
 
 @eval_app.command("calibration")

@@ -16,8 +16,9 @@ BEIR_MEASURES = ("ndcg@10", "recall@100")
 def per_query(
     rankings: Rankings, qrels: Qrels, query_ids: Sequence[str], measures: Sequence[str] = BEIR_MEASURES
 ) -> dict[str, dict[str, float]]:
-    """Each query's value of each measure (`ndcg@k`, `recall@k`) for a ranking given as document
-    ids, best first; a query with nothing relevant retrieved (or no ranking) scores 0."""
+    """Each query's value of each measure (`ndcg@k`, `recall@k`, `success@k`, `mrr`) for a ranking
+    given as document ids, best first; a query with nothing relevant retrieved (or no ranking)
+    scores 0."""
     import ir_measures
 
     by_measure = {ir_measures.parse_measure(_ir_measures_name(name)): name for name in measures}
@@ -43,11 +44,14 @@ def beir_scores(rankings: Rankings, qrels: Qrels, query_ids: Sequence[str]) -> d
 
 
 def _ir_measures_name(name: str) -> str:
-    """`ndcg@10` -> `nDCG@10`, `recall@100` -> `R@100` (ir-measures' names)."""
+    """`ndcg@10` -> `nDCG@10`, `recall@100` -> `R@100`, `success@5` -> `Success@5`, `mrr` -> `RR`
+    (ir-measures' names)."""
+    if name == "mrr":
+        return "RR"
     measure, _, cutoff = name.partition("@")
-    known = {"ndcg": "nDCG", "recall": "R"}
+    known = {"ndcg": "nDCG", "recall": "R", "success": "Success"}
     if measure not in known or not cutoff.isdigit():
-        raise ValueError(f"unknown measure {name!r}: ndcg@k or recall@k")
+        raise ValueError(f"unknown measure {name!r}: ndcg@k, recall@k, success@k or mrr")
     return f"{known[measure]}@{cutoff}"
 
 

@@ -1,9 +1,10 @@
 import pytest
 from sounding.auth import ROLES
 from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
-from sounding.cli.evaluate import BullsAndCowsPolicy, StopRule
+from sounding.cli.evaluate import BullsAndCowsPolicy, StopRule, ToolConfig
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.stop_rules import STOP_RULES
+from sounding.evaluation.tools import CONFIGS as TOOL_CONFIGS
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
 from sounding.retrieval.strategies import STRATEGIES
 from sounding_client._convert import CALIBRATION_TARGETS
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.unit
         (CalibrationTarget, list(CALIBRATION_TARGETS)),
         (StopRule, ["all", *STOP_RULES]),
         (BullsAndCowsPolicy, list(POLICIES)),
+        (ToolConfig, list(TOOL_CONFIGS)),
     ],
 )
 def test_the_cli_offers_exactly_the_names_the_service_accepts(choices, accepted):
