@@ -1,7 +1,7 @@
 """The Go client against the live stack: `clients/go/cmd/livetest` (built by `make go-client`)
 ingests, streams a Retrieve, observes, meets a Calibrate refusal and a field violation, cancels
-a Retrieve and an inquiry mid-stream, and plays bulls and cows to the answer; it prints what it
-saw as JSON."""
+a Retrieve and an inquiry mid-stream, plays bulls and cows to the answer, routes a request to
+tools and teaches the router through the non-blocking observer; it prints what it saw as JSON."""
 
 import json
 import subprocess
@@ -37,3 +37,8 @@ def test_the_go_client_does_every_call_against_the_stack(stack, livetest):
     assert seen["retrieve_cancel_code"] == "Canceled"
     assert seen["asks_before_cancel"] == 2 and seen["resumed_after_cancel"]
     assert seen["answer"] == "3910" and seen["stopping_reason"] == "STOPPING_REASON_CONFIDENCE_REACHED"
+    assert seen["route_before"] != "search_web" and seen["route_after"] == "search_web"
+    assert seen["observer_sent"] == 4 and seen["tool_events_processed"] == 4
+    # The observer's contract with nothing serving: Observe returns at once, Close within its timeout.
+    assert seen["observe_p99_micros"] < 100
+    assert seen["unserved_dropped_or_failed"] == 10000 and seen["unserved_close_millis"] < 1000

@@ -39,3 +39,8 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
     assert seen["retrieve_cancel_code"] == "CANCELED"
     assert seen["asks_before_cancel"] == 2 and seen["resumed_after_cancel"]
     assert seen["answer"] == "5281" and seen["stopping_reason"] == "CONFIDENCE_REACHED"
+    assert seen["route_before"] != "search_web" and seen["route_after"] == "search_web"
+    assert seen["observer_sent"] == 4 and seen["tool_events_processed"] == 4
+    # The observer's contract with nothing serving: observe returns at once, close within its timeout.
+    assert seen["observe_p99_micros"] < 100
+    assert seen["unserved_dropped_or_failed"] == 10000 and seen["unserved_close_millis"] < 1000

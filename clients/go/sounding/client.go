@@ -36,6 +36,7 @@ type Client struct {
 	conn     *grpc.ClientConn
 	sounding soundingv1.SoundingServiceClient
 	corpus   soundingv1.CorpusServiceClient
+	tools    soundingv1.ToolServiceClient
 }
 
 // Dial connects to a Sounding server at address ("host:port"). The connection is made lazily.
@@ -64,7 +65,12 @@ func Dial(address string, options Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn, soundingv1.NewSoundingServiceClient(conn), soundingv1.NewCorpusServiceClient(conn)}, nil
+	return &Client{
+		conn,
+		soundingv1.NewSoundingServiceClient(conn),
+		soundingv1.NewCorpusServiceClient(conn),
+		soundingv1.NewToolServiceClient(conn),
+	}, nil
 }
 
 // Close ends the connection (and every call still running on it).

@@ -8,6 +8,7 @@ import {
   SoundingClient,
   SoundingError,
   StoppingReason,
+  ToolUseObserver,
   type Final,
   type InquireResponse,
   type InquirySession,
@@ -139,6 +140,48 @@ try {
       out.stopping_reason = StoppingReason[event.value.stoppingReason];
     }
   }
+
+  // Tool routing: a route, successful uses of another tool reported through the observer, the
+  // route again once the learner processed them.
+  const toolset = `${collection}-tools`;
+  await client.putTools(toolset, [
+    { name: "get_weather", description: "Get the weather forecast (rain, temperature, wind) for a city." },
+    { name: "send_email", description: "Send an email message to a recipient." },
+    { name: "search_web", description: "Search the web for pages about a topic." },
+  ]);
+  const request = "How many yen would I get for 250 dollars?";
+  out.route_before = (await client.routeTool(toolset, request, 3)).top1;
+  const observer = new ToolUseObserver(client, { flushIntervalMs: 20 });
+  for (let i = 0; i < 4; i++) {
+    observer.observe(toolset, `How many yen do I get for 100 dollars? (${i})`, "search_web", { success: true });
+  }
+  await observer.close(10_000);
+  out.observer_sent = observer.sent;
+  const learnedBy = Date.now() + 60_000;
+  let processed = 0n;
+  while (processed < 4n && Date.now() < learnedBy) {
+    processed = (await client.toolMetrics(toolset)).processed;
+    if (processed < 4n) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  out.tool_events_processed = Number(processed);
+  out.route_after = (await client.routeTool(toolset, request, 3)).top1;
+
+  // The observer's contract with nothing serving: observe returns at once, close within its timeout.
+  const unserved = new SoundingClient("127.0.0.1:1", { timeoutMs: 5_000 });
+  const alone = new ToolUseObserver(unserved, { queueSize: 20_000 });
+  const took: number[] = [];
+  for (let i = 0; i < 10_000; i++) {
+    const started = process.hrtime.bigint();
+    alone.observe("tools", "request", "shell");
+    took.push(Number(process.hrtime.bigint() - started) / 1000);
+  }
+  took.sort((a, b) => a - b);
+  out.observe_p99_micros = took[Math.floor(took.length * 0.99)];
+  const closing = Date.now();
+  await alone.close(200);
+  out.unserved_close_millis = Date.now() - closing;
+  out.unserved_dropped_or_failed = alone.dropped + alone.failed;
+  unserved.close();
 } finally {
   await client.deleteCollection(collection);
   client.close();

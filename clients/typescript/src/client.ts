@@ -29,6 +29,20 @@ import {
   type ObserveResponse,
   type RetrieveResponse,
 } from "./gen/sounding/v1/sounding_pb.js";
+import {
+  DeleteToolsRequestSchema,
+  GetToolMetricsRequestSchema,
+  ListToolsRequestSchema,
+  PutToolsRequestSchema,
+  RouteToolRequestSchema,
+  ToolService,
+  type DeleteToolsResponse,
+  type GetToolMetricsResponse,
+  type PutToolsResponse,
+  type RouteToolResponse,
+  type Tool,
+  type ToolSchema,
+} from "./gen/sounding/v1/tools_pb.js";
 import { SoundingError } from "./errors.js";
 import { checked } from "./validation.js";
 
@@ -62,6 +76,7 @@ export type Document = MessageInitShape<typeof DocumentSchema>;
 export class SoundingClient {
   readonly sounding: Client<typeof SoundingService>;
   readonly corpus: Client<typeof CorpusService>;
+  readonly tools: Client<typeof ToolService>;
   private readonly connection: Http2SessionManager;
 
   constructor(address: string, options: ClientOptions = {}) {
@@ -92,6 +107,7 @@ export class SoundingClient {
     });
     this.sounding = createClient(SoundingService, transport);
     this.corpus = createClient(CorpusService, transport);
+    this.tools = createClient(ToolService, transport);
   }
 
   async createCollection(name: string, description = "", call?: CallOptions): Promise<Collection> {
@@ -183,6 +199,36 @@ export class SoundingClient {
 
   async strategyMetrics(call?: CallOptions): Promise<GetStrategyMetricsResponse> {
     return failing(this.sounding.getStrategyMetrics({}, call));
+  }
+
+  /** Adds tools to a toolset or replaces them by name: one new version of the toolset. */
+  async putTools(toolset: string, tools: MessageInitShape<typeof ToolSchema>[], call?: CallOptions): Promise<PutToolsResponse> {
+    return failing(this.tools.putTools(checked(PutToolsRequestSchema, { toolset, tools }), call));
+  }
+
+  /** Removes tools; with `forgetExemplars`, also what they learned from use. */
+  async deleteTools(toolset: string, names: string[], forgetExemplars = false, call?: CallOptions): Promise<DeleteToolsResponse> {
+    return failing(this.tools.deleteTools(checked(DeleteToolsRequestSchema, { toolset, names, forgetExemplars }), call));
+  }
+
+  /** Every tool of a toolset, by name, page by page. */
+  async *listTools(toolset: string, call?: CallOptions): AsyncIterable<Tool> {
+    let pageToken = "";
+    do {
+      const page = await failing(this.tools.listTools(checked(ListToolsRequestSchema, { toolset, pageToken }), call));
+      yield* page.tools;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** The toolset's tools ranked for a request (among `offeredTools`, if any). */
+  async routeTool(toolset: string, request: string, topK = 5, offeredTools: string[] = [], call?: CallOptions): Promise<RouteToolResponse> {
+    return failing(this.tools.routeTool(checked(RouteToolRequestSchema, { toolset, request, topK, offeredTools }), call));
+  }
+
+  /** What the learning loop has done for a toolset. */
+  async toolMetrics(toolset: string, call?: CallOptions): Promise<GetToolMetricsResponse> {
+    return failing(this.tools.getToolMetrics(checked(GetToolMetricsRequestSchema, { toolset }), call));
   }
 
   /** Closes the connection and any call still open on it. */

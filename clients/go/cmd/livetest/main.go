@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"time"
 
 	soundingv1 "sounding.dev/client/gen/sounding/v1"
@@ -32,6 +33,15 @@ type report struct {
 	ResumedAfterCancel bool     `json:"resumed_after_cancel"`
 	Answer             string   `json:"answer"`
 	Stopping           string   `json:"stopping_reason"`
+	// Tool routing: the route before and after the observer reported successful uses of
+	// another tool, and the observer's contract (Observe's slowest call with nothing serving).
+	RouteBefore         string  `json:"route_before"`
+	RouteAfter          string  `json:"route_after"`
+	ObserverSent        int64   `json:"observer_sent"`
+	ToolEventsProcessed int64   `json:"tool_events_processed"`
+	ObserveP99Micros    float64 `json:"observe_p99_micros"`
+	UnservedDropped     int64   `json:"unserved_dropped_or_failed"`
+	UnservedCloseMillis int64   `json:"unserved_close_millis"`
 }
 
 func main() {
@@ -149,7 +159,64 @@ func main() {
 			out.Answer, out.Stopping = answer.Answer, answer.StoppingReason.String()
 		}
 	}
+	tools(ctx, client, *collection+"-tools", &out)
+	unservedObserver(&out)
 	check(json.NewEncoder(os.Stdout).Encode(out))
+}
+
+// tools registers a toolset, routes a request, reports through the observer that another tool
+// served such requests, waits for the learner and routes again.
+func tools(ctx context.Context, client *sounding.Client, toolset string, out *report) {
+	_, err := client.PutTools(ctx, toolset,
+		&soundingv1.Tool{Name: "get_weather", Description: "Get the weather forecast (rain, temperature, wind) for a city."},
+		&soundingv1.Tool{Name: "send_email", Description: "Send an email message to a recipient."},
+		&soundingv1.Tool{Name: "search_web", Description: "Search the web for pages about a topic."},
+	)
+	check(err)
+	request := "How many yen would I get for 250 dollars?"
+	before, err := client.RouteTool(ctx, toolset, request, 3)
+	check(err)
+	out.RouteBefore = before.Top1
+	observer := sounding.NewToolUseObserver(client, sounding.ObserverOptions{FlushInterval: 20 * time.Millisecond})
+	success := true
+	for i := 0; i < 4; i++ {
+		observer.Observe(toolset, fmt.Sprintf("How many yen do I get for 100 dollars? (%d)", i), "search_web", nil, &success)
+	}
+	observer.Close(10 * time.Second)
+	out.ObserverSent = observer.Sent.Load()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		metrics, err := client.ToolMetrics(ctx, toolset)
+		check(err)
+		out.ToolEventsProcessed = metrics.Processed
+		if metrics.Processed >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	after, err := client.RouteTool(ctx, toolset, request, 3)
+	check(err)
+	out.RouteAfter = after.Top1
+}
+
+// unservedObserver times Observe against an address nothing serves, then closes within 200 ms.
+func unservedObserver(out *report) {
+	client, err := sounding.Dial("127.0.0.1:1", sounding.Options{})
+	check(err)
+	defer client.Close()
+	observer := sounding.NewToolUseObserver(client, sounding.ObserverOptions{QueueSize: 20000})
+	took := make([]time.Duration, 10000)
+	for i := range took {
+		started := time.Now()
+		observer.Observe("tools", "request", "shell", nil, nil)
+		took[i] = time.Since(started)
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	out.ObserveP99Micros = float64(took[len(took)*99/100]) / float64(time.Microsecond)
+	started := time.Now()
+	observer.Close(200 * time.Millisecond)
+	out.UnservedCloseMillis = time.Since(started).Milliseconds()
+	out.UnservedDropped = observer.Dropped.Load() + observer.Failed.Load()
 }
 
 // resume retries while the server still holds the session for the cancelled stream (within 5 s).
