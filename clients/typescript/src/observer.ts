@@ -83,6 +83,7 @@ export class ToolUseObserver {
     await Promise.race([this.loop, expired]);
     clearTimeout(timer);
     this.abort.abort();
+    this.wake?.(); // a loop waiting out a backoff leaves at once
     await this.loop;
     this.dropped += this.queue.length;
     this.queue = [];
