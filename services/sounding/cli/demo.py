@@ -191,10 +191,12 @@ DEMO_TOOLS = (
     ("get_weather", "Get the weather forecast for a city."),
     ("send_email", "Send an email message to a recipient."),
 )
-YEN_REQUESTS = (
-    "How many yen do I get for 100 dollars?",
-    "What are 50 euros worth in yen?",
+# Requests the agent served with `fx_quote`, which the router sends to `convert_units` at first.
+CURRENCY_REQUESTS = (
     "Convert 20 pounds sterling into dollars.",
+    "Convert 50 euros to yen.",
+    "What is 80 pounds in euros?",
+    "Convert 1000 yen into dollars.",
 )
 
 
@@ -214,11 +216,10 @@ def _print_tool_routing(client) -> None:
     if existing:
         client.delete_tools(toolset, existing, forget_exemplars=True)
     client.put_tools(toolset, [Tool(name, description) for name, description in DEMO_TOOLS])
-    request = "How many yen would 250 dollars buy?"
-    before = client.route_tool(toolset, request, top_k=2)
-    console.print(f"[bold]route[/bold] {request!r} -> {_ranked(before)}")
+    _print_routes(client, toolset)
+    before = client.tool_metrics(toolset)  # an earlier demo run's events are counted there too
     observer = ToolUseObserver(client)
-    for asked in YEN_REQUESTS:
+    for asked in CURRENCY_REQUESTS:
         observer.observe(toolset, asked, "fx_quote", success=True)
     observer.observe(toolset, "What's the forecast for Oslo tomorrow?", "shell")
     observer.close(timeout=10)
@@ -229,18 +230,21 @@ def _print_tool_routing(client) -> None:
             break
         time.sleep(0.1)
         metrics = client.tool_metrics(toolset)
+    counts = {
+        name: getattr(metrics, name) - getattr(before, name)
+        for name in ("processed", "flagged_disagreement", "flagged_fallback", "labels_trusted", "labels_free")
+    }
     console.print(
-        f"[bold]learned[/bold] {metrics.processed} events: {metrics.flagged_disagreement} disagreed with "
-        f"the router, {metrics.flagged_fallback} fell back to a general tool; labels: "
-        f"{metrics.labels_trusted} from successful uses, {metrics.labels_free} from the router, "
-        f"{metrics.labels_teacher} from the teacher ({metrics.teacher_dropped} dropped); "
+        f"[bold]learned[/bold] {counts['processed']} events: {counts['flagged_disagreement']} disagreed "
+        f"with the router, {counts['flagged_fallback']} fell back to a general tool; labels: "
+        f"{counts['labels_trusted']} from successful uses, {counts['labels_free']} from the router; "
         f"exemplars {metrics.exemplars}"
     )
-    after = client.route_tool(toolset, request, top_k=2)
-    console.print(f"[bold]route[/bold] {request!r} -> {_ranked(after)}")
+    _print_routes(client, toolset)
 
 
-def _ranked(route) -> str:
-    return (
-        ", ".join(f"{name} {score:.3f}" for name, score in route.candidates) + f" (margin {route.margin:.3f})"
-    )
+def _print_routes(client, toolset: str) -> None:
+    for request in ("Convert 300 dollars to yen.", "Convert 5 kilograms to pounds."):
+        route = client.route_tool(toolset, request, top_k=2)
+        ranked = ", ".join(f"{name} {score:.3f}" for name, score in route.candidates)
+        console.print(f"[bold]route[/bold] {request!r} -> {ranked} (margin {route.margin:.3f})")
