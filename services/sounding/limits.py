@@ -173,7 +173,15 @@ class ToolLimits(BaseModel):
     learner_queue: int = Field(
         default=10_000,
         ge=1,
-        description="tool-use events waiting for the learner; more are dropped (counted)",
+        description=(
+            "tool-use events waiting for the learner; more leave the queue (counted) and are "
+            "processed from the store once it empties"
+        ),
+    )
+    teacher_queue: int = Field(
+        default=256,
+        ge=1,
+        description="flagged events with the teacher (asked or waiting); more are dropped as its failures",
     )
 
 

@@ -516,4 +516,5 @@ def tool_metrics(r: tools_pb2.GetToolMetricsResponse) -> t.ToolMetrics:
         dropped_since_start=r.dropped_since_start,
         refreshes_since_start=r.refreshes_since_start,
         mean_refresh_seconds=r.mean_refresh_seconds,
+        flagged_share=r.flagged_share,
     )

@@ -162,6 +162,11 @@ class Client:
         requests = [_convert.observe_request(o) for o in outcomes]
         return _convert.observe_result(self._unary(self._sounding.Observe, iter(requests), timeout))
 
+    def observe_future(self, requests: Iterator[sounding_pb2.ObserveRequest], timeout: float) -> grpc.Future:
+        """Observe as a cancellable call (for the `ToolUseObserver`, whose close cancels it):
+        `result()` is the raw ObserveResponse or raises the `grpc.RpcError`."""
+        return self._sounding.Observe.future(requests, timeout=timeout)
+
     def put_tools(self, toolset: str, tools: Iterable[t.Tool]) -> tuple[int, int]:
         """Add tools to a toolset or replace them by name; (the toolset's new version, its tool count)."""
         response = self._unary(self._tools.PutTools, _convert.put_tools_request(toolset, tools))

@@ -4,8 +4,9 @@ used on its turn's path, and the report must never slow the turn down.
 `observe` only puts the event on a bounded queue and returns (a full queue drops the event and
 counts it); a background worker sends the queued events to Observe in batches, retrying a batch
 whose call failed. `close` stops intake, gives the worker `timeout` seconds to send what is
-queued, cancels what is left (counted as dropped) and returns with the worker gone. Closing twice
-is harmless; a closed observer, or one without a client, ignores `observe`.
+queued, cancels what is left (a call in flight included; counted as dropped) and returns with the
+worker gone. Closing twice is harmless; a closed observer, or one without a client, ignores
+`observe`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import threading
 import time
 from collections.abc import Iterable
 
+import grpc
+
+from sounding_client import _convert
 from sounding_client import types as t
 from sounding_client.types import SoundingError
 
@@ -48,6 +52,8 @@ class _Observer:
         self._max_attempts = max_attempts
         self._backoff_s = backoff_s
         self._closed = client is None
+        # The counts change on the caller's thread and on the worker's.
+        self._counts = threading.Lock()
         self.sent = 0
         self.dropped = 0
         self.failed = 0
@@ -64,22 +70,34 @@ class _Observer:
         if self._closed:
             return
         if not self._offer(t.ToolUse(toolset, request, used_tool, tuple(offered_tools), success)):
-            self.dropped += 1
+            self._drop(1)
 
     def _offer(self, use: t.ToolUse) -> bool:
         """Queue `use` if there is room."""
         raise NotImplementedError
 
+    def _drop(self, events: int) -> None:
+        with self._counts:
+            self.dropped += events
+
     def _counted(self, result: t.ObserveResult) -> None:
-        self.sent += result.recorded
-        self.failed += len(result.rejected)
+        with self._counts:
+            self.sent += result.recorded
+            self.failed += len(result.rejected)
 
     def _give_up(self, error: SoundingError, attempt: int, batch: list[t.ToolUse]) -> bool:
         """Whether a failed call ends the batch (counted as failed) rather than being retried."""
         if error.code.name in RETRIED and attempt < self._max_attempts - 1:
             return False
-        self.failed += len(batch)
+        with self._counts:
+            self.failed += len(batch)
         return True
+
+
+# Put on the queue by close to wake a worker waiting for the next event.
+_WAKE = object()
+# How long close waits for a worker whose call it cancelled to notice and end.
+_CANCEL_GRACE_S = 1.0
 
 
 class ToolUseObserver(_Observer):
@@ -87,9 +105,12 @@ class ToolUseObserver(_Observer):
 
     def __init__(self, client, **options):
         super().__init__(client, **options)
-        self._queue: queue.Queue[t.ToolUse] = queue.Queue(self._queue_size)
+        self._queue: queue.Queue = queue.Queue(self._queue_size)
         self._deadline: float | None = None  # set by close: the worker's last moment
         self._stop = threading.Event()
+        self._call: grpc.Future | None = None  # the Observe in flight, for close to cancel
+        self._cancelling = False  # set by close past its timeout: a call started now is cancelled
+        self._call_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         if client is not None:
             self._worker = threading.Thread(target=self._work, name="sounding-tool-observer", daemon=True)
@@ -103,14 +124,23 @@ class ToolUseObserver(_Observer):
         return True
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop intake, send what is queued within `timeout` seconds, cancel the rest."""
+        """Stop intake, send what is queued within `timeout` seconds, cancel the rest (a call
+        still in flight then is cancelled too); returns with the worker thread ended."""
         self._closed = True
-        if self._worker is None:
+        worker, self._worker = self._worker, None
+        if worker is None:
             return
         self._deadline = time.monotonic() + timeout
         self._stop.set()
-        self._worker.join(timeout + self._call_timeout_s)
-        self._worker = None
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_WAKE)
+        worker.join(timeout)
+        if worker.is_alive():
+            with self._call_lock:
+                self._cancelling = True
+                if self._call is not None:
+                    self._call.cancel()
+            worker.join(_CANCEL_GRACE_S)
 
     def _remaining(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
@@ -124,39 +154,53 @@ class ToolUseObserver(_Observer):
                 break
         while True:  # past the deadline: what is left is cancelled
             try:
-                self._queue.get_nowait()
+                item = self._queue.get_nowait()
             except queue.Empty:
                 return
-            self.dropped += 1
+            if item is not _WAKE:
+                self._drop(1)
 
     def _take(self) -> list[t.ToolUse]:
         """The next batch: the first event waited for (up to the flush interval), then whatever
         is already queued."""
-        try:
-            batch = [self._queue.get(timeout=0.05 if self._stop.is_set() else self._flush_interval_s)]
-        except queue.Empty:
-            return []
+        batch: list[t.ToolUse] = []
+        wait = self._flush_interval_s
         while len(batch) < self._batch_size:
             try:
-                batch.append(self._queue.get_nowait())
+                item = self._queue.get(timeout=wait) if wait else self._queue.get_nowait()
             except queue.Empty:
                 break
+            wait = 0
+            if item is not _WAKE:
+                batch.append(item)
         return batch
 
     def _send(self, batch: list[t.ToolUse]) -> None:
+        requests = [_convert.observe_request(use) for use in batch]
         for attempt in range(self._max_attempts):
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:
-                self.dropped += len(batch)
+                self._drop(len(batch))
                 return
             timeout = self._call_timeout_s if remaining is None else min(self._call_timeout_s, remaining)
+            call = self._client.observe_future(iter(requests), timeout)
+            with self._call_lock:
+                self._call = call
+                if self._cancelling:
+                    call.cancel()
             try:
-                result = self._client.observe(batch, timeout=timeout)
-            except SoundingError as error:
-                if self._give_up(error, attempt, batch):
+                result = _convert.observe_result(call.result())
+            except grpc.FutureCancelledError:
+                self._drop(len(batch))
+                return
+            except grpc.RpcError as error:
+                if self._give_up(_convert.error(error), attempt, batch):
                     return
                 self._stop.wait(self._backoff_s * 2**attempt)
                 continue
+            finally:
+                with self._call_lock:
+                    self._call = None
             self._counted(result)
             return
 
@@ -190,7 +234,7 @@ class AsyncToolUseObserver(_Observer):
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await worker
-        self.dropped += self._queue.qsize()
+        self._drop(self._queue.qsize())
         while not self._queue.empty():
             self._queue.get_nowait()
 
@@ -208,7 +252,7 @@ class AsyncToolUseObserver(_Observer):
                 sent = True
             finally:
                 if not sent:  # cancelled by close: the batch is cancelled with the rest
-                    self.dropped += len(batch)
+                    self._drop(len(batch))
                 for _ in batch:
                     self._queue.task_done()
 

@@ -399,6 +399,8 @@ class ToolMetrics:
     dropped_since_start: int
     refreshes_since_start: int
     mean_refresh_seconds: float
+    # Processed events flagged as mis-routes, as a share of those processed.
+    flagged_share: float = 0.0
 
 
 @dataclass(frozen=True)

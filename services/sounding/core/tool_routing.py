@@ -42,20 +42,17 @@ def fold(description: ArrayLike, exemplars: ArrayLike, description_weight: float
 @dataclass(frozen=True)
 class Route:
     """The ranker's answer for a request: the best `top_k` tools with cosine scores (best
-    first), the top-1 and its margin over the second (over 0 when it is the only candidate);
-    `ok` is false when there was nothing to rank."""
+    first), the top-1 and its margin over the second best of all the tools ranked (however few
+    were asked for; the top score when it is the only one); `ok` is false when there was nothing
+    to rank."""
 
     candidates: tuple[tuple[str, float], ...]
     ok: bool
+    margin: float = 0.0
 
     @property
     def top1(self) -> str:
         return self.candidates[0][0] if self.candidates else ""
-
-    @property
-    def margin(self) -> float:
-        scores = [score for _, score in self.candidates[:2]] + [0.0, 0.0]
-        return scores[0] - scores[1] if self.candidates else 0.0
 
 
 NO_ROUTE = Route((), ok=False)
@@ -99,8 +96,9 @@ class CentroidBank:
             return NO_ROUTE
         q = _unit(np.asarray(query, dtype=np.float32))
         scores = self._matrix[rows] @ q
-        best = np.argsort(-scores, kind="stable")[:top_k]
-        return Route(tuple((self.names[rows[i]], float(scores[i])) for i in best), ok=True)
+        order = np.argsort(-scores, kind="stable")
+        margin = float(scores[order[0]] - (scores[order[1]] if len(order) > 1 else 0.0))
+        return Route(tuple((self.names[rows[i]], float(scores[i])) for i in order[:top_k]), True, margin)
 
 
 class FlagReason(StrEnum):
@@ -173,6 +171,7 @@ _WRAPPING = re.compile(r"^[\s`'\"*]+|[\s`'\".*]+$")
 
 def parse_teacher(text: str, candidates: Collection[str]) -> str | None:
     """The candidate the teacher named, or None for a decline or anything else: its answer,
-    stripped of quotes, backticks and a final period, must be one candidate's exact name."""
+    stripped of quotes, backticks and a final period, must be one candidate's exact name (the
+    decline word is a decline even if a tool bears that name)."""
     answer = _WRAPPING.sub("", text)
-    return answer if answer in candidates else None
+    return answer if answer in candidates and answer != DECLINE else None

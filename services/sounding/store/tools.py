@@ -4,7 +4,7 @@ toolset's version only grows), tool-use events as Observe received them, the lab
 event got, and the confirmed (request -> tool) exemplars.
 
 Registry changes and events are durable when their call returns; labels and exemplars are written
-by the learner in batches.
+by the learner in batches (an event without a label is one the learner has still to process).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 
 import lancedb
@@ -235,14 +235,20 @@ class ToolStore:
         table = await self._tables[EVENTS_TABLE].query().select(["sequence"]).to_arrow()
         return max(table.column("sequence").to_pylist(), default=-1)
 
-    async def last_labelled_sequence(self) -> int:
-        table = await self._tables[LABELS_TABLE].query().select(["sequence"]).to_arrow()
-        return max(table.column("sequence").to_pylist(), default=-1)
-
-    async def events_after(self, sequence: int, limit: int) -> list[ToolUseRecord]:
-        """The first `limit` events after `sequence`, in sequence order."""
+    async def unlabelled_events(self, limit: int, skip: Collection[int] = ()) -> list[ToolUseRecord]:
+        """The first `limit` recorded events (in sequence order) that have no label yet, leaving
+        out the sequences in `skip` (events the learner holds already)."""
+        labelled = await self._tables[LABELS_TABLE].query().select(["sequence"]).to_arrow()
+        recorded = await self._tables[EVENTS_TABLE].query().select(["sequence"]).to_arrow()
+        waiting = np.setdiff1d(
+            recorded.column("sequence").to_numpy(),
+            np.concatenate([labelled.column("sequence").to_numpy(), np.fromiter(skip, np.int64)]),
+        )[:limit]
+        if len(waiting) == 0:
+            return []
+        numbers = ", ".join(str(int(s)) for s in waiting)
         table = (
-            await self._tables[EVENTS_TABLE].query().where(f"sequence > {int(sequence)}").to_arrow()
+            await self._tables[EVENTS_TABLE].query().where(f"sequence IN ({numbers})").to_arrow()
         ).sort_by("sequence")
         return [
             ToolUseRecord(
@@ -253,14 +259,15 @@ class ToolStore:
                 offered_tools=tuple(r["offered_tools"] or ()),
                 success=r["success"],
             )
-            for r in table.slice(0, limit).to_pylist()
+            for r in table.to_pylist()
         ]
 
     async def append_learned(
         self, labels: Sequence[LabelRecord], exemplars: Sequence[ExemplarRecord]
     ) -> None:
-        """A processed batch's labels and exemplars (exemplars first: a label marks its event as
-        processed, so a crash between the two commits processes the event again)."""
+        """A processed batch's labels and exemplars, durable when this returns (exemplars first: a
+        label marks its event as processed, so a crash between the two commits processes the
+        event again)."""
         now = _now_us()
         if exemplars:
             rows = [
@@ -276,6 +283,7 @@ class ToolStore:
             rows = [{**asdict(label), "create_time_us": now} for label in labels]
             await self._tables[LABELS_TABLE].add(pa.Table.from_pylist(rows, LABELS_SCHEMA))
         await self._compact_now_and_then()
+        await self._durability.sync()
 
     async def latest_exemplars(self, per_tool: int) -> dict[tuple[str, str], list[tuple[int, np.ndarray]]]:
         """Per (toolset, tool), its latest `per_tool` exemplars as (sequence, embedding), oldest

@@ -1,23 +1,27 @@
 """The learning loop of tool routing (spec tool-selection-learning), off every call's path.
 
 Observe records a batch of tool-use events durably and hands them to a bounded queue, returning at
-once; a full queue drops an event (counted, and it stays recorded). One worker takes the queued
-events in batches: it embeds their requests, ranks each (the ranker's top-1 and margin), detects
-mis-routes (a fallback tool used, or the used tool not the top-1), labels each flagged request
-with the two-tier oracle (the ranker when its margin is at least the floor, the teacher below it,
-or optionally the agent's own successful use), saves the confirmed (request -> tool) exemplars and
-refolds the centroids of the tools they touch, once per batch.
+once. One worker takes the queued events in batches: it embeds their requests, ranks each (the
+ranker's top-1 and margin), detects mis-routes (a fallback tool used, or the used tool not the
+top-1), labels each flagged request with the two-tier oracle (the ranker when its margin is at
+least the floor, optionally the agent's own successful use, the teacher below the floor), saves
+the confirmed (request -> tool) exemplars and refolds the centroids of the tools they touch, once
+per batch. Requests for the teacher go to a lane of their own (bounded; a full lane drops the
+request as a failed teacher would), so a slow teacher never holds the batches up.
 
-Every processed event gets a label row (unflagged ones the used tool, agreed by the ranker), so a
-start resumes after the last labelled event: events recorded but not processed before a crash
-are processed then (as many as the queue holds).
+Every processed event gets a label row (an unflagged one its used tool, agreed by the ranker), so
+an event without one is still to be processed: a full queue leaves an event out (counted), and
+the worker takes such events from the store once its queue is empty; a start does the same for
+what a crash or a stop left unprocessed. No acknowledged event is lost to a full queue, and the
+queue's memory stays bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,11 +46,13 @@ log = logging.getLogger(__name__)
 EMBED_ATTEMPTS = 3
 TEACHERS_AT_ONCE = 4
 DEFAULT_WINDOW = 100
+# At most this many unprocessed events are read back from the store at a time.
+BACKFILL_BATCH = 1024
 
 _meter = telemetry.meter()
 _events = _meter.create_counter("sounding.tools.events", description="tool-use events recorded")
 _dropped = _meter.create_counter(
-    "sounding.tools.dropped", description="tool-use events the full queue dropped"
+    "sounding.tools.dropped", description="tool-use events the full queue left to the store"
 )
 _flagged = _meter.create_counter(
     "sounding.tools.flagged", description="processed events flagged as mis-routes"
@@ -58,6 +64,14 @@ _routes = _meter.create_counter(
 _refold = _meter.create_histogram(
     "sounding.tools.refold.duration", unit="s", description="refolding centroids after a batch"
 )
+
+
+@dataclass(frozen=True)
+class _TeacherRequest:
+    record: ToolUseRecord
+    route: Route
+    flag: str
+    vector: np.ndarray
 
 
 class ToolLearner:
@@ -77,31 +91,40 @@ class ToolLearner:
         self._settings = settings
         self._limits = limits
         self._queue: asyncio.Queue[ToolUseRecord] = asyncio.Queue(limits.learner_queue)
+        # Bounded by `limits.teacher_queue` through `_with_teacher`: the events asked or waiting.
+        self._teacher_lane: asyncio.Queue[_TeacherRequest] = asyncio.Queue()
+        self._with_teacher = 0
+        # Sequences of the events the learner holds (being written, queued, in a batch or with
+        # the teacher): the store's unlabelled events less these are the ones left out.
+        self._held: set[int] = set()
+        self._behind = True  # unlabelled events may be in the store that nothing holds
         self._next_sequence = 0
-        self._worker: asyncio.Task | None = None
-        self._teachers = asyncio.Semaphore(TEACHERS_AT_ONCE)
+        self._tasks: list[asyncio.Task] = []
         self.dropped = 0
 
     async def start(self) -> None:
-        """Resume after the last processed event, then start the worker."""
+        """Start the worker (which first takes up what the store holds unprocessed) and the
+        teacher's lane."""
         self._next_sequence = await self._store.last_sequence() + 1
-        pending = await self._store.events_after(
-            await self._store.last_labelled_sequence(), self._limits.learner_queue
-        )
-        for record in pending:
-            self._enqueue(record)
-        self._worker = asyncio.create_task(self._work(), name="tool-learner")
+        self._tasks = [asyncio.create_task(self._work(), name="tool-learner")] + [
+            asyncio.create_task(self._teach(), name=f"tool-teacher-{i}") for i in range(TEACHERS_AT_ONCE)
+        ]
 
     async def close(self) -> None:
-        """Stop the worker; events still queued are processed after the next start."""
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
-            self._worker = None
+        """Stop the worker and the teacher's lane; what they held is processed after the next start."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
 
     async def idle(self) -> None:
-        """Wait until every queued event has been processed (tests and evaluations)."""
-        await self._queue.join()
+        """Wait until every event recorded so far has been processed (tests and evaluations)."""
+        while True:
+            await self._queue.join()
+            await self._teacher_lane.join()
+            if not self._behind and self._queue.empty():
+                return
+            await asyncio.sleep(0.01)
 
     def _reject(self, index: int, use: ToolUse) -> RejectedUse | None:
         limits = self._limits
@@ -144,7 +167,13 @@ class ToolLearner:
             )
             self._next_sequence += 1
         if records:
-            await self._store.append_events(records)
+            sequences = {r.sequence for r in records}
+            self._held |= sequences
+            try:
+                await self._store.append_events(records)
+            except BaseException:
+                self._held -= sequences
+                raise
             _events.add(len(records))
             for record in records:
                 self._enqueue(record)
@@ -154,11 +183,29 @@ class ToolLearner:
         try:
             self._queue.put_nowait(record)
         except asyncio.QueueFull:
+            self._held.discard(record.sequence)
+            self._behind = True
             self.dropped += 1
             _dropped.add(1)
 
+    async def _backfill(self) -> None:
+        """Queue what the store holds unprocessed (the queue is empty and the worker waiting)."""
+        limit = min(self._limits.learner_queue, BACKFILL_BATCH)
+        records = await self._store.unlabelled_events(limit, self._held)
+        self._behind = len(records) == limit
+        for record in records:
+            self._held.add(record.sequence)
+            self._queue.put_nowait(record)
+
     async def _work(self) -> None:
         while True:
+            if self._behind and self._queue.empty():
+                try:
+                    await self._backfill()
+                except Exception:
+                    log.exception("the tool learner could not read unprocessed events back; retrying")
+                    await asyncio.sleep(1.0)
+                    continue
             batch = [await self._queue.get()]
             while len(batch) < self._settings.batch_size and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
@@ -166,8 +213,10 @@ class ToolLearner:
                 await self._process(batch)
             except Exception:
                 log.exception(
-                    "the tool learner could not process %d events; they are left unlabelled", len(batch)
+                    "the tool learner could not process %d events; they are taken up again later",
+                    len(batch),
                 )
+                await asyncio.sleep(1.0)
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -183,18 +232,53 @@ class ToolLearner:
         raise AssertionError("unreachable")
 
     async def _process(self, batch: list[ToolUseRecord]) -> None:
+        """Label the batch (its teacher-tier events go to the teacher's lane); on a failure, the
+        events not handed to the teacher are released, for the store to give back later."""
+        with_teacher: set[int] = set()
+        try:
+            await self._label(batch, with_teacher)
+        except BaseException:
+            self._held -= {r.sequence for r in batch} - with_teacher
+            self._behind = True
+            raise
+
+    async def _label(self, batch: list[ToolUseRecord], with_teacher: set[int]) -> None:
         vectors = await self._embed([r.request for r in batch])
         settings = self._settings
         fallbacks = set(settings.fallback_tools)
-        routes = [
-            self._registry.rank(r.toolset, v, settings.teacher_candidates, r.offered_tools)
-            for r, v in zip(batch, vectors, strict=True)
-        ]
-        labels = await asyncio.gather(
-            *(self._label(r, route, fallbacks) for r, route in zip(batch, routes, strict=True))
-        )
+        labelled: list[tuple[ToolUseRecord, np.ndarray, Route, str, str, str]] = []
+        for record, vector in zip(batch, vectors, strict=True):
+            route = self._registry.rank(
+                record.toolset, vector, settings.teacher_candidates, record.offered_tools
+            )
+            flag = detect(record.used_tool, route, fallbacks)
+            if flag == FlagReason.NONE:
+                labelled.append((record, vector, route, flag, "", record.used_tool if route.ok else ""))
+                continue
+            tier = tier_for(
+                route,
+                settings.margin_floor,
+                record.used_tool,
+                record.success,
+                self._registry.registered(record.toolset),
+                fallbacks,
+                settings.trust_successful_uses,
+            )
+            if tier == LabelTier.TEACHER and self._teacher is not None:
+                if self._with_teacher < self._limits.teacher_queue:
+                    self._with_teacher += 1
+                    self._teacher_lane.put_nowait(_TeacherRequest(record, route, flag, vector))
+                    with_teacher.add(record.sequence)
+                    continue
+                # The lane is full: dropped, as a failed teacher's event is (label "").
+            label = {LabelTier.TRUSTED: record.used_tool, LabelTier.FREE: route.top1}.get(tier, "")
+            labelled.append((record, vector, route, flag, tier, label))
+        await self._save(labelled)
+
+    async def _save(self, labelled: Sequence[tuple[ToolUseRecord, np.ndarray, Route, str, str, str]]) -> None:
+        """Write the events' labels and the exemplars of the flagged ones, then refold."""
         label_rows, exemplars = [], []
-        for record, vector, route, (flag, tier, label) in zip(batch, vectors, routes, labels, strict=True):
+        for record, vector, route, flag, tier, label in labelled:
             label_rows.append(
                 LabelRecord(
                     sequence=record.sequence,
@@ -225,37 +309,35 @@ class ToolLearner:
                     )
                 )
         await self._store.append_learned(label_rows, exemplars)
+        self._held -= {record.sequence for record, *_ in labelled}
         if exemplars:
             before = self._registry.refresh_seconds
             self._registry.add_exemplars(exemplars)
             _refold.record(self._registry.refresh_seconds - before)
 
-    async def _label(self, record: ToolUseRecord, route: Route, fallbacks: set[str]) -> tuple[str, str, str]:
-        """(flag, tier, label) of one event: an unflagged event's label is its used tool; a
-        flagged one's the oracle's ("" when the teacher declines, fails or is off)."""
-        flag = detect(record.used_tool, route, fallbacks)
-        if flag == FlagReason.NONE:
-            return flag, "", record.used_tool if route.ok else ""
-        registered = self._registry.registered(record.toolset)
-        tier = tier_for(
-            route,
-            self._settings.margin_floor,
-            record.used_tool,
-            record.success,
-            registered,
-            fallbacks,
-            self._settings.trust_successful_uses,
-        )
-        if tier == LabelTier.TRUSTED:
-            return flag, tier, record.used_tool
-        if tier == LabelTier.FREE:
-            return flag, tier, route.top1
-        return flag, tier, await self._ask_teacher(record, route, registered, fallbacks)
+    async def _teach(self) -> None:
+        """One of the teacher lane's workers: label a flagged low-margin event and save it."""
+        while True:
+            asked = await self._teacher_lane.get()
+            try:
+                label = await self._ask_teacher(asked.record, asked.route)
+                await self._save(
+                    [(asked.record, asked.vector, asked.route, asked.flag, LabelTier.TEACHER, label)]
+                )
+            except Exception:
+                log.exception("the tool learner could not save tool-use event %d", asked.record.sequence)
+                self._held.discard(asked.record.sequence)
+                self._behind = True
+            finally:
+                self._with_teacher -= 1
+                self._teacher_lane.task_done()
 
-    async def _ask_teacher(self, record: ToolUseRecord, route: Route, registered, fallbacks: set[str]) -> str:
-        if self._teacher is None:
-            return ""
-        names = [name for name, _ in route.candidates]
+    async def _ask_teacher(self, record: ToolUseRecord, route: Route) -> str:
+        """The teacher's label ("" when it declines, fails or is too slow)."""
+        assert self._teacher is not None
+        registered: Collection[str] = self._registry.registered(record.toolset)
+        fallbacks = set(self._settings.fallback_tools)
+        names = [name for name, _ in route.candidates if name in registered]
         if (
             record.used_tool in registered
             and record.used_tool not in fallbacks
@@ -266,10 +348,9 @@ class ToolLearner:
             return ""
         candidates = [(n, self._registry.description(record.toolset, n)) for n in names]
         try:
-            async with self._teachers:
-                label = await asyncio.wait_for(
-                    self._teacher.label(record.request, candidates), self._settings.teacher_timeout_s
-                )
+            label = await asyncio.wait_for(
+                self._teacher.label(record.request, candidates), self._settings.teacher_timeout_s
+            )
         except Exception as error:
             log.warning("the teacher failed on tool-use event %d: %s", record.sequence, error)
             return ""
@@ -301,6 +382,10 @@ class ToolLearner:
             tool_count=tools,
             events=await self._store.event_count(toolset),
             processed=len(labels),
+            flagged_share=(flags.count(FlagReason.FALLBACK) + flags.count(FlagReason.DISAGREEMENT))
+            / len(labels)
+            if labels
+            else 0.0,
             flagged_fallback=flags.count(FlagReason.FALLBACK),
             flagged_disagreement=flags.count(FlagReason.DISAGREEMENT),
             labels_free=flagged_tiers.count(LabelTier.FREE),

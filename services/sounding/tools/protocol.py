@@ -63,6 +63,8 @@ class ToolMetrics:
     tool_count: int
     events: int
     processed: int
+    # Processed events flagged as mis-routes (either reason), as a share of those processed.
+    flagged_share: float
     flagged_fallback: int
     flagged_disagreement: int
     labels_free: int

@@ -71,16 +71,30 @@ def test_observe_returns_within_100_microseconds_p99_with_the_server_stopped():
     assert observer_threads() == []
 
 
+def wait_for_calls(recorder: Recorder, calls: int) -> None:
+    deadline = time.monotonic() + 5
+    while recorder.calls < calls:
+        assert time.monotonic() < deadline, "the observer's worker never called Observe"
+        time.sleep(0.001)
+
+
 def test_a_full_queue_drops_and_counts():
-    with Client(unserved_address(), timeout=1) as client:
-        observer = ToolUseObserver(client, queue_size=10, flush_interval_s=60)
-        # The worker may take a first batch off the queue; the queue still fills.
-        for i in range(100):
-            observer.observe("tools", f"request {i}", "shell")
-        dropped_while_open = observer.dropped
-        observer.close(timeout=0.1)
-    assert 100 - 10 - 64 <= dropped_while_open <= 90
-    assert observer.sent == 0
+    recorder = Recorder(delay_s=3.0)
+    server, address = serve(recorder)
+    try:
+        with Client(address, timeout=30) as client:
+            observer = ToolUseObserver(client, queue_size=10, batch_size=1, call_timeout_s=30)
+            observer.observe("tools", "request 0", "shell")
+            wait_for_calls(recorder, 1)  # the worker holds one event, in its call
+            for i in range(1, 100):
+                observer.observe("tools", f"request {i}", "shell")
+            dropped_while_open = observer.dropped
+            observer.close(timeout=0.1)
+    finally:
+        server.stop(None)
+    assert dropped_while_open == 100 - 1 - 10
+    assert (observer.sent, observer.dropped) == (0, 100)
+    assert observer_threads() == []
 
 
 def test_close_flushes_what_is_queued_and_leaves_no_thread():
@@ -110,6 +124,7 @@ def test_close_cancels_what_it_cannot_send_within_its_timeout():
             observer = ToolUseObserver(client, batch_size=10, flush_interval_s=0.01, call_timeout_s=30)
             for i in range(50):
                 observer.observe("tools", f"request {i}", "search")
+            wait_for_calls(recorder, 1)  # a call in flight, which close must cancel
             started = time.perf_counter()
             observer.close(timeout=0.5)
             took = time.perf_counter() - started

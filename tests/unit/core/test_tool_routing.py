@@ -70,7 +70,7 @@ def test_exemplars_move_a_tools_rank():
     assert learned.rank(request, 1).top1 == "weather"
 
 
-ROUTE = Route((("weather", 0.8), ("search", 0.5)), ok=True)
+ROUTE = Route((("weather", 0.8), ("search", 0.5)), ok=True, margin=0.3)
 
 
 @pytest.mark.parametrize(
@@ -93,12 +93,20 @@ REGISTERED = {"weather", "search"}
 
 @pytest.mark.parametrize(
     "margin, expected",
-    [(0.31, LabelTier.FREE), (0.3, LabelTier.FREE), (0.29, LabelTier.TEACHER)],
+    # Binary fractions: "at the floor" is exactly equal, so a `>` in place of `>=` fails.
+    [(0.375, LabelTier.FREE), (0.25, LabelTier.FREE), (0.125, LabelTier.TEACHER)],
 )
 def test_the_oracle_labels_free_at_or_above_the_margin_floor_and_escalates_below(margin, expected):
-    route = Route((("weather", 0.8), ("search", 0.8 - margin)), ok=True)
-    assert route.margin == pytest.approx(margin)
-    assert tier_for(route, 0.3 - 1e-12, "search", None, REGISTERED, {"shell"}, False) == expected
+    route = Route((("weather", 0.75), ("search", 0.75 - margin)), ok=True, margin=margin)
+    assert tier_for(route, 0.25, "search", None, REGISTERED, {"shell"}, False) == expected
+
+
+def test_the_margin_is_over_the_second_best_tool_however_few_are_asked_for():
+    bank = CentroidBank(["a", "b", "c"], [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    query = [0.8, 0.6]
+    assert bank.rank(query, 1).margin == bank.rank(query, 3).margin == pytest.approx(0.2)
+    assert bank.rank(query, 1).candidates == (("a", pytest.approx(0.8)),)
+    assert CentroidBank(["a"], [[1.0, 0.0]]).rank(query, 5).margin == pytest.approx(0.8)
 
 
 def test_a_ranker_that_cannot_rank_escalates():
@@ -117,7 +125,7 @@ def test_a_ranker_that_cannot_rank_escalates():
     ],
 )
 def test_trusting_successful_uses_of_registered_tools(used, success, trust, expected):
-    low = Route((("weather", 0.5), ("search", 0.49)), ok=True)
+    low = Route((("weather", 0.5), ("search", 0.49)), ok=True, margin=0.01)
     assert tier_for(low, 0.1, used, success, REGISTERED, {"shell"}, trust) == expected
 
 
@@ -142,3 +150,7 @@ def test_the_teacher_is_asked_for_a_name_among_the_candidates():
 )
 def test_the_teachers_answer_is_parsed_strictly(text, expected):
     assert parse_teacher(text, {"weather", "search"}) == expected
+
+
+def test_the_decline_word_is_a_decline_even_when_a_tool_bears_it():
+    assert parse_teacher("none", {"none", "search"}) is None

@@ -53,12 +53,13 @@ TOOLS = [
 ]
 
 
-async def open_learner(path, teacher=None, **settings):
+async def open_learner(path, teacher=None, limits=None, **settings):
     store = await ToolStore.open(StoreLocation(str(path)))
     defaults = {"margin_floor": 0.05, "description_weight": 1.0, "trust_successful_uses": False}
     config = ToolSettings(**{**defaults, **settings})
-    registry = await ToolRegistry.restore(store, Words(), config, ToolLimits())
-    learner = ToolLearner(store, registry, Words(), teacher, config, ToolLimits())
+    limits = limits or ToolLimits()
+    registry = await ToolRegistry.restore(store, Words(), config, limits)
+    learner = ToolLearner(store, registry, Words(), teacher, config, limits)
     await learner.start()
     return store, registry, learner
 
@@ -219,27 +220,116 @@ def test_events_for_unknown_toolsets_or_over_limits_are_rejected_by_position(tmp
     ]
 
 
-def test_a_full_queue_drops_and_a_restart_processes_what_was_recorded(tmp_path):
+class Gate:
+    """An embedder that holds every call until the test opens it."""
+
+    def __init__(self):
+        self.open = asyncio.Event()
+        self.calls = 0
+
+    async def embed(self, texts, timeout=None):
+        self.calls += 1
+        await self.open.wait()
+        return await Words().embed(texts)
+
+
+def test_a_full_queue_leaves_events_to_the_store_and_the_learner_catches_up(tmp_path):
     async def run():
         store = await ToolStore.open(StoreLocation(str(tmp_path)))
-        config = ToolSettings(margin_floor=0.0)
+        config = ToolSettings(margin_floor=0.0, batch_size=1)
         limits = ToolLimits(learner_queue=2)
         registry = await ToolRegistry.restore(store, Words(), config, limits)
         await registry.put("ts", TOOLS)
-        learner = ToolLearner(store, registry, Words(), None, config, limits)  # not started: nothing drains
-        uses = [ToolUse(toolset="ts", request=f"forecast rain {i}", used_tool="shell") for i in range(5)]
-        recorded, _ = await learner.observe(list(enumerate(uses)))
+        gate = Gate()
+        learner = ToolLearner(store, registry, gate, None, config, limits)
+        await learner.start()
+        uses = [ToolUse(toolset="ts", request=f"forecast rain {i}", used_tool="shell") for i in range(8)]
+        recorded, _ = await learner.observe(list(enumerate(uses[:1])))
+        while gate.calls == 0:  # the worker holds the first event, in its embedding call
+            await asyncio.sleep(0.001)
+        more, _ = await learner.observe([(i, u) for i, u in enumerate(uses[1:], 1)])
         dropped = learner.dropped
-        # A restart (the queue's two events were never processed) resumes after the last label.
+        gate.open.set()
+        await learner.idle()
+        metrics = await learner.metrics("ts", 10)
+        await learner.close()
+        return recorded + more, dropped, metrics
+
+    recorded, dropped, metrics = asyncio.run(run())
+    assert recorded == 8 and dropped == 8 - 1 - 2
+    assert metrics.events == 8 and metrics.processed == 8 and metrics.labels_free == 8
+    assert metrics.dropped_since_start == 5 and metrics.exemplars == {"get_weather": 8}
+
+
+def test_a_start_processes_every_event_left_unlabelled_however_far_back(tmp_path):
+    async def run():
+        store, registry, learner = await open_learner(tmp_path, margin_floor=0.0)
+        await registry.put("ts", TOOLS)
+        uses = [ToolUse(toolset="ts", request=f"forecast rain {i}", used_tool="shell") for i in range(3)]
+        await learner.observe(list(enumerate(uses)))
+        await learner.idle()
+        await learner.close()
+        # Recorded by an orchestrator that died before processing them: the events 3 and 5
+        # (event 4 was processed, so the last label is after them).
+        stopped = ToolLearner(store, registry, Words(), None, ToolSettings(margin_floor=0.0), ToolLimits())
+        stopped._next_sequence = 3
+        stopped._tasks = []
+        late = [ToolUse(toolset="ts", request=f"airline ticket {i}", used_tool="shell") for i in range(3)]
+        await stopped.observe(list(enumerate(late)))
+        [labelled] = [r for r in await store.unlabelled_events(10) if r.sequence == 4]
+        await stopped._process([labelled])
+        waiting = [r.sequence for r in await store.unlabelled_events(10)]
         _, _, again = await open_learner(tmp_path, margin_floor=0.0)
         await again.idle()
         metrics = await again.metrics("ts", 10)
         await again.close()
-        return recorded, dropped, metrics
+        return waiting, metrics
 
-    recorded, dropped, metrics = asyncio.run(run())
-    assert recorded == 5 and dropped == 3
-    assert metrics.events == 5 and metrics.processed == 5 and metrics.labels_free == 5
+    waiting, metrics = asyncio.run(run())
+    assert waiting == [3, 5]
+    assert metrics.events == 6 and metrics.processed == 6 and metrics.labels_free == 6
+    assert metrics.exemplars == {"get_weather": 3, "book_flight": 3}
+
+
+class SlowTeacher:
+    """Answers `send_email` once the test lets it."""
+
+    def __init__(self):
+        self.go = asyncio.Event()
+        self.asked = 0
+
+    async def label(self, request, candidates):
+        self.asked += 1
+        await self.go.wait()
+        return "send_email"
+
+
+def test_a_slow_teacher_holds_nothing_up_and_its_full_lane_drops(tmp_path):
+    async def run():
+        teacher = SlowTeacher()
+        store, registry, learner = await open_learner(
+            tmp_path, teacher, ToolLimits(teacher_queue=5), margin_floor=2.0
+        )
+        await registry.put("ts", TOOLS)
+        asking = [ToolUse(toolset="ts", request=f"tell my boss {i}", used_tool="shell") for i in range(6)]
+        agreeing = ToolUse(toolset="ts", request="forecast rain", used_tool="get_weather")
+        await learner.observe(list(enumerate(asking)))
+        await learner.observe([(0, agreeing)])
+        while (await learner.metrics("ts", 10)).processed < 2:  # the agreeing use and the overflow
+            await asyncio.sleep(0.01)
+        waiting = await learner.metrics("ts", 10)
+        teacher.go.set()
+        await learner.idle()
+        done = await learner.metrics("ts", 10)
+        await learner.close()
+        return teacher, waiting, done
+
+    teacher, waiting, done = asyncio.run(run())
+    # Four asked, one waiting, one over the lane's limit; the agreeing use went through.
+    assert (waiting.processed, waiting.teacher_dropped, waiting.labels_teacher) == (2, 1, 0)
+    assert teacher.asked == 5
+    assert (done.processed, done.labels_teacher, done.teacher_dropped) == (7, 5, 1)
+    assert done.exemplars == {"send_email": 5} and done.flagged_share == 6 / 7
 
 
 def test_deleting_tools_can_forget_what_they_learned(tmp_path):

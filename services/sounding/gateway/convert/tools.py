@@ -41,6 +41,7 @@ def metrics_response(m: ToolMetrics) -> tools_pb2.GetToolMetricsResponse:
         tool_count=m.tool_count,
         events=m.events,
         processed=m.processed,
+        flagged_share=m.flagged_share,
         flagged_fallback=m.flagged_fallback,
         flagged_disagreement=m.flagged_disagreement,
         labels_free=m.labels_free,
