@@ -91,20 +91,34 @@ def expected_information_gain(
     probability ε/(K − 1). The unknown answers with `unknown_outcome_probabilities` (uniform over
     the results by default).
     """
-    p = np.asarray(probabilities, dtype=float)
     outcomes = np.asarray(outcomes, dtype=int)
     results = max(int(outcomes.max(initial=0)) + 1, 1)
     if unknown_outcome_probabilities is not None:
         results = max(results, len(unknown_outcome_probabilities))
-    likelihood = likelihood_matrix(outcomes, results, noise)  # (results, hypotheses)
-    unknown_likelihood = (
-        np.full(results, 1.0 / results)
-        if unknown_outcome_probabilities is None
-        else np.asarray(unknown_outcome_probabilities, dtype=float)
+    return information_gain(
+        probabilities,
+        likelihood_matrix(outcomes, results, noise),
+        unknown_mass,
+        None if unknown_outcome_probabilities is None else np.asarray(unknown_outcome_probabilities, float),
     )
+
+
+def information_gain(
+    probabilities: np.ndarray,
+    likelihood: np.ndarray,
+    unknown_mass: float = 0.0,
+    unknown_likelihood: np.ndarray | None = None,
+) -> InformationGain:
+    """EIG = H(A) − Σ_r P(r)·H(A | r) for a question whose results have the probabilities
+    `likelihood[r, h]` = P(r | h) (columns sum to 1); the unknown answers with
+    `unknown_likelihood` (uniform over the results by default)."""
+    p = np.asarray(probabilities, dtype=float)
+    likelihood = np.asarray(likelihood, dtype=float)
+    results = likelihood.shape[0]
+    unknown = np.full(results, 1.0 / results) if unknown_likelihood is None else unknown_likelihood
     before = entropy_bits(p, unknown_mass)
     joint = likelihood * p[None, :]
-    joint_unknown = unknown_likelihood * unknown_mass
+    joint_unknown = unknown * unknown_mass
     evidence = joint.sum(axis=1) + joint_unknown
     scenarios = []
     expected_after = 0.0

@@ -1,0 +1,75 @@
+"""The claim-verification evidence model, with likelihoods computed by hand."""
+
+import numpy as np
+import pytest
+from sounding.core.claim_evidence import (
+    DEFAULT_SENSOR,
+    NOT_ENOUGH_INFO,
+    NOTHING,
+    SUPPORT,
+    SensorModel,
+    hard_outcome,
+    likelihood,
+    predicted_outcomes,
+    soft_outcome,
+)
+from sounding.core.information import bayes_update, information_gain
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_soft_outcome_is_a_noisy_or_over_the_new_sentences():
+    # a = 1 - (1 - 0.9·0.5)(1 - 0.2·1.0) = 1 - 0.55·0.8 = 0.56; b = 1 - (1 - 0.5·1.0) = 0.5
+    v = soft_outcome(entailment=[0.9, 0.2], contradiction=[0.0, 0.5], relevance=[0.5, 1.0])
+    assert v == pytest.approx([0.56 * 0.5, 0.5 * 0.44, 0.44 * 0.5 + 0.56 * 0.5])
+    assert v.sum() == pytest.approx(1.0)
+    assert soft_outcome([], [], []) == pytest.approx([0.0, 0.0, 1.0])
+
+
+def test_the_likelihood_mixes_the_sensor_columns_by_the_soft_outcome():
+    table = np.array([[0.6, 0.1, 0.1], [0.1, 0.5, 0.1], [0.3, 0.4, 0.8]])
+    v = np.array([0.5, 0.0, 0.5])
+    # L(SUPPORT) = 0.5·0.6 + 0.5·0.3 = 0.45; L(CONTRADICT) = 0.05 + 0.2 = 0.25; L(NEI) = 0.05 + 0.4
+    assert likelihood(v, table) == pytest.approx([0.45, 0.25, 0.45])
+    posterior = bayes_update(np.full(3, 1 / 3), 0.0, likelihood(v, table), 0.0).probabilities
+    assert posterior == pytest.approx([0.45 / 1.15, 0.25 / 1.15, 0.45 / 1.15])
+
+
+def test_a_query_that_finds_nothing_moves_belief_to_not_enough_info():
+    v = soft_outcome([0.01], [0.01], [1.0])
+    posterior = bayes_update(np.full(3, 1 / 3), 0.0, likelihood(v, DEFAULT_SENSOR), 0.0).probabilities
+    assert int(np.argmax(posterior)) == NOT_ENOUGH_INFO
+
+
+def test_found_evidence_explains_the_silence_after_it():
+    sensor = SensorModel(np.array([[0.6, 0.1, 0.1], [0.1, 0.5, 0.1], [0.3, 0.4, 0.8]]))
+    table = sensor.given_found(found_entailing=1.0, found_contradicting=0.0)
+    # Entailing evidence found for certain: SUPPORT's column is NOT_ENOUGH_INFO's, so silence
+    # no longer tells them apart.
+    assert table[:, SUPPORT] == pytest.approx([0.1, 0.1, 0.8])
+    silence = likelihood([0, 0, 1], table)
+    assert silence[SUPPORT] == silence[NOT_ENOUGH_INFO]
+    half = sensor.given_found(0.5, 0.0)
+    assert half[:, SUPPORT] == pytest.approx([0.35, 0.1, 0.55])
+
+
+def test_the_sensor_fit_normalises_smoothed_counts_per_verdict():
+    sensor = SensorModel.fit([[8, 1, 0], [0, 6, 1], [2, 3, 9]], smoothing=1.0)
+    assert sensor.table[:, SUPPORT] == pytest.approx([9 / 13, 1 / 13, 3 / 13])
+    assert sensor.table.sum(axis=0) == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_a_candidate_that_reaches_more_new_text_gains_more():
+    belief = np.array([0.4, 0.2, 0.4])
+    gains = [
+        information_gain(belief, predicted_outcomes(r, DEFAULT_SENSOR)).expected_gain for r in (0, 0.3, 0.9)
+    ]
+    assert gains[0] == pytest.approx(0.0)  # it can only find nothing: redundant
+    assert 0 < gains[1] < gains[2]
+    table = predicted_outcomes(0.25, DEFAULT_SENSOR)
+    assert table.sum(axis=0) == pytest.approx([1.0, 1.0, 1.0])
+    assert table[NOTHING, SUPPORT] == pytest.approx(0.75 + 0.25 * DEFAULT_SENSOR[NOTHING, SUPPORT])
+
+
+def test_hard_outcome_is_the_most_probable():
+    assert hard_outcome([0.2, 0.7, 0.1]) == 1
