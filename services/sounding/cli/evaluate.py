@@ -172,9 +172,16 @@ def eval_nli(
     if not path.exists():
         console.print(f"[red]no NLI model at {path}[/red]; run `sounding models train-nli` first")
         raise typer.Exit(1)
-    pairs = nli.read_pairs(data)
-    with console.status(f"classifying {len(pairs)} pairs"):
-        result = {"data": str(data), "model": str(path), **nli.evaluate(nli.NliModel(path), pairs)}
+    read = nli.read_pairs(data)
+    if read.skipped:
+        console.print(f"left out {sum(read.skipped.values())} rows: {read.skipped}")
+    with console.status(f"classifying {len(read.pairs)} pairs"):
+        result = {
+            "data": str(data),
+            "model": str(path),
+            "skipped_rows": read.skipped,
+            **nli.evaluate(nli.NliModel(path), read.pairs),
+        }
     console.print_json(json.dumps(result))
     if out:
         write_result(result, out, settings)

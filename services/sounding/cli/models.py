@@ -33,7 +33,14 @@ def train_nli(
     from sounding.models import nli
 
     settings = Settings()
-    pairs = nli.read_pairs(data)
+    read = nli.read_pairs(data)
+    if read.two_way:
+        raise typer.BadParameter(
+            "a two-way set (entailment / not_entailment) cannot train the 3-way head", param_hint="--data"
+        )
+    if read.skipped:
+        console.print(f"left out {sum(read.skipped.values())} rows: {read.skipped}")
+    pairs = read.pairs
     out = settings.models.cache_dir / nli.TRAINED_DIR
     with progress_bar(console) as progress:
         task = progress.add_task(f"training on {len(pairs)} pairs", total=None)

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ import numpy as np
 from sounding.allocator import release_free_memory
 
 LABELS = ("entailment", "neutral", "contradiction")
+# Two-way sets (SciTail, RTE as distributed) label what does not follow as one class.
+NOT_ENTAILMENT = "not_entailment"
 TRAINED_DIR = "nli-minilm-snli"
 RECIPE_FILE = "training.json"
 BUNDLED_TRAINING_DATA = Path(__file__).parent / "data" / "snli_1.0_dev.csv.gz"
@@ -39,16 +42,36 @@ class Pair:
     label: str
 
 
-def read_pairs(path: Path) -> list[Pair]:
+@dataclass(frozen=True)
+class PairFile:
+    """The labelled pairs of a file and the rows left out, counted by why ("no label", or
+    "label <x>" for a label that is none of ours)."""
+
+    pairs: list[Pair]
+    skipped: dict[str, int]
+
+    @property
+    def two_way(self) -> bool:
+        return any(p.label == NOT_ENTAILMENT for p in self.pairs)
+
+
+def read_pairs(path: Path) -> PairFile:
     """SNLI-style pairs from a CSV (premise, hypothesis, label columns) or JSON-lines file,
-    optionally gzipped; pairs without a gold label are skipped."""
+    optionally gzipped: three-way labels, or a two-way set's entailment / not_entailment."""
     raw = path.read_bytes()
     text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
     if path.name.removesuffix(".gz").endswith(".csv"):
         rows = list(csv.DictReader(io.StringIO(text, newline="")))
     else:
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    return [Pair(r["premise"], r["hypothesis"], r["label"]) for r in rows if r["label"] in LABELS]
+    pairs, skipped = [], Counter()
+    for row in rows:
+        label = str(row.get("label") or "").strip().lower().replace("-", "_")
+        if label in (*LABELS, NOT_ENTAILMENT):
+            pairs.append(Pair(row["premise"], row["hypothesis"], label))
+        else:
+            skipped["no label" if label in ("", "_") else f"label {label[:32]}"] += 1
+    return PairFile(pairs, dict(skipped))
 
 
 @dataclass(frozen=True)
@@ -164,7 +187,7 @@ def ensure_trained(path: Path, max_minutes: float, on_step=None) -> Path:
     """Sounding's own model at `path`, trained now from the bundled SNLI dev split unless a copy
     trained with at least `max_minutes` of budget is already there."""
     if not trained_budget_minutes(path) >= max_minutes:
-        train(read_pairs(BUNDLED_TRAINING_DATA), path, max_minutes=max_minutes, on_step=on_step)
+        train(read_pairs(BUNDLED_TRAINING_DATA).pairs, path, max_minutes=max_minutes, on_step=on_step)
     return path
 
 
@@ -211,16 +234,24 @@ class NliModel:
 
 
 def evaluate(model: NliModel, pairs: Sequence[Pair]) -> dict:
-    """Accuracy and per-class F1 (the argmax label against the gold one)."""
+    """Accuracy and per-class F1 (the argmax label against the gold one). On a two-way set (any
+    gold not_entailment), neutral and contradiction count as not_entailment, in the predictions
+    and in any three-way gold labels."""
     from sklearn.metrics import accuracy_score, f1_score
 
     probabilities = model.predict([(p.premise, p.hypothesis) for p in pairs])
     predicted = [LABELS[i] for i in probabilities.argmax(axis=1)]
     gold = [p.label for p in pairs]
-    f1 = f1_score(gold, predicted, labels=list(LABELS), average=None)  # pyright: ignore[reportArgumentType]  # None: one score per class
+    classes = list(LABELS)
+    if NOT_ENTAILMENT in gold:
+        classes = [LABELS[0], NOT_ENTAILMENT]
+        predicted = [label if label == LABELS[0] else NOT_ENTAILMENT for label in predicted]
+        gold = [label if label == LABELS[0] else NOT_ENTAILMENT for label in gold]
+    f1 = f1_score(gold, predicted, labels=classes, average=None)  # pyright: ignore[reportArgumentType]  # None: one score per class
     return {
         "pairs": len(pairs),
+        "classes": classes,
         "accuracy": round(float(accuracy_score(gold, predicted)), 4),
-        "f1": {label: round(float(v), 4) for label, v in zip(LABELS, np.asarray(f1), strict=True)},
+        "f1": {label: round(float(v), 4) for label, v in zip(classes, np.asarray(f1), strict=True)},
         "macro_f1": round(float(np.mean(f1)), 4),
     }

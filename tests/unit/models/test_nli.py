@@ -17,8 +17,25 @@ def test_pairs_are_read_from_csv_and_jsonl_and_unlabelled_ones_skipped(tmp_path)
         + json.dumps({"premise": "p", "hypothesis": "h", "label": ""})
         + "\n"
     )
-    assert nli.read_pairs(csv_file) == [nli.Pair("A man, walking.", "A person moves.", "entailment")]
-    assert nli.read_pairs(jsonl) == [nli.Pair("p", "h", "contradiction")]
+    read = nli.read_pairs(csv_file)
+    assert read.pairs == [nli.Pair("A man, walking.", "A person moves.", "entailment")]
+    assert read.skipped == {"no label": 1} and not read.two_way
+    read = nli.read_pairs(jsonl)
+    assert read.pairs == [nli.Pair("p", "h", "contradiction")] and read.skipped == {"no label": 1}
+
+
+def test_a_two_way_set_keeps_its_not_entailment_rows_and_counts_what_it_leaves_out(tmp_path):
+    rows = [
+        ("p", "h", "entailment"),
+        ("p", "h", "not_entailment"),
+        ("p", "h", "Not-Entailment"),
+        ("p", "h", "maybe"),
+    ]
+    path = tmp_path / "scitail.jsonl"
+    path.write_text("\n".join(json.dumps({"premise": p, "hypothesis": h, "label": x}) for p, h, x in rows))
+    read = nli.read_pairs(path)
+    assert [p.label for p in read.pairs] == ["entailment", "not_entailment", "not_entailment"]
+    assert read.two_way and read.skipped == {"label maybe": 1}
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +89,36 @@ def test_a_model_without_nli_labels_is_refused(tmp_path, tiny_model):
     AutoTokenizer.from_pretrained(tiny_model).save_pretrained(tmp_path / "sentiment")
     with pytest.raises(ValueError, match="do not name"):
         nli.NliModel(tmp_path / "sentiment")
+
+
+class Scripted:
+    """Answers each pair with the probabilities given for it."""
+
+    def __init__(self, rows):
+        self.rows = np.asarray(rows, float)
+
+    def predict(self, pairs):
+        return self.rows[: len(pairs)]
+
+
+def test_a_two_way_set_is_scored_with_neutral_and_contradiction_as_not_entailment():
+    pairs = [
+        nli.Pair("p", "h", "entailment"),
+        nli.Pair("p", "h", "not_entailment"),
+        nli.Pair("p", "h", "not_entailment"),
+        nli.Pair("p", "h", "contradiction"),  # a three-way gold label in a two-way set
+    ]
+    # predicted: entailment, neutral, entailment, contradiction
+    model = Scripted([[0.8, 0.1, 0.1], [0.2, 0.7, 0.1], [0.6, 0.2, 0.2], [0.1, 0.1, 0.8]])
+    result = nli.evaluate(model, pairs)
+    assert result["classes"] == ["entailment", "not_entailment"]
+    assert result["accuracy"] == 0.75
+    # entailment: precision 1/2, recall 1 -> 2/3; not_entailment: precision 1, recall 2/3 -> 0.8
+    assert result["f1"] == {"entailment": 0.6667, "not_entailment": 0.8}
+
+
+def test_a_three_way_set_is_scored_per_class():
+    pairs = [nli.Pair("p", "h", label) for label in ("entailment", "neutral", "contradiction")]
+    result = nli.evaluate(Scripted(np.eye(3)[[0, 1, 1]]), pairs)
+    assert result["classes"] == list(nli.LABELS) and result["accuracy"] == pytest.approx(0.6667, abs=1e-4)
+    assert result["f1"]["contradiction"] == 0.0
