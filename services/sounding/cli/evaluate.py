@@ -46,6 +46,12 @@ class Regime(StrEnum):
     collapse = "collapse"
 
 
+class LongQueries(StrEnum):
+    fail = "fail"
+    truncate = "truncate"
+    skip = "skip"
+
+
 class InquiryTask(StrEnum):
     bulls_and_cows = "bulls-and-cows"
     hypotheses = "hypotheses"
@@ -83,6 +89,10 @@ def eval_retrieval(
     background_load: float = typer.Option(
         0.0, min=0.0, max=0.95, help="keep one core busy this share of the time while the queries run"
     ),
+    long_queries: LongQueries = typer.Option(
+        LongQueries.fail,
+        help="queries over the service's query limit: stop before ingesting, cut them, or leave them out",
+    ),
 ) -> None:
     """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
     in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates.
@@ -99,11 +109,19 @@ def eval_retrieval(
         console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
         console.print(f"written to {out} and {out.with_suffix('.png')}")
         return
+    from sounding.evaluation.journal import JournalMismatch
     from sounding.evaluation.retrieval import run
 
     settings = Settings()
-    result = run(data, split, address, fresh, settings, console, background_load)
+    journal = out.with_name(out.name + ".journal.jsonl")
+    try:
+        result = run(
+            data, split, address, fresh, settings, console, background_load, long_queries.value, journal
+        )
+    except JournalMismatch as error:
+        raise typer.BadParameter(str(error), param_hint="--out") from None
     write_result(result, out, settings)
+    journal.unlink(missing_ok=True)
     console.print_json(json.dumps(result["systems"]))
     console.print(f"written to {out}")
 
@@ -215,6 +233,7 @@ def eval_arbench(
     from sounding_client import Client
 
     from sounding.evaluation import arbench
+    from sounding.evaluation.journal import JournalMismatch
     from sounding.stack import serving
 
     journal = out.with_name(out.name + ".journal.jsonl")
@@ -240,7 +259,7 @@ def eval_arbench(
                 seed,
                 journal,
             )
-        except arbench.JournalMismatch as error:
+        except JournalMismatch as error:
             raise typer.BadParameter(str(error), param_hint="--out") from None
     write_result(result, out, settings, seed)
     journal.unlink(missing_ok=True)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -44,6 +43,7 @@ from rich.console import Console
 from sounding.config import ModelsSettings
 from sounding.core.calibration import IsotonicMap, expected_calibration_error
 from sounding.core.stop_rules import STOP_RULES
+from sounding.evaluation.journal import append_journal, read_journal
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.progress import progress_bar
 
@@ -353,31 +353,3 @@ def run(
         "mean_episode_seconds": round(float(np.mean([p["seconds"] for p in played])), 1) if played else None,
         "trajectories": [{k: v for k, v in p.items() if k != "_truth"} for p in played],
     }
-
-
-class JournalMismatch(ValueError):
-    """A journal written with other settings than the run's."""
-
-
-def read_journal(journal: Path, header: dict) -> dict[str, dict]:
-    """The episodes a journal holds, by id; it must have been written with the same settings."""
-    if not journal.exists():
-        return {}
-    lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
-    if lines and lines[0] != {"header": header}:
-        raise JournalMismatch(
-            f"{journal} was written with other settings ({lines[0].get('header')}); "
-            "remove it or run with those settings"
-        )
-    return {record["id"]: record for record in lines[1:]}
-
-
-def append_journal(journal: Path, header: dict, record: dict) -> None:
-    """Appends one played episode (the header first, on a new journal), flushed to disk."""
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    with journal.open("a") as file:
-        if file.tell() == 0:
-            file.write(json.dumps({"header": header}) + "\n")
-        file.write(json.dumps(record) + "\n")
-        file.flush()
-        os.fsync(file.fileno())

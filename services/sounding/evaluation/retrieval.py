@@ -15,6 +15,11 @@ beside the in-process encode rate of the same documents.
 
 With `background_load` > 0 a process keeps one core busy for that share of the time while the
 queries run (`evaluation.busy_host`), to see how the ratios hold on a busy host.
+
+Before anything is ingested, the queries are checked against the service's query limit
+(`SOUNDING_LIMITS__RETRIEVE__MAX_QUERY_CHARS`): longer ones stop the run with their count, or are
+truncated or skipped as asked (`long_queries`), and the result says how many. Each measured query
+is journalled (`journal`) as it finishes, so an interrupted run resumes with the next one.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from rich.console import Console
 from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
 from sounding.evaluation import beir, busy_host
+from sounding.evaluation.journal import append_journal, read_journal
 from sounding.evaluation.metrics import beir_scores, percentiles, without_self
 from sounding.progress import progress_bar
 
@@ -37,8 +43,28 @@ TOP_K = 100
 INGEST_BATCH = 64
 
 
-def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset) -> dict[str, float]:
-    return beir_scores(rankings, dataset.qrels, list(dataset.queries))
+LONG_QUERIES = ("fail", "truncate", "skip")
+
+
+def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset, ids: list[str]) -> dict[str, float]:
+    return beir_scores(rankings, dataset.qrels, ids)
+
+
+def fit_queries(queries: dict[str, str], limit: int, handling: str) -> tuple[dict[str, str], dict]:
+    """The queries the service will take: those over `limit` characters stop the run (`fail`),
+    or are cut to it (`truncate`) or left out (`skip`); and a record of what was done."""
+    long = [q for q, text in queries.items() if len(text) > limit]
+    if long and handling == "fail":
+        raise ValueError(
+            f"{len(long)} of {len(queries)} queries are longer than the service's {limit}-character "
+            "limit (SOUNDING_LIMITS__RETRIEVE__MAX_QUERY_CHARS); run with --long-queries truncate or skip"
+        )
+    kept = {
+        q: text[:limit] if q in long else text
+        for q, text in queries.items()
+        if not (handling == "skip" and q in long)
+    }
+    return kept, {"limit_chars": limit, "longer": len(long), "handling": handling, "measured": len(kept)}
 
 
 def run(
@@ -49,12 +75,24 @@ def run(
     settings: Settings,
     console: Console,
     background_load: float = 0.0,
+    long_queries: str = "fail",
+    journal: Path | None = None,
 ) -> dict:
     from sounding_client import Client, ExpansionOptions, Final, SoundingError
 
     from sounding.stack import serving
 
     dataset = beir.load(data, split)
+    queries, query_record = fit_queries(
+        dataset.queries, settings.limits.retrieve.max_query_chars, long_queries
+    )
+    header = {
+        "data": str(data),
+        "split": split,
+        "long_queries": long_queries,
+        "background_load": background_load,
+    }
+    done = read_journal(journal, header) if journal else {}
     key = dataset.corpus_sha256[:12]
     collection = f"beir-{dataset.name.lower()}-{key}"
     cache = settings.cache_dir / "eval"
@@ -90,8 +128,14 @@ def run(
             busy_host.background_load(background_load) as load_record,
             progress_bar(console) as progress,
         ):
-            task = progress.add_task("references and service", total=len(dataset.queries))
-            for query_id, text in dataset.queries.items():
+            task = progress.add_task("references and service", total=len(queries))
+            for query_id, text in queries.items():
+                if query_id in done:  # measured before the run was interrupted
+                    for name in names:
+                        rankings[name][query_id] = done[query_id]["rankings"][name]
+                        latencies[name].append(done[query_id]["latency_ms"][name])
+                    progress.advance(task)
+                    continue
                 for name, (ranking, latency_ms) in references.search(text).items():
                     rankings[name][query_id] = without_self(query_id, ranking)
                     latencies[name].append(latency_ms)
@@ -107,16 +151,26 @@ def run(
                     ranking = [h.document_id for h in final.hits]  # decoded within the timing
                     latencies[name].append((time.perf_counter() - started) * 1000)
                     rankings[name][query_id] = without_self(query_id, ranking)
+                if journal:
+                    record = {
+                        "id": query_id,
+                        "rankings": {name: rankings[name][query_id] for name in names},
+                        "latency_ms": {name: latencies[name][-1] for name in names},
+                    }
+                    append_journal(journal, header, record)
                 progress.advance(task)
+        ids = list(queries)
         systems = {
-            name: {**_score(rankings[name], dataset), **percentiles(latencies[name])} for name in names
+            name: {**_score(rankings[name], dataset, ids), **percentiles(latencies[name])} for name in names
         }
 
     fused_p50 = systems["fused"]["latency_ms_p50"]
     return {
         "dataset": dataset.name,
         "split": split,
-        "queries": len(dataset.queries),
+        "queries": len(queries),
+        "long_queries": query_record,
+        "resumed_queries": len(done),
         "top_k": TOP_K,
         "systems": systems,
         "ingest": ingest_record,

@@ -1,9 +1,10 @@
 import pytest
 from sounding.auth import ROLES
 from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
-from sounding.cli.evaluate import BullsAndCowsPolicy, StopRule, ToolConfig
+from sounding.cli.evaluate import BullsAndCowsPolicy, LongQueries, StopRule, ToolConfig
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.stop_rules import STOP_RULES
+from sounding.evaluation.retrieval import LONG_QUERIES
 from sounding.evaluation.tools import CONFIGS as TOOL_CONFIGS
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
 from sounding.retrieval.strategies import STRATEGIES
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.unit
         (StopRule, ["all", *STOP_RULES]),
         (BullsAndCowsPolicy, list(POLICIES)),
         (ToolConfig, list(TOOL_CONFIGS)),
+        (LongQueries, list(LONG_QUERIES)),
     ],
 )
 def test_the_cli_offers_exactly_the_names_the_service_accepts(choices, accepted):

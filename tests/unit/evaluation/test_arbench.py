@@ -53,25 +53,3 @@ def test_each_rule_is_judged_where_it_would_answer_on_the_shared_trajectory():
     assert (judged["self_consistency"]["accuracy"], judged["self_consistency"]["mean_questions"]) == (0.0, 0)
     assert (judged["mi_only"]["accuracy"], judged["mi_only"]["mean_questions"]) == (1.0, 1)
     assert judged["mi_only"]["forced_rate"] == 0.0 and judged["mi_only"]["visited_states"] == 3
-
-
-HEADER = {"task": "gn", "data": "train.json", "stop_rule": "all", "regime": "normal", "max_turns": 1}
-
-
-def test_a_journal_returns_the_played_episodes_by_id(tmp_path):
-    journal = tmp_path / "out.json.journal.jsonl"
-    assert arbench.read_journal(journal, HEADER) == {}
-    arbench.append_journal(journal, HEADER, {"id": "0", "states": [1]})
-    arbench.append_journal(journal, HEADER, {"id": "3", "states": [2]})
-    assert arbench.read_journal(journal, HEADER) == {
-        "0": {"id": "0", "states": [1]},
-        "3": {"id": "3", "states": [2]},
-    }
-    assert journal.read_text().count("header") == 1
-
-
-def test_a_journal_written_with_other_settings_is_refused(tmp_path):
-    journal = tmp_path / "out.json.journal.jsonl"
-    arbench.append_journal(journal, HEADER, {"id": "0"})
-    with pytest.raises(arbench.JournalMismatch, match="other settings"):
-        arbench.read_journal(journal, {**HEADER, "max_turns": 2})
