@@ -69,6 +69,21 @@ def test_each_arm_alone(client, demo_collection):
     assert lexical.hits[0].document_id == "lead-line"
 
 
+def test_the_plan_says_how_its_arms_were_chosen(client, demo_collection):
+    [requested] = [
+        e for e in client.retrieve("demo", "tides", top_k=2, arms=["dense"]) if isinstance(e, Plan)
+    ]
+    assert requested.mode == "requested" and [a.reason for a in requested.arms] == ["requested"]
+    [chosen] = [e for e in client.retrieve("demo", "tides", top_k=2) if isinstance(e, Plan)]
+    picked = [a for a in chosen.arms if a.chosen]
+    if chosen.mode in ("cold_start", "forced_all"):
+        assert len(picked) == len(chosen.arms) and {a.reason for a in picked} == {chosen.mode}
+    elif chosen.mode == "explore":
+        assert sum(a.exploration for a in picked) == 1
+    else:
+        assert chosen.mode == "exploit" and {a.reason for a in picked} == {"exploit"}
+
+
 @pytest.mark.parametrize(
     "options,code,field",
     [

@@ -150,6 +150,7 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
                 t.PlannedArm(a.arm, a.chosen, a.score, a.exploration, a.fusion_weight, a.reason)
                 for a in message.plan.arms
             ],
+            message.plan.mode,
         )
     if kind == "strategy_result":
         r = message.strategy_result

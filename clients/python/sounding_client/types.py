@@ -40,6 +40,8 @@ class PlannedArm:
 class Plan:
     retrieval_id: str
     arms: list[PlannedArm]
+    # "requested", or the selector's "cold_start", "forced_all", "explore" or "exploit".
+    mode: str = ""
 
 
 @dataclass(frozen=True)

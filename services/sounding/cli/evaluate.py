@@ -69,8 +69,12 @@ eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/result
 
 @eval_app.callback()
 def _prepare() -> None:
-    """A harness that started a stack stops it on SIGTERM too, not only on Ctrl-C."""
+    """A harness that started a stack stops it on SIGTERM too, not only on Ctrl-C; the commit
+    the run starts at is what its result's provenance names."""
     extras.require(extras.EVALUATION)
+    from sounding.evaluation.harness import note_start
+
+    note_start()
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 

@@ -46,9 +46,8 @@ PACKAGES = (
 )
 
 
-def provenance(settings: Settings, seed: int | None = None) -> dict:
-    """How to reproduce a result: the command, the commit (marked dirty if the tree had
-    changes), the date, the seed, every setting, the models and package versions, the machine."""
+def _commit() -> str:
+    """HEAD, marked dirty if the tree has changes."""
     root = Path(__file__).resolve().parents[3]
 
     def git(*args: str) -> str:
@@ -62,6 +61,25 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
     commit = git("rev-parse", "HEAD")
     if commit and git("status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
+    return commit
+
+
+# The commit and time a run started at (`note_start`): the code that ran, however long it runs.
+_started: dict[str, str] = {}
+
+
+def note_start() -> None:
+    """Record the commit and the time as a run starts (the first call counts)."""
+    _started.setdefault("commit", _commit())
+    _started.setdefault("date", datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+def provenance(settings: Settings, seed: int | None = None) -> dict:
+    """How to reproduce a result: the command, the commit the run started at (marked dirty if
+    the tree had changes; the tree's at writing too, if it moved since), the dates, the seed,
+    every setting, the models and package versions, the machine."""
+    commit = _commit()
+    started = {"commit": _started.get("commit", commit), "date": _started.get("date", "")}
     versions = {}
     for package in PACKAGES:
         try:
@@ -70,7 +88,9 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
             versions[package] = None
     return {
         "command": shlex.join(["sounding", *sys.argv[1:]]),
-        "commit": commit,
+        "commit": started["commit"],
+        **({"commit_at_write": commit} if commit != started["commit"] else {}),
+        "started": started["date"],
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "seed": seed,
         "settings": settings.model_dump(mode="json"),

@@ -168,6 +168,8 @@ class RetrievalLearner(Protocol):
 class PlanEvent:
     retrieval_id: str
     arms: list[PlannedArm]
+    # How the arms were chosen (`Plan.mode`).
+    mode: str
 
 
 @dataclass(frozen=True, slots=True)

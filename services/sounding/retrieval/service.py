@@ -191,7 +191,7 @@ class RetrievalService:
             plan = learning.plan(context, query.arms)
             # Chosen arms start before the Plan event is written (writing waits on the stream).
             start(plan.chosen)
-            yield PlanEvent(retrieval_id, plan.arms)
+            yield PlanEvent(retrieval_id, plan.arms, plan.mode)
 
             weights = plan.weights
             while pending:

@@ -24,3 +24,16 @@ def test_without_a_diagram_no_png_is_written(tmp_path):
     out = tmp_path / "run.json"
     write_result({}, out, Settings(data_dir=tmp_path))
     assert out.exists() and not out.with_suffix(".png").exists()
+
+
+def test_the_provenance_names_the_commit_the_run_started_at(tmp_path, monkeypatch):
+    from sounding.evaluation import harness
+
+    monkeypatch.setattr(harness, "_started", {})
+    monkeypatch.setattr(harness, "_commit", lambda: "a" * 40)
+    harness.note_start()
+    harness.note_start()  # the first call counts
+    monkeypatch.setattr(harness, "_commit", lambda: "b" * 40 + "-dirty")
+    provenance = harness.provenance(Settings(data_dir=tmp_path))
+    assert provenance["commit"] == "a" * 40 and provenance["commit_at_write"] == "b" * 40 + "-dirty"
+    assert provenance["started"] <= provenance["date"]

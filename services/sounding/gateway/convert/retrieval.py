@@ -85,6 +85,7 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
                     )
                     for a in event.arms
                 ],
+                mode=event.mode,
             )
         )
     if isinstance(event, p.StrategyResultEvent):

@@ -93,12 +93,14 @@ class RetrieveResponse(_message.Message):
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., strategy_result: _Optional[_Union[StrategyResult, _Mapping]] = ..., fused: _Optional[_Union[Fused, _Mapping]] = ..., expansion: _Optional[_Union[Expansion, _Mapping]] = ..., final: _Optional[_Union[Final, _Mapping]] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("retrieval_id", "arms")
+    __slots__ = ("retrieval_id", "arms", "mode")
     RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     retrieval_id: str
     arms: _containers.RepeatedCompositeFieldContainer[PlannedArm]
-    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ...) -> None: ...
+    mode: str
+    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class PlannedArm(_message.Message):
     __slots__ = ("arm", "chosen", "score", "exploration", "fusion_weight", "reason")
