@@ -265,9 +265,11 @@ class ToolStore:
     async def append_learned(
         self, labels: Sequence[LabelRecord], exemplars: Sequence[ExemplarRecord]
     ) -> None:
-        """A processed batch's labels and exemplars, durable when this returns (exemplars first: a
-        label marks its event as processed, so a crash between the two commits processes the
-        event again)."""
+        """A processed batch's labels and exemplars (exemplars first: a label marks its event as
+        processed, so a crash between the two commits processes the event again). Not flushed to
+        disk: they are derived from the recorded events, and a flush here would hold up the
+        acknowledgements of Observe, which share the flush (an event whose label a power loss
+        takes is processed again)."""
         now = _now_us()
         if exemplars:
             rows = [
@@ -283,7 +285,6 @@ class ToolStore:
             rows = [{**asdict(label), "create_time_us": now} for label in labels]
             await self._tables[LABELS_TABLE].add(pa.Table.from_pylist(rows, LABELS_SCHEMA))
         await self._compact_now_and_then()
-        await self._durability.sync()
 
     async def latest_exemplars(self, per_tool: int) -> dict[tuple[str, str], list[tuple[int, np.ndarray]]]:
         """Per (toolset, tool), its latest `per_tool` exemplars as (sequence, embedding), oldest
