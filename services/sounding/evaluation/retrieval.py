@@ -4,9 +4,11 @@ references computed in the same run.
 Service systems (over gRPC, one Retrieve per query and system, arms named in the request):
 `dense`, `lexical`, `fused` (both arms, RRF). References (in this process, same machine, same
 moment): `ref_bm25s`, `ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF,
-k = 60). Each reference's latency covers the whole query path (tokenise or encode the query,
-score, fuse). Systems take turns query by query, so a drift in the machine's speed affects them
-alike. A hit whose id equals the query id is dropped, as BEIR does.
+k = 60), `ref_lancedb_hybrid` (LanceDB's hybrid query over the same vectors and its full-text
+index, fused by its RRF reranker: the peer a user could call in process). Each reference's
+latency covers the whole query path (tokenise or encode the query, score, fuse). Systems take
+turns query by query, so a drift in the machine's speed affects them alike. A hit whose id
+equals the query id is dropped, as BEIR does.
 
 Ingestion goes through the service into a collection named by the corpus content hash, so a
 second run reuses it (`--fresh` re-ingests); the in-process corpus embeddings are cached the same
@@ -114,7 +116,7 @@ def run(
         ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
         ingest_record["inprocess_encode_cached"] = encode["cached"]
 
-        references = _References(dataset, corpus_vectors)
+        references = _References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid")
         # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
         no_loop = ExpansionOptions(max_iterations=0)
         service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": ["dense", "lexical"]}
@@ -177,6 +179,12 @@ def run(
         "background_load": load_record,
         "comparisons": {
             "fused_p50_over_ref_rrf_p50": round(fused_p50 / systems["ref_rrf"]["latency_ms_p50"], 3),
+            "fused_p50_minus_ref_lancedb_hybrid_p50_ms": round(
+                fused_p50 - systems["ref_lancedb_hybrid"]["latency_ms_p50"], 2
+            ),
+            "fused_ndcg_minus_ref_lancedb_hybrid": round(
+                systems["fused"]["ndcg@10"] - systems["ref_lancedb_hybrid"]["ndcg@10"], 4
+            ),
             "dense_ndcg_minus_ref_minilm": round(
                 systems["dense"]["ndcg@10"] - systems["ref_minilm"]["ndcg@10"], 4
             ),
@@ -258,18 +266,24 @@ def _encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarra
 
 
 class _References:
-    """The in-process references: bm25s, MiniLM exact cosine scan, and their RRF (k = 60).
-    `search` times each over the whole query path (tokenise or encode, score, fuse)."""
+    """The in-process references: bm25s, MiniLM exact cosine scan, their RRF (k = 60), and
+    LanceDB's own hybrid search over the same MiniLM vectors (`store.reference`). `search` times
+    each over the whole query path (tokenise or encode, score, fuse)."""
 
-    names = ("ref_bm25s", "ref_minilm", "ref_rrf")
+    names = ("ref_bm25s", "ref_minilm", "ref_rrf", "ref_lancedb_hybrid")
 
-    def __init__(self, dataset: beir.BeirDataset, corpus_vectors: np.ndarray):
+    def __init__(self, dataset: beir.BeirDataset, corpus_vectors: np.ndarray, hybrid_directory: Path):
         import bm25s
+
+        from sounding.store.reference import LanceHybrid
 
         self._bm25s = bm25s
         self._embedder = _embedder()
         self._vectors = corpus_vectors
         self._ids = [d["_id"] for d in dataset.corpus]
+        texts = [beir.document_text(d) for d in dataset.corpus]
+        self._hybrid = LanceHybrid.build(hybrid_directory, self._ids, texts, corpus_vectors)
+        self._k = min(TOP_K + 1, len(self._ids))  # a corpus smaller than that is ranked whole
         self._retriever = bm25s.BM25()
         self._retriever.index(
             bm25s.tokenize(
@@ -283,24 +297,29 @@ class _References:
         ids = self._ids
         started = time.perf_counter()
         tokens = self._bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)
-        documents, _ = self._retriever.retrieve(tokens, k=TOP_K + 1, show_progress=False, n_threads=1)
+        documents, _ = self._retriever.retrieve(tokens, k=self._k, show_progress=False, n_threads=1)
         lexical = [ids[i] for i in documents[0]]
         lexical_done = time.perf_counter()
         query_vector = self._embedder.encode([text])[0]
+        encoded = time.perf_counter()
         scores = self._vectors @ query_vector
-        top = np.argpartition(-scores, TOP_K)[: TOP_K + 1]
+        top = np.argpartition(-scores, self._k - 1)[: self._k]
         dense = [ids[i] for i in top[np.argsort(-scores[top])]]
         dense_done = time.perf_counter()
         fused = [
             item.key
             for item in weighted_rrf(
                 {"dense": [(d, 0.0) for d in dense], "lexical": [(d, 0.0) for d in lexical]},
-                limit=TOP_K + 1,
+                limit=self._k,
             )
         ]
         fused_done = time.perf_counter()
+        hybrid = self._hybrid.search(text, query_vector, self._k)
+        hybrid_done = time.perf_counter()
         return {
             "ref_bm25s": (lexical, (lexical_done - started) * 1000),
             "ref_minilm": (dense, (dense_done - lexical_done) * 1000),
             "ref_rrf": (fused, (fused_done - started) * 1000),
+            # The query's encoding and LanceDB's hybrid query.
+            "ref_lancedb_hybrid": (hybrid, (encoded - lexical_done + hybrid_done - fused_done) * 1000),
         }
