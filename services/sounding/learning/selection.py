@@ -71,6 +71,8 @@ class StrategySelector:
         unchosen = [a for a in self.arms if a not in chosen]
         if mode == "explore" and unchosen:
             explored = unchosen[int(rng.integers(len(unchosen)))]
+        elif mode == "explore":
+            mode = "exploit"  # every arm is chosen already: nothing is left to explore
         weights = fusion_weights(scores, [*chosen, *([explored] if explored else [])])
         return Plan(
             index, mode, [self._planned(a, scores, chosen, explored, weights) for a in self.arms], confidence

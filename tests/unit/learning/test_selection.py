@@ -49,6 +49,15 @@ def test_exploration_adds_one_unchosen_arm_marked_as_such():
     assert plan.weights["dense"] == 1.0 and plan.weights[explored[0].arm] == pytest.approx(0.1, abs=0.05)
 
 
+def test_an_exploration_draw_with_every_arm_chosen_already_is_an_exploit_plan():
+    chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=1.0, min_rate=1.0)
+    for _ in range(50):  # every arm equally good: all are within the threshold
+        chooser.learn(context(0), [1.0], {"dense": 0.9, "lexical": 0.9, "hyde": 0.9})
+    plan = chooser.plan(context(0))
+    assert plan.chosen == list(ARMS) and not any(a.exploration for a in plan.arms)
+    assert plan.mode == "exploit"
+
+
 def test_plans_are_reproducible_from_the_query_index():
     first, second = selector(cold_start_queries=0), selector(cold_start_queries=0)
     assert [first.plan(context(i)).arms for i in range(20)] == [
