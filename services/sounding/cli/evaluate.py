@@ -5,64 +5,23 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from sounding import extras
 from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack, write_result
+from sounding.cli.eval_choices import (
+    ArbenchTask,
+    BullsAndCowsPolicy,
+    InquiryTask,
+    LongQueries,
+    Regime,
+    StopRule,
+    ToolConfig,
+)
 from sounding.config import Settings
 from sounding.progress import progress_bar
-
-
-# The choices typer validates and --help lists; tests/unit/cli/test_choices.py keeps them equal to
-# the names the harnesses accept.
-class ArbenchTask(StrEnum):
-    dc = "dc"
-    sp = "sp"
-    gn = "gn"
-
-
-class StopRule(StrEnum):
-    all = "all"
-    robust_mi_risk = "robust_mi_risk"
-    mi_only = "mi_only"
-    self_consistency = "self_consistency"
-    semantic_entropy = "semantic_entropy"
-    verbalized_confidence = "verbalized_confidence"
-    knowno_set_size = "knowno_set_size"
-    cip_lite = "cip_lite"
-
-
-class ToolConfig(StrEnum):
-    free = "free"
-    teacher = "teacher"
-    trusted = "trusted"
-
-
-class Regime(StrEnum):
-    normal = "normal"
-    collapse = "collapse"
-
-
-class LongQueries(StrEnum):
-    fail = "fail"
-    truncate = "truncate"
-    skip = "skip"
-
-
-class InquiryTask(StrEnum):
-    bulls_and_cows = "bulls-and-cows"
-    hypotheses = "hypotheses"
-
-
-class BullsAndCowsPolicy(StrEnum):
-    eig = "eig"
-    eig_lookahead = "eig_lookahead"
-    naive = "naive"
-    random_consistent = "random_consistent"
-
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 

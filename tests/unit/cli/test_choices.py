@@ -1,7 +1,7 @@
 import pytest
 from sounding.auth import ROLES
 from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
-from sounding.cli.evaluate import BullsAndCowsPolicy, LongQueries, StopRule, ToolConfig
+from sounding.cli.eval_choices import BullsAndCowsPolicy, LongQueries, StopRule, ToolConfig
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation.retrieval import LONG_QUERIES

@@ -1,0 +1,52 @@
+"""The choices of `sounding eval`'s options, which typer validates and --help lists;
+tests/unit/cli/test_choices.py keeps them equal to the names the harnesses accept."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ArbenchTask(StrEnum):
+    dc = "dc"
+    sp = "sp"
+    gn = "gn"
+
+
+class StopRule(StrEnum):
+    all = "all"
+    robust_mi_risk = "robust_mi_risk"
+    mi_only = "mi_only"
+    self_consistency = "self_consistency"
+    semantic_entropy = "semantic_entropy"
+    verbalized_confidence = "verbalized_confidence"
+    knowno_set_size = "knowno_set_size"
+    cip_lite = "cip_lite"
+
+
+class ToolConfig(StrEnum):
+    free = "free"
+    teacher = "teacher"
+    trusted = "trusted"
+
+
+class Regime(StrEnum):
+    normal = "normal"
+    collapse = "collapse"
+
+
+class LongQueries(StrEnum):
+    fail = "fail"
+    truncate = "truncate"
+    skip = "skip"
+
+
+class InquiryTask(StrEnum):
+    bulls_and_cows = "bulls-and-cows"
+    hypotheses = "hypotheses"
+
+
+class BullsAndCowsPolicy(StrEnum):
+    eig = "eig"
+    eig_lookahead = "eig_lookahead"
+    naive = "naive"
+    random_consistent = "random_consistent"
