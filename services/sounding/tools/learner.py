@@ -98,6 +98,7 @@ class ToolLearner:
         # the teacher): the store's unlabelled events less these are the ones left out.
         self._held: set[int] = set()
         self._behind = True  # unlabelled events may be in the store that nothing holds
+        self._reading = False  # the worker is reading them back
         self._next_sequence = 0
         self._tasks: list[asyncio.Task] = []
         self.dropped = 0
@@ -122,7 +123,7 @@ class ToolLearner:
         while True:
             await self._queue.join()
             await self._teacher_lane.join()
-            if not self._behind and self._queue.empty():
+            if not self._behind and not self._reading and self._queue.empty():
                 return
             await asyncio.sleep(0.01)
 
@@ -191,11 +192,17 @@ class ToolLearner:
     async def _backfill(self) -> None:
         """Queue what the store holds unprocessed (the queue is empty and the worker waiting)."""
         limit = min(self._limits.learner_queue, BACKFILL_BATCH)
-        records = await self._store.unlabelled_events(limit, self._held)
-        self._behind = len(records) == limit
+        self._behind = False  # an event left out while the store is read sets it again
+        self._reading = True
+        try:
+            records = await self._store.unlabelled_events(limit, self._held)
+        finally:
+            self._reading = False
+        if len(records) == limit:
+            self._behind = True
         for record in records:
             self._held.add(record.sequence)
-            self._queue.put_nowait(record)
+            self._enqueue(record)  # Observe may have filled the queue meanwhile
 
     async def _work(self) -> None:
         while True:
@@ -204,6 +211,7 @@ class ToolLearner:
                     await self._backfill()
                 except Exception:
                     log.exception("the tool learner could not read unprocessed events back; retrying")
+                    self._behind = True
                     await asyncio.sleep(1.0)
                     continue
             batch = [await self._queue.get()]
