@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import io
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from rich.console import Console
 
 from sounding.config import Settings
 from sounding.evaluation import beir
-from sounding.evaluation.harness import own_stack
+from sounding.evaluation.harness import own_stack, run_concurrently
 from sounding.evaluation.metrics import beir_scores, per_query, without_self
 from sounding.progress import progress_bar
 
@@ -100,11 +99,9 @@ def run(
                     elif isinstance(event, Final):
                         fused[query_id] = without_self(query_id, [h.document_id for h in event.hits])
 
-            with progress_bar(console) as progress, ThreadPoolExecutor(ALL_ARMS_IN_FLIGHT) as pool:
+            with progress_bar(console) as progress:
                 task = progress.add_task(f"all arms, {label}", total=len(queries))
-                for done in as_completed([pool.submit(one, q, t) for q, t in queries]):
-                    done.result()
-                    progress.advance(task)
+                run_concurrently(one, queries, ALL_ARMS_IN_FLIGHT, lambda: progress.advance(task))
             return per_arm, arm_latency, arm_cost, fused
 
         def adaptive(queries, dataset, label):

@@ -9,7 +9,8 @@ import platform
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import metadata
@@ -134,3 +135,21 @@ def own_stack(
         )
         wait_for_graph(client, collection)
         yield client, collection
+
+
+def run_concurrently(
+    function: Callable[..., object], items: Sequence[Sequence], workers: int, on_each: Callable[[], object]
+) -> None:
+    """`function(*item)` for every item on `workers` threads, `on_each()` as each ends. A failure,
+    or the SystemExit of a SIGTERM, cancels the items not begun yet and is raised at once (the
+    calls under way end by themselves)."""
+    pool = ThreadPoolExecutor(workers)
+    submitted = [pool.submit(function, *item) for item in items]
+    try:
+        for done in as_completed(submitted):
+            done.result()
+            on_each()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
