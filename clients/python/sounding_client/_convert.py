@@ -361,6 +361,28 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             list(a.trace.predicted_gain),
             list(a.trace.actual_gain),
         )
+    if kind == "evidence":
+        e = message.evidence
+        return t.Evidence(
+            session_id=e.session_id,
+            turn=e.turn,
+            question_id=e.question_id,
+            query=e.query,
+            strategy=e.strategy,
+            hits=[t.EvidenceHit(h.document_id, h.chunk_id, h.score, h.new) for h in e.hits],
+            sentences=[
+                t.EvidenceSentence(s.document_id, s.text, s.entailment, s.contradiction) for s in e.sentences
+            ],
+            sentences_read=e.sentences_read,
+            entailing=e.entailing,
+            contradicting=e.contradicting,
+            nothing=e.nothing,
+            reached=e.reached,
+            predicted_reach=e.predicted_reach,
+            expected_information_gain=e.expected_information_gain,
+            actual_information_gain=e.actual_information_gain,
+            latency_ms=e.latency_ms,
+        )
     raise ValueError(f"unknown Inquire event {kind!r}")
 
 
@@ -467,6 +489,21 @@ def strategy_metrics(message: sounding_pb2.GetStrategyMetricsResponse) -> t.Stra
         message.observations,
         list(message.pruned_arms),
         message.selector_version,
+        corpus_inquiry_metrics(message.corpus_inquiry),
+    )
+
+
+def corpus_inquiry_metrics(m: sounding_pb2.CorpusInquiryMetrics) -> t.CorpusInquiryMetrics:
+    return t.CorpusInquiryMetrics(
+        queries=m.queries,
+        observed_sessions=m.observed_sessions,
+        information_gain_mae=m.information_gain_mae,
+        information_gain_mae_last_10=m.information_gain_mae_last_10,
+        information_gain_mae_last_100=m.information_gain_mae_last_100,
+        reach_mae=m.reach_mae,
+        reach_accuracy=m.reach_accuracy,
+        cost_mae_ms=m.cost_mae_ms,
+        strategies={s.strategy: (s.queries, s.mean_information_gain) for s in m.strategies},
     )
 
 

@@ -235,8 +235,9 @@ class Client:
         timeout: float | None = None,
         context: str = "",
     ) -> Inquiry:
-        """Start an inquiry session (domain "bulls_and_cows", "hypotheses", or "llm" with the
-        problem in `context`)."""
+        """Start an inquiry session (domain "bulls_and_cows", "hypotheses", "llm" with the
+        problem in `context`, or "corpus" with the claim in `context` and the collection in
+        `domain_parameters`: the server runs its own queries and streams Evidence)."""
         start = _convert.inquiry_start(
             domain, policy or t.InquiryPolicy(), hypotheses, questions, domain_parameters or {}, context
         )

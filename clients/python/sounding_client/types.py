@@ -284,7 +284,47 @@ class InquiryAnswer:
     actual_gain: list[float]
 
 
-InquiryEvent = Belief | Ask | InquiryAnswer
+@dataclass(frozen=True)
+class EvidenceHit:
+    document_id: str
+    chunk_id: str
+    score: float
+    # The session had not read this chunk before.
+    new: bool
+
+
+@dataclass(frozen=True)
+class EvidenceSentence:
+    document_id: str
+    text: str
+    entailment: float
+    contradiction: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    """The corpus domain: a query the server ran for the session, what it found and how it was
+    judged (the Belief after it follows)."""
+
+    session_id: str
+    turn: int
+    question_id: str
+    query: str
+    strategy: str
+    hits: list[EvidenceHit]
+    sentences: list[EvidenceSentence]
+    sentences_read: int
+    entailing: float
+    contradicting: float
+    nothing: float
+    reached: bool
+    predicted_reach: float
+    expected_information_gain: float
+    actual_information_gain: float
+    latency_ms: float
+
+
+InquiryEvent = Belief | Ask | Evidence | InquiryAnswer
 
 
 @dataclass(frozen=True)
@@ -478,6 +518,23 @@ class ArmMetrics:
     mean_cost_ms: float = 0.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class CorpusInquiryMetrics:
+    """What a tenant's corpus inquiries learned: queries run, sessions whose verdict was
+    observed, prediction errors (information gain in bits, reach, cost in ms) and each candidate
+    strategy's {strategy: (queries, mean information gain)}."""
+
+    queries: int
+    observed_sessions: int
+    information_gain_mae: float
+    information_gain_mae_last_10: float
+    information_gain_mae_last_100: float
+    reach_mae: float
+    reach_accuracy: float
+    cost_mae_ms: float
+    strategies: dict[str, tuple[int, float]]
+
+
 @dataclass(frozen=True)
 class StrategyMetrics:
     arms: list[ArmMetrics]
@@ -487,3 +544,4 @@ class StrategyMetrics:
     observations: int
     pruned_arms: list[str]
     selector_version: int
+    corpus_inquiry: CorpusInquiryMetrics | None = None

@@ -19,8 +19,8 @@ def demo(
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
     with Observe, recalibrate the strategy selector and the miss rate from them, play an Inquire
-    game, let Sounding's model work a detective case, route requests to tools and learn from a
-    mis-route, stop the stack."""
+    game, verify a claim against the corpus, let Sounding's model work a detective case, route
+    requests to tools and learn from a mis-route, stop the stack."""
     from sounding_client import Client, RetrievalOutcome
 
     from sounding.stack import Stack
@@ -62,6 +62,8 @@ def demo(
             print_calibration(client.calibrate("miss_rate"))
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
+            console.rule("Inquire (corpus): Sounding verifies a claim against the corpus, query by query")
+            _print_corpus_inquiry(client, "demo", DEMO_CLAIM)
             console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
             _print_llm_inquiry(client)
             console.rule("RouteTool and Observe(ToolUse): a terse tool description, a mis-route, a lesson")
@@ -94,6 +96,46 @@ def _print_bulls_and_cows(client, secret: str) -> None:
             console.print(
                 f"[bold]answer[/bold] {event.answer} ({event.stopping_reason}, "
                 f"{len(event.entropy_bits) - 1} guesses)"
+            )
+
+
+DEMO_CLAIM = "Depths on nautical charts are reduced to a low-water level called chart datum."
+
+
+def _print_corpus_inquiry(client, collection: str, claim: str) -> None:
+    """The server chooses each query by expected information gain, runs it, judges the new
+    sentences against the claim with its NLI model and updates its belief over the verdicts."""
+    from sounding_client import Ask, Belief, Evidence, InquiryAnswer, InquiryPolicy
+
+    console.print(f"[bold]claim[/bold] {claim}")
+    inquiry = client.inquire(
+        "corpus",
+        InquiryPolicy(max_turns=4, target_confidence=0.9),
+        domain_parameters={"collection": collection},
+        context=claim,
+    )
+    for event in inquiry:
+        if isinstance(event, Belief):
+            belief = ", ".join(f"{h.id} {h.probability:.2f}" for h in event.top_hypotheses)
+            console.print(f"[bold]belief[/bold] {belief} ({event.entropy_bits:.2f} bits)")
+        elif isinstance(event, Ask):
+            console.print(
+                f"[bold]query[/bold] #{event.turn} {event.question!r} (expected gain "
+                f"{event.expected_information_gain:.3f} bits; {len(event.runners_up)} runners-up)"
+            )
+        elif isinstance(event, Evidence):
+            hits = ", ".join(f"{h.document_id}{'' if h.new else ' (read)'}" for h in event.hits)
+            console.print(f"  found {hits}; {event.sentences_read} new sentences judged")
+            if event.sentences:
+                top = event.sentences[0]
+                console.print(
+                    f"  strongest: {top.text[:90]!r} (entails {top.entailment:.2f}, "
+                    f"contradicts {top.contradiction:.2f}); gained {event.actual_information_gain:.3f} bits"
+                )
+        elif isinstance(event, InquiryAnswer):
+            console.print(
+                f"[bold]answer[/bold] {event.answer} with confidence {event.confidence.value or 0:.2f} "
+                f"({event.stopping_reason}, {len(event.entropy_bits) - 1} queries)"
             )
 
 

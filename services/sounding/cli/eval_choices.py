@@ -43,6 +43,7 @@ class LongQueries(StrEnum):
 class InquiryTask(StrEnum):
     bulls_and_cows = "bulls-and-cows"
     hypotheses = "hypotheses"
+    scifact_claims = "scifact-claims"
 
 
 class BullsAndCowsPolicy(StrEnum):

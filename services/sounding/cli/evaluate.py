@@ -20,10 +20,12 @@ from sounding.cli.eval_choices import (
     StopRule,
     ToolConfig,
 )
+from sounding.cli.evaluate_nli import eval_nli
 from sounding.config import Settings
 from sounding.progress import progress_bar
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
+eval_app.command("nli")(eval_nli)
 
 
 @eval_app.callback()
@@ -137,35 +139,6 @@ def eval_calibration(
     write_result(result, out, settings, plot=plot)
     console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")
-
-
-@eval_app.command("nli")
-def eval_nli(
-    data: Path = typer.Option(..., exists=True, dir_okay=False, help="SNLI-style CSV or JSONL"),
-    model: Path = typer.Option(None, help="a sequence-classification NLI model; default: the trained one"),
-    out: Path = typer.Option(None, help="also write the JSON result here"),
-) -> None:
-    """Accuracy and per-class F1 of the NLI model on labelled pairs."""
-    from sounding.models import nli
-
-    settings = Settings()
-    path = model or settings.models.cache_dir / nli.TRAINED_DIR
-    if not path.exists():
-        console.print(f"[red]no NLI model at {path}[/red]; run `sounding models train-nli` first")
-        raise typer.Exit(1)
-    read = nli.read_pairs(data)
-    if read.skipped:
-        console.print(f"left out {sum(read.skipped.values())} rows: {read.skipped}")
-    with console.status(f"classifying {len(read.pairs)} pairs"):
-        result = {
-            "data": str(data),
-            "model": str(path),
-            "skipped_rows": read.skipped,
-            **nli.evaluate(nli.NliModel(path), read.pairs),
-        }
-    console.print_json(json.dumps(result))
-    if out:
-        write_result(result, out, settings)
 
 
 @eval_app.command("arbench")
@@ -388,14 +361,32 @@ def eval_inquiry(
     questions: int = typer.Option(200, help="hypotheses: number of attribute questions"),
     noise: str = typer.Option("0,0.1", help="hypotheses: comma-separated answer noise levels"),
     target_confidence: float = typer.Option(0.95, help="hypotheses: confidence to reach"),
+    data: Path = typer.Option(
+        None, exists=True, file_okay=False, help="scifact-claims: BEIR SciFact directory"
+    ),
+    split: str = typer.Option("test", help="scifact-claims: the claims measured"),
+    nli_model: str = typer.Option("", help="scifact-claims: the sidecar's NLI model (default: its own)"),
+    limit: int = typer.Option(None, min=1, help="scifact-claims: only the first N claims of each part"),
     out: Path = typer.Option(..., help="where to write the JSON result"),
     address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
 ) -> None:
-    """Play inquiry games through the gRPC API (the harness is client and oracle)."""
+    """Play inquiry games through the gRPC API (the harness is client and oracle); scifact-claims
+    verifies SciFact claims by corpus inquiry on a stack of its own."""
     from sounding_client import Client
 
     from sounding.evaluation import inquiry
     from sounding.stack import serving
+
+    if task is InquiryTask.scifact_claims:
+        from sounding.evaluation import claims_inquiry
+
+        if data is None:
+            raise typer.BadParameter("scifact-claims needs the dataset", param_hint="--data")
+        result = claims_inquiry.run(data, split, Settings(), console, nli_model, limit)
+        write_result(result, out, Settings(), claims_inquiry.SEED)
+        console.print_json(json.dumps({"policies": result["policies"], "savings": result["savings"]}))
+        console.print(f"written to {out}")
+        return
 
     try:
         noise_levels = tuple(float(level) for level in noise.split(","))

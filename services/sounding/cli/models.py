@@ -26,9 +26,20 @@ def train_nli(
     max_minutes: float = typer.Option(20.0, min=0.1, help="stop training when this is spent"),
     batch_size: int = typer.Option(32, min=1, max=512, help="pairs per optimisation step"),
     learning_rate: float = typer.Option(5e-5, min=1e-7, max=1e-2, help="AdamW's peak learning rate"),
+    scifact: Path = typer.Option(
+        None,
+        exists=True,
+        file_okay=False,
+        help="also train on SciFact's train claims (BEIR directory): their rationale sentences and, "
+        "as neutral, other sentences of the cited abstracts; the held-out fifth of the claims is left out",
+    ),
+    name: str = typer.Option(
+        "", help="save under this name in the models cache (default: the sidecar's own model's name)"
+    ),
 ) -> None:
     """Fine-tune the NLI cross-encoder (MiniLM encoder, 3-way head) and save it in the models
-    cache, where the sidecar loads it from."""
+    cache, where the sidecar loads it from (a model saved under another `--name` is loaded by
+    setting SOUNDING_MODELS__NLI__MODEL to its directory)."""
     extras.require(extras.MODELS_SIDECAR)
     from sounding.models import nli
 
@@ -41,7 +52,17 @@ def train_nli(
     if read.skipped:
         console.print(f"left out {sum(read.skipped.values())} rows: {read.skipped}")
     pairs = read.pairs
-    out = settings.models.cache_dir / nli.TRAINED_DIR
+    if scifact is not None:
+        extras.require(extras.EVALUATION)
+        from sounding.evaluation import scifact_claims
+
+        claims = [
+            c for c in scifact_claims.load_claims(scifact, "train") if not scifact_claims.held_out(c.id)
+        ]
+        added = scifact_claims.nli_pairs(claims, scifact_claims.read_documents(scifact))
+        console.print(f"adding {len(added)} pairs from {len(claims)} SciFact train claims")
+        pairs = [*pairs, *added]
+    out = settings.models.cache_dir / (name or nli.TRAINED_DIR)
     with progress_bar(console) as progress:
         task = progress.add_task(f"training on {len(pairs)} pairs", total=None)
 

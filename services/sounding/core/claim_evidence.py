@@ -1,18 +1,19 @@
 """The evidence model of claim verification over a corpus (active-learning spec §2.1, §3.1; the
-`corpus` inquiry domain): what the sentences a retrieval query found say about a claim, as a
+`corpus` inquiry domain): what the text a retrieval query newly surfaced says about a claim, as a
 likelihood per verdict.
 
-Verdicts: SUPPORT, CONTRADICT, NOT_ENOUGH_INFO. A query's result is summarised as one of three
-outcomes: it surfaced entailing evidence (E), contradicting evidence (C), or nothing that decides
-(N). Natural-language inference reads each new sentence s against the claim: P(entails) e_s,
-P(contradicts) c_s, weighted by the sentence's relevance r_s in [0, 1]. The query surfaced
-entailing evidence with the noisy-OR probability
+Verdicts: SUPPORT, CONTRADICT, NOT_ENOUGH_INFO. A query either reaches text the session has not
+read (at least one new chunk among its hits) or it does not (ø: nothing new, which says nothing
+about the verdict). When it does, its result is one of three outcomes: it surfaced entailing
+evidence (E), contradicting evidence (C), or nothing that decides (N). Natural-language
+inference reads every new sentence s against the claim, P(entails) e_s and P(contradicts) c_s.
+The strongest sentence decides:
 
-    a = 1 − Π_s (1 − r_s·e_s),   and contradicting evidence with   b = 1 − Π_s (1 − r_s·c_s),
+    a = max_s e_s,   b = max_s c_s,   v = (a(1 − b), b(1 − a), (1 − a)(1 − b) + ab),
 
-so its soft outcome is v = (a(1 − b), b(1 − a), (1 − a)(1 − b) + ab): both at once decide
-nothing. A sensor table M[o, h] = P(outcome o | verdict h) of a query that reaches new text (fit
-on labelled claims, `SensorModel.fit`) turns v into a likelihood per verdict, Pearl's virtual
+(both at once decide nothing). A sensor table M[o, h] = P(outcome o | verdict h, new text
+reached), fitted from the outcomes of queries in sessions whose verdict was observed
+(`SensorModel.fit`), turns the soft outcome v into a likelihood per verdict, Pearl's virtual
 evidence:
 
     L(h) = Σ_o v_o · M[o, h].
@@ -23,9 +24,10 @@ SUPPORT column becomes (1 − a*)·M[·, SUPPORT] + a*·M[·, NOT_ENOUGH_INFO] (
 CONTRADICT column with b*). The belief is the prior times the queries' likelihoods, normalised;
 NOT_ENOUGH_INFO gains whenever queries that reach new text find nothing that decides.
 
-A candidate query is predicted to reach new text with probability ν (its reach, from the outcome
-model); its outcome probabilities are ν·M + (1 − ν)·[o = N], from which its expected information
-gain follows (`core.information.information_gain`).
+A candidate query reaches new text with probability ν (its reach, from the outcome model,
+`core.reach`); its results are E, C, N with probabilities ν·M[·, h] and ø with 1 − ν under every
+verdict (`predicted_outcomes`), from which its expected information gain follows
+(`core.information.information_gain`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ VERDICTS = ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
 SUPPORT, CONTRADICT, NOT_ENOUGH_INFO = range(3)
 OUTCOMES = ("entailing", "contradicting", "nothing")
 ENTAILING, CONTRADICTING, NOTHING = range(3)
+# The fourth result of a candidate query: it reaches no new text.
+NOTHING_NEW = 3
 
 # P(outcome | verdict) of a query reaching new text before any fit: columns are verdicts.
 DEFAULT_SENSOR = np.array(
@@ -53,37 +57,38 @@ DEFAULT_SENSOR = np.array(
 
 @dataclass(frozen=True)
 class SensorModel:
-    """M[o, h] = P(outcome o | verdict h) for a query that reaches new text (columns sum to 1)."""
+    """M[o, h] = P(outcome o | verdict h) for a query that reaches new text (columns sum to 1),
+    and how many observed sessions it was fitted from (0: the default table)."""
 
     table: np.ndarray = field(default_factory=DEFAULT_SENSOR.copy)
+    sessions: int = 0
 
     @classmethod
-    def fit(cls, counts: ArrayLike, smoothing: float = 1.0) -> SensorModel:
-        """From counts[o, h] of hard outcomes observed on claims of known verdict (additive
+    def fit(cls, counts: ArrayLike, smoothing: float = 1.0, sessions: int = 0) -> SensorModel:
+        """From counts[o, h] of (soft) outcomes observed on claims of known verdict (additive
         smoothing keeps every outcome possible)."""
         table = np.asarray(counts, dtype=float) + smoothing
-        return cls(table / table.sum(axis=0, keepdims=True))
+        return cls(table / table.sum(axis=0, keepdims=True), sessions)
 
     def given_found(self, found_entailing: float, found_contradicting: float) -> np.ndarray:
         """The table once evidence of strengths a* (entailing) and b* (contradicting) has been
         found: a verdict whose evidence is found has nothing left for later queries to find."""
         table = self.table.copy()
-        table[:, SUPPORT] = (1 - found_entailing) * table[:, SUPPORT] + found_entailing * table[
-            :, NOT_ENOUGH_INFO
-        ]
-        table[:, CONTRADICT] = (1 - found_contradicting) * table[:, CONTRADICT] + found_contradicting * table[
-            :, NOT_ENOUGH_INFO
-        ]
+        neutral = table[:, NOT_ENOUGH_INFO]
+        table[:, SUPPORT] = (1 - found_entailing) * table[:, SUPPORT] + found_entailing * neutral
+        table[:, CONTRADICT] = (1 - found_contradicting) * table[
+            :, CONTRADICT
+        ] + found_contradicting * neutral
         return table
 
 
-def soft_outcome(entailment: ArrayLike, contradiction: ArrayLike, relevance: ArrayLike) -> np.ndarray:
-    """v = P(E), P(C), P(N) of a query from its new sentences' NLI probabilities and relevance
-    (no sentence: v = (0, 0, 1))."""
-    e = np.clip(np.asarray(entailment, float) * np.asarray(relevance, float), 0.0, 1.0)
-    c = np.clip(np.asarray(contradiction, float) * np.asarray(relevance, float), 0.0, 1.0)
-    a = 1.0 - float(np.prod(1.0 - e))
-    b = 1.0 - float(np.prod(1.0 - c))
+def soft_outcome(entailment: ArrayLike, contradiction: ArrayLike) -> np.ndarray:
+    """v = P(E), P(C), P(N) of a query from its new sentences' NLI probabilities: the strongest
+    entailing and the strongest contradicting sentence (no sentence: v = (0, 0, 1))."""
+    e = np.clip(np.asarray(entailment, float), 0.0, 1.0)
+    c = np.clip(np.asarray(contradiction, float), 0.0, 1.0)
+    a = float(e.max(initial=0.0))
+    b = float(c.max(initial=0.0))
     return np.array([a * (1 - b), b * (1 - a), (1 - a) * (1 - b) + a * b])
 
 
@@ -93,13 +98,21 @@ def likelihood(outcome: ArrayLike, table: np.ndarray) -> np.ndarray:
 
 
 def predicted_outcomes(reach: float, table: np.ndarray) -> np.ndarray:
-    """P(o | h) of a candidate query that reaches new text with probability `reach`: the sensor
-    table when it does, nothing when it does not."""
-    nothing = np.zeros_like(table)
-    nothing[NOTHING, :] = 1.0
-    return reach * table + (1.0 - reach) * nothing
+    """P(result | h) of a candidate query that reaches new text with probability `reach`: rows
+    E, C, N (the sensor table, scaled by the reach) and ø (nothing new, 1 − reach)."""
+    nothing_new = np.full((1, table.shape[1]), 1.0 - reach)
+    return np.vstack([reach * table, nothing_new])
 
 
-def hard_outcome(outcome: Sequence[float]) -> int:
-    """The most probable of E, C, N (counting outcomes to fit a sensor table)."""
-    return int(np.argmax(outcome))
+def found_strength(strength: float, outcome: ArrayLike, index: int) -> float:
+    """The strength of the evidence of one kind found so far after a query whose soft outcome
+    is `outcome`: 1 − (1 − s)(1 − v[index])."""
+    return 1.0 - (1.0 - strength) * (1.0 - float(np.asarray(outcome, float)[index]))
+
+
+def sensor_counts(outcomes: Sequence[Sequence[float]], verdict: int) -> np.ndarray:
+    """counts[o, h] of one observed session: its queries' soft outcomes in the verdict's column."""
+    counts = np.zeros((len(OUTCOMES), len(VERDICTS)))
+    for outcome in outcomes:
+        counts[:, verdict] += np.asarray(outcome, float)
+    return counts

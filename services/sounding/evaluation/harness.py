@@ -27,11 +27,18 @@ if TYPE_CHECKING:
 
 def empty_learning_log(settings: Settings, include_calibrations: bool = False) -> None:
     """Drop the learning tables (and the calibrations, if asked), so the stack about to start
-    has a cold selector (and states uncalibrated values)."""
+    has a cold selector and corpus inquiry learner (and states uncalibrated values)."""
     from sounding.store.connection import drop_tables
+    from sounding.store.corpus_inquiry import QUERIES_TABLE, VERDICTS_TABLE
     from sounding.store.learning_tables import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
 
-    tables = (RETRIEVALS_TABLE, OBSERVATIONS_TABLE, *((CALIBRATIONS_TABLE,) if include_calibrations else ()))
+    tables = (
+        RETRIEVALS_TABLE,
+        OBSERVATIONS_TABLE,
+        QUERIES_TABLE,
+        VERDICTS_TABLE,
+        *((CALIBRATIONS_TABLE,) if include_calibrations else ()),
+    )
     drop_tables(settings.store_location, tables)
 
 

@@ -20,8 +20,11 @@ from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.readiness import Readiness
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer, ToolServicer
+from sounding.inquiry.domains.corpus import CorpusInquiry
 from sounding.inquiry.llm.assessment import Models
 from sounding.inquiry.service import InquiryService
+from sounding.learning.corpus_backend import CorpusTools
+from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.inquiry import InquiryLearning
 from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
@@ -33,6 +36,7 @@ from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.collections import Store
 from sounding.store.connection import configure_caches
+from sounding.store.corpus_inquiry import CorpusInquiryLog
 from sounding.store.durability import Durability
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
@@ -193,7 +197,12 @@ async def serve(settings: Settings) -> None:
             tool_settings,
             settings.limits.tools,
         )
-        return TenantLearning(learning, InquiryLearning(learning_log, store, tenant), tools)
+        corpus_inquiry = await CorpusInquiryLearning.open(
+            await CorpusInquiryLog.open(settings.store_location, durability, tenant)
+        )
+        return TenantLearning(
+            learning, InquiryLearning(learning_log, store, corpus_inquiry, tenant), tools, corpus_inquiry
+        )
 
     tenants = Tenants(open_tenant)
     await tenants.of(DEFAULT_TENANT)
@@ -215,16 +224,25 @@ async def serve(settings: Settings) -> None:
     limits = settings.limits
     policies = call_policies(limits)
     server = rpc.server(limits.transport)
-    inquiry = InquiryService(
-        store,
-        lambda session_id, tenant: Models(
+
+    def inquiry_backend(session_id: str, tenant: str, domain: str) -> Models | CorpusTools:
+        if domain == CorpusInquiry.name:
+            return CorpusTools(
+                tenant=tenant,
+                retrieval=retrieval,
+                learning=lambda: tenants.of(tenant),
+                models=models,
+                store=store,
+                graphs=graphs,
+            )
+        return Models(
             models,
             flow=f"inquiry:{session_id}",
             in_flight=limits.inquiry.llm_generations_in_flight,
             tenant=tenant,
-        ),
-        limits.inquiry,
-    )
+        )
+
+    inquiry = InquiryService(store, inquiry_backend, limits.inquiry)
     sounding = SoundingServicer(
         retrieval,
         inquiry,

@@ -93,7 +93,9 @@ class SoundingServicer:
 
     async def GetStrategyMetrics(self, request, context):
         learned = await self._tenants.of(context.principal.tenant)
-        return learning_messages.strategy_metrics(await learned.retrieval.metrics())
+        return learning_messages.strategy_metrics(
+            await learned.retrieval.metrics(), learned.corpus_inquiry.metrics()
+        )
 
 
 class CorpusServicer:

@@ -22,6 +22,7 @@ from sounding.core.provenance import Provenance
 from sounding.core.stop_rules import STOP_RULES
 from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
 from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
+from sounding.inquiry.domains.corpus import CORPUS_POLICIES, CorpusInquiry
 from sounding.inquiry.domains.hypotheses import HYPOTHESES_POLICIES, HypothesisSet
 from sounding.inquiry.domains.llm import LLM_POLICIES, LlmInquiry, Threshold
 from sounding.inquiry.protocol import (
@@ -90,6 +91,7 @@ DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict, dict], Domain]]] = {
     BullsAndCows.name: (BULLS_AND_COWS_POLICIES, BullsAndCows.from_state),
     HypothesisSet.name: (HYPOTHESES_POLICIES, HypothesisSet.from_state),
     LlmInquiry.name: (LLM_POLICIES, LlmInquiry.from_state),
+    CorpusInquiry.name: (CORPUS_POLICIES, CorpusInquiry.from_state),
 }
 
 
@@ -206,6 +208,10 @@ def start(
     request = normalized(request)
     if request.domain == BullsAndCows.name:
         domain: Domain = BullsAndCows()
+    elif request.domain == CorpusInquiry.name:
+        domain = CorpusInquiry.from_request(
+            request.policy, request.context, request.hypotheses, request.domain_parameters
+        )
     elif request.domain == LlmInquiry.name:
         domain = LlmInquiry.from_request(
             request.policy,
@@ -297,6 +303,28 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
         AskEvent(session.session_id, session.turn, choice.chosen, choice.rationale, choice.runners_up)
     )
     return events
+
+
+def answers_itself(session: Session) -> bool:
+    """Whether the session's domain runs its own questions (the client sends no observations)."""
+    return session.domain == CorpusInquiry.name
+
+
+async def investigate(session: Session, backend: Any = None, compute: Compute = inline) -> list[InquiryEvent]:
+    """A domain that answers itself runs the pending question: its Evidence, then Belief and
+    Ask or Answer, as after an observation."""
+    pending = session.pending
+    if pending is None or session.answer is not None:
+        raise errors.FailedPrecondition("no question is pending", reason="NO_PENDING_QUESTION")
+    domain = await compute(_domain, session)
+    if not isinstance(domain, CorpusInquiry):
+        raise errors.FailedPrecondition(f"the {session.domain} domain's questions are answered by the client")
+    event = await domain.investigate(session.session_id, session.turn, pending["question_id"], backend)
+    session.predicted_gains.append(pending["predicted_gain"])
+    session.actual_gains.append(event.actual_gain)
+    session.cost_spent += pending["cost"]
+    session.pending = None
+    return [event, *await advance(session, backend, compute)]
 
 
 async def resume(session: Session, backend: Any = None, compute: Compute = inline) -> list[InquiryEvent]:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
+from sounding.core.claim_evidence import SensorModel
 from sounding.core.provenance import Provenance
+from sounding.core.reach import ReachModel
+from sounding.store.corpus_inquiry import ExecutedQuery
 
 # The default stop rule's diminishing-returns threshold (active-learning spec §3.4), in bits.
 MIN_INFORMATION_GAIN = 0.01
@@ -126,7 +131,46 @@ class AnswerEvent:
     actual_gains: list[float]
 
 
-InquiryEvent = BeliefEvent | AskEvent | AnswerEvent
+@dataclass(frozen=True)
+class EvidenceHit:
+    document_id: str
+    chunk_id: str
+    score: float
+    # Whether the session had not read this chunk before.
+    new: bool
+
+
+@dataclass(frozen=True)
+class EvidenceSentence:
+    document_id: str
+    text: str
+    entailment: float
+    contradiction: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvidenceEvent:
+    """What a query the server ran itself (the corpus domain) found, and how it was judged."""
+
+    session_id: str
+    turn: int
+    question_id: str
+    query: str
+    strategy: str
+    hits: list[EvidenceHit]
+    # The strongest sentences for or against the claim among those newly read.
+    sentences: list[EvidenceSentence]
+    sentences_read: int
+    # {entailing, contradicting, nothing}: the soft outcome (empty when nothing new was reached).
+    outcome: dict[str, float]
+    predicted_reach: float
+    reached: bool
+    predicted_gain: float
+    actual_gain: float
+    latency_ms: float
+
+
+InquiryEvent = BeliefEvent | AskEvent | EvidenceEvent | AnswerEvent
 
 
 @dataclass(frozen=True)
@@ -148,6 +192,60 @@ class Choice:
     chosen: ScoredQuestion
     rationale: str
     runners_up: list[ScoredQuestion]
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    document_id: str
+    chunk_id: str
+    score: float
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class OutcomeModels:
+    """What a corpus session predicts with (the tenant's, for one collection): the outcome model
+    of reach, the sensor table, and the costs measured so far."""
+
+    reach: ReachModel
+    sensor: SensorModel
+    search_ms: float
+    nli_ms_per_sentence: float
+    sentences_per_query: float
+
+
+class CorpusBackend(Protocol):
+    """What the corpus domain thinks and searches with, for one session of a tenant."""
+
+    async def check(self, collection: str, arms: Sequence[str]) -> None:
+        """NotFound if the tenant has no such collection, InvalidArgument for an unknown arm
+        (naming the domain parameter)."""
+        ...
+
+    async def search(self, collection: str, query: str, top_k: int, arms: Sequence[str]) -> list[SearchHit]:
+        """The retrieval pipeline's hits (the arms' rankings fused), with their text."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    async def entail(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(entailment, neutral, contradiction) per (premise, hypothesis)."""
+        ...
+
+    async def related(self, collection: str, entities: Sequence[str], limit: int) -> dict[str, list[str]]:
+        """Each entity's strongest neighbours in the collection's graph (none before it is built)."""
+        ...
+
+    async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> np.ndarray:
+        """The chunks' unit embeddings, one row each (those still present)."""
+        ...
+
+    async def outcome_models(self, collection: str) -> OutcomeModels: ...
+
+    async def record_query(self, query: ExecutedQuery) -> None:
+        """Learn from an executed query (the outcome model) and log it."""
+        ...
 
 
 class Domain(Protocol):

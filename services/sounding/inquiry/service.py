@@ -1,6 +1,8 @@
 """InquiryService: runs Inquire streams over the engine and saves the session after every step.
 
-The first request starts or resumes a session; every later one answers the pending question.
+The first request starts or resumes a session; every later one answers the pending question,
+except in a domain that answers its own questions (corpus): there the service runs each question
+as it is asked and streams what it found, until the answer.
 A session's state is saved before the events of its step are sent, so a client that loses the
 stream (or an orchestrator that restarts) resumes with `Resume{session_id}` exactly where it was.
 
@@ -52,17 +54,18 @@ Thresholds = Callable[[str, str], Awaitable[Mapping[str, Mapping[str, Any]]]]
 
 
 class InquiryService:
-    """`backend(session_id, tenant)` gives what a session's domain thinks with (the models, for
-    the llm domain)."""
+    """`backend(session_id, tenant, domain)` gives what a session's domain thinks with (the
+    models, for the llm domain; the retrieval pipeline, models, graph and outcome models, for the
+    corpus domain)."""
 
     def __init__(
         self,
         store: Store,
-        backend: Callable[[str, str], Any] | None = None,
+        backend: Callable[[str, str, str], Any] | None = None,
         limits: InquiryLimits = InquiryLimits(),
     ):
         self._store = store
-        self._backend = backend or (lambda session_id, tenant: None)
+        self._backend = backend or (lambda session_id, tenant, domain: None)
         self._limits = limits
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._compute = BoundedPool(limits.compute_threads, limits.compute_queue, "inquiry")
@@ -111,7 +114,7 @@ class InquiryService:
             if session is None:
                 session = await self._load(key, resumed_id)
             async with self._open(session):
-                backend = self._backend(session.session_id, tenant)
+                backend = self._backend(session.session_id, tenant, session.domain)
                 if isinstance(first, Start):
                     events = await engine.advance(session, backend, self._compute)
                 else:
@@ -120,6 +123,13 @@ class InquiryService:
                 for event in events:
                     yield event
                 if isinstance(events[-1], AnswerEvent):
+                    return
+                if engine.answers_itself(session):
+                    while not isinstance(events[-1], AnswerEvent):
+                        events = await engine.investigate(session, backend, self._compute)
+                        await self._save(key, session)
+                        for event in events:
+                            yield event
                     return
                 async for request in requests:
                     if not isinstance(request, ObservationRequest):

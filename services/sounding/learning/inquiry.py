@@ -4,7 +4,9 @@ sessions of the same task and regime use (robust-MI spec §2.5).
 
 An `InquiryOutcome` names a finished or abandoned session and its ground truth; every state the
 session assessed is appended to the `inquiry_states` log in one commit before the
-acknowledgement. Thresholds are stored in the calibrations table under
+acknowledgement. The outcome of a corpus session (its verdict) goes to the tenant's corpus
+inquiry learner instead, which fits its sensor table with it (`learning.corpus_inquiry`).
+Thresholds are stored in the calibrations table under
 `stop_threshold:<task>:<regime>:<rule>:<bucket>` (bucket empty: every state).
 """
 
@@ -17,10 +19,12 @@ from dataclasses import dataclass
 from sounding import errors
 from sounding.core import homogeneity, stop_rules
 from sounding.inquiry import engine
+from sounding.inquiry.domains.corpus import CorpusInquiry
 from sounding.inquiry.domains.llm import LlmInquiry, Threshold, threshold_key, threshold_prefix
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
 from sounding.learning import stop_thresholds
+from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport, Rejected
 from sounding.offload import completed
 from sounding.store import schema
@@ -58,9 +62,16 @@ class StopThresholdRequest:
 class InquiryLearning:
     """One tenant's: its log, and the sessions it ran."""
 
-    def __init__(self, learning_log: LearningLog, store: Store, tenant: str = schema.DEFAULT_TENANT):
+    def __init__(
+        self,
+        learning_log: LearningLog,
+        store: Store,
+        corpus: CorpusInquiryLearning,
+        tenant: str = schema.DEFAULT_TENANT,
+    ):
         self._log = learning_log
         self._store = store
+        self._corpus = corpus
         self._tenant = tenant
         self._lock = asyncio.Lock()
 
@@ -78,6 +89,14 @@ class InquiryLearning:
                     problem = answered[outcome.session_id]
                 else:
                     problem = await self._states(outcome, seen)
+                if isinstance(problem, engine.Session):  # a corpus session: its verdict
+                    problem = await self._corpus.observe(
+                        outcome.session_id, problem.domain_setup["collection"], outcome.ground_truth.strip()
+                    )
+                    if problem is None:
+                        seen.add(outcome.session_id)
+                        accepted += 1
+                        continue
                 if isinstance(problem, Rejected):
                     answered.setdefault(outcome.session_id, problem)
                     rejected.append(Rejected(index, problem.code, problem.message))
@@ -88,9 +107,12 @@ class InquiryLearning:
             await completed(self._log.append_inquiry_states(records))
         return accepted, rejected
 
-    async def _states(self, outcome: InquiryOutcome, seen: set[str]) -> list[InquiryState] | Rejected:
+    async def _states(
+        self, outcome: InquiryOutcome, seen: set[str]
+    ) -> list[InquiryState] | engine.Session | Rejected:
         """The session's states judged against the ground truth (decoded and judged on a worker
-        thread: a session can be large), or why not."""
+        thread: a session can be large), the session itself if it is a corpus inquiry, or why
+        not."""
         if not outcome.ground_truth.strip():
             return Rejected(0, "INVALID_ARGUMENT", "inquiry_outcome.ground_truth must not be empty")
         if outcome.session_id in seen:
@@ -100,11 +122,15 @@ class InquiryLearning:
         if stored is None:
             return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id[:64]!r}")
 
-        def judged() -> list[InquiryState] | Rejected:
+        def judged() -> list[InquiryState] | engine.Session | Rejected:
             session = engine.Session.from_json(*stored)
+            if session.domain == CorpusInquiry.name:
+                return session
             if session.domain != LlmInquiry.name:
                 return Rejected(
-                    0, "FAILED_PRECONDITION", f"session {outcome.session_id!r} is not an llm inquiry"
+                    0,
+                    "FAILED_PRECONDITION",
+                    f"session {outcome.session_id!r} is not an llm or corpus inquiry",
                 )
             return outcomes.state_records(
                 outcome.session_id, session.domain_setup, session.domain_state, outcome.ground_truth

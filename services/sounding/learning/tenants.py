@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
+from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.inquiry import InquiryLearning, InquiryOutcome
 from sounding.learning.protocol import ObserveResult, Rejected, RetrievalOutcome
 from sounding.learning.service import LearningService
@@ -23,6 +24,7 @@ class TenantLearning:
     retrieval: LearningService
     inquiry: InquiryLearning
     tools: ToolService
+    corpus_inquiry: CorpusInquiryLearning
 
     async def observe(self, observations: Sequence[Observation]) -> ObserveResult:
         """Record an Observe stream's outcomes, each with the learner of its kind; `Rejected` items

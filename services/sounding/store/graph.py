@@ -151,6 +151,25 @@ class GraphStore:
         await table.delete(f"collection = {schema.sql_string(collection)}")
         self._names.pop(collection, None)
 
+    async def related(self, collection: str, entities: list[str], limit: int) -> dict[str, list[str]]:
+        """Each named entity's strongest co-occurring neighbours (at most `limit`, by descending
+        weight, then name); an entity the graph lacks, or a graph not built yet, has none."""
+        names = await self.entity_names(collection)
+        known = [e for e in dict.fromkeys(entities) if e in names]
+        if not known:
+            return {e: [] for e in entities}
+        listed = ", ".join(schema.sql_string(e) for e in known)
+        table = await self._db.open_table(EDGES_PREFIX + collection)
+        rows = (
+            await table.query().where(f"source IN ({listed}) OR target IN ({listed})").to_arrow()
+        ).to_pylist()
+        found: dict[str, list[tuple[int, str]]] = {e: [] for e in known}
+        for row in rows:
+            for this, other in ((row["source"], row["target"]), (row["target"], row["source"])):
+                if this in found:
+                    found[this].append((-row["weight"], other))
+        return {e: [other for _, other in sorted(found.get(e, []))[:limit]] for e in entities}
+
     async def entity_names(self, collection: str) -> frozenset[str]:
         """Every entity of the collection's graph (empty before the first build). Served from
         memory: `replace` and `drop` renew it, so the graph's writer must be this store."""

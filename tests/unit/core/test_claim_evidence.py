@@ -3,14 +3,18 @@
 import numpy as np
 import pytest
 from sounding.core.claim_evidence import (
+    CONTRADICT,
     DEFAULT_SENSOR,
+    ENTAILING,
     NOT_ENOUGH_INFO,
     NOTHING,
+    NOTHING_NEW,
     SUPPORT,
     SensorModel,
-    hard_outcome,
+    found_strength,
     likelihood,
     predicted_outcomes,
+    sensor_counts,
     soft_outcome,
 )
 from sounding.core.information import bayes_update, information_gain
@@ -18,12 +22,14 @@ from sounding.core.information import bayes_update, information_gain
 pytestmark = pytest.mark.unit
 
 
-def test_the_soft_outcome_is_a_noisy_or_over_the_new_sentences():
-    # a = 1 - (1 - 0.9·0.5)(1 - 0.2·1.0) = 1 - 0.55·0.8 = 0.56; b = 1 - (1 - 0.5·1.0) = 0.5
-    v = soft_outcome(entailment=[0.9, 0.2], contradiction=[0.0, 0.5], relevance=[0.5, 1.0])
-    assert v == pytest.approx([0.56 * 0.5, 0.5 * 0.44, 0.44 * 0.5 + 0.56 * 0.5])
+def test_the_strongest_sentence_decides_the_soft_outcome():
+    # a = max(0.9, 0.2) = 0.9, b = max(0.0, 0.5) = 0.5
+    v = soft_outcome(entailment=[0.9, 0.2], contradiction=[0.0, 0.5])
+    assert v == pytest.approx([0.9 * 0.5, 0.5 * 0.1, 0.1 * 0.5 + 0.9 * 0.5])
     assert v.sum() == pytest.approx(1.0)
-    assert soft_outcome([], [], []) == pytest.approx([0.0, 0.0, 1.0])
+    # Many weak sentences stay weak (a noisy-OR over them would add up to near certainty).
+    assert soft_outcome([0.1] * 30, [0.0] * 30)[ENTAILING] == pytest.approx(0.1)
+    assert soft_outcome([], []) == pytest.approx([0.0, 0.0, 1.0])
 
 
 def test_the_likelihood_mixes_the_sensor_columns_by_the_soft_outcome():
@@ -35,8 +41,8 @@ def test_the_likelihood_mixes_the_sensor_columns_by_the_soft_outcome():
     assert posterior == pytest.approx([0.45 / 1.15, 0.25 / 1.15, 0.45 / 1.15])
 
 
-def test_a_query_that_finds_nothing_moves_belief_to_not_enough_info():
-    v = soft_outcome([0.01], [0.01], [1.0])
+def test_new_text_that_decides_nothing_moves_belief_to_not_enough_info():
+    v = soft_outcome([0.01], [0.01])
     posterior = bayes_update(np.full(3, 1 / 3), 0.0, likelihood(v, DEFAULT_SENSOR), 0.0).probabilities
     assert int(np.argmax(posterior)) == NOT_ENOUGH_INFO
 
@@ -51,12 +57,26 @@ def test_found_evidence_explains_the_silence_after_it():
     assert silence[SUPPORT] == silence[NOT_ENOUGH_INFO]
     half = sensor.given_found(0.5, 0.0)
     assert half[:, SUPPORT] == pytest.approx([0.35, 0.1, 0.55])
+    assert half[:, CONTRADICT] == pytest.approx(sensor.table[:, CONTRADICT])
+
+
+def test_found_strength_accumulates_as_a_noisy_or_over_queries():
+    assert found_strength(0.0, [0.6, 0.1, 0.3], ENTAILING) == pytest.approx(0.6)
+    # 1 - (1 - 0.6)(1 - 0.5) = 0.8
+    assert found_strength(0.6, [0.5, 0.0, 0.5], ENTAILING) == pytest.approx(0.8)
 
 
 def test_the_sensor_fit_normalises_smoothed_counts_per_verdict():
-    sensor = SensorModel.fit([[8, 1, 0], [0, 6, 1], [2, 3, 9]], smoothing=1.0)
+    sensor = SensorModel.fit([[8, 1, 0], [0, 6, 1], [2, 3, 9]], smoothing=1.0, sessions=3)
     assert sensor.table[:, SUPPORT] == pytest.approx([9 / 13, 1 / 13, 3 / 13])
     assert sensor.table.sum(axis=0) == pytest.approx([1.0, 1.0, 1.0])
+    assert sensor.sessions == 3
+
+
+def test_a_sessions_outcomes_count_in_its_verdicts_column():
+    counts = sensor_counts([[0.5, 0.1, 0.4], [0.0, 0.0, 1.0]], CONTRADICT)
+    assert counts[:, CONTRADICT] == pytest.approx([0.5, 0.1, 1.4])
+    assert counts[:, SUPPORT] == pytest.approx([0, 0, 0])
 
 
 def test_a_candidate_that_reaches_more_new_text_gains_more():
@@ -64,12 +84,10 @@ def test_a_candidate_that_reaches_more_new_text_gains_more():
     gains = [
         information_gain(belief, predicted_outcomes(r, DEFAULT_SENSOR)).expected_gain for r in (0, 0.3, 0.9)
     ]
-    assert gains[0] == pytest.approx(0.0)  # it can only find nothing: redundant
+    assert gains[0] == pytest.approx(0.0)  # it can only reach nothing new: redundant
     assert 0 < gains[1] < gains[2]
     table = predicted_outcomes(0.25, DEFAULT_SENSOR)
+    assert table.shape == (4, 3)
     assert table.sum(axis=0) == pytest.approx([1.0, 1.0, 1.0])
-    assert table[NOTHING, SUPPORT] == pytest.approx(0.75 + 0.25 * DEFAULT_SENSOR[NOTHING, SUPPORT])
-
-
-def test_hard_outcome_is_the_most_probable():
-    assert hard_outcome([0.2, 0.7, 0.1]) == 1
+    assert table[NOTHING_NEW] == pytest.approx([0.75, 0.75, 0.75])
+    assert table[NOTHING, SUPPORT] == pytest.approx(0.25 * DEFAULT_SENSOR[NOTHING, SUPPORT])

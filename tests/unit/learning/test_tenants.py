@@ -15,7 +15,10 @@ def test_a_tenant_is_opened_once_and_a_failed_opening_is_tried_again():
         if tenant == "flaky" and opened.count("flaky") == 1:
             raise OSError("the store is not reachable")
         return TenantLearning(
-            retrieval=f"{tenant}-retrieval", inquiry=f"{tenant}-inquiry", tools=f"{tenant}-tools"
+            retrieval=f"{tenant}-retrieval",
+            inquiry=f"{tenant}-inquiry",
+            tools=f"{tenant}-tools",
+            corpus_inquiry=f"{tenant}-corpus-inquiry",
         )
 
     async def run():

@@ -119,6 +119,41 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                 runners_up=[_scored_question(r) for r in event.runners_up],
             )
         )
+    if isinstance(event, q.EvidenceEvent):
+        outcome = event.outcome
+        return sounding_pb2.InquireResponse(
+            evidence=sounding_pb2.Evidence(
+                session_id=event.session_id,
+                turn=event.turn,
+                question_id=event.question_id,
+                query=event.query,
+                strategy=event.strategy,
+                hits=[
+                    sounding_pb2.EvidenceHit(
+                        document_id=h.document_id, chunk_id=h.chunk_id, score=h.score, new=h.new
+                    )
+                    for h in event.hits
+                ],
+                sentences=[
+                    sounding_pb2.EvidenceSentence(
+                        document_id=s.document_id,
+                        text=s.text,
+                        entailment=s.entailment,
+                        contradiction=s.contradiction,
+                    )
+                    for s in event.sentences
+                ],
+                sentences_read=event.sentences_read,
+                entailing=outcome.get("entailing", 0.0),
+                contradicting=outcome.get("contradicting", 0.0),
+                nothing=outcome.get("nothing", 0.0),
+                reached=event.reached,
+                predicted_reach=event.predicted_reach,
+                expected_information_gain=event.predicted_gain,
+                actual_information_gain=event.actual_gain,
+                latency_ms=event.latency_ms,
+            )
+        )
     return sounding_pb2.InquireResponse(
         answer=sounding_pb2.InquiryAnswer(
             session_id=event.session_id,

@@ -129,7 +129,26 @@ def calibrate_response(event) -> sounding_pb2.CalibrateResponse:
     )
 
 
-def strategy_metrics(metrics) -> sounding_pb2.GetStrategyMetricsResponse:
+def corpus_inquiry_metrics(metrics) -> sounding_pb2.CorpusInquiryMetrics:
+    prediction = metrics.prediction
+    windows = prediction.windows
+    return sounding_pb2.CorpusInquiryMetrics(
+        queries=metrics.queries,
+        observed_sessions=metrics.observed_sessions,
+        information_gain_mae=prediction.information_gain_mae,
+        information_gain_mae_last_10=windows.get("last_10", {}).get("information_gain_mae", 0.0),
+        information_gain_mae_last_100=windows.get("last_100", {}).get("information_gain_mae", 0.0),
+        reach_mae=metrics.reach_mae,
+        reach_accuracy=prediction.result_type_accuracy,
+        cost_mae_ms=prediction.cost_mae,
+        strategies=[
+            sounding_pb2.StrategyGain(strategy=name, queries=count, mean_information_gain=gain)
+            for name, (count, gain) in metrics.strategies.items()
+        ],
+    )
+
+
+def strategy_metrics(metrics, corpus_inquiry) -> sounding_pb2.GetStrategyMetricsResponse:
     return sounding_pb2.GetStrategyMetricsResponse(
         arms=[
             sounding_pb2.ArmMetrics(
@@ -151,4 +170,5 @@ def strategy_metrics(metrics) -> sounding_pb2.GetStrategyMetricsResponse:
         observations=metrics.observations,
         pruned_arms=metrics.pruned_arms,
         selector_version=metrics.selector_version,
+        corpus_inquiry=corpus_inquiry_metrics(corpus_inquiry),
     )

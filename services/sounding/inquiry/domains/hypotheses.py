@@ -28,6 +28,7 @@ from sounding.core.information import (
     likelihood_matrix,
     max_entropy_bits,
 )
+from sounding.inquiry.domains import parameters as parameters_
 
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 OPEN_OUTCOMES = {"", "unknown"}
@@ -72,8 +73,8 @@ class HypothesisSet:
                     f"hypotheses[{i}].prior must be >= 0", field=f"start.hypotheses[{i}].prior"
                 )
             index[h.id] = i
-        noise = _parameter(parameters, "noise", 0.0, 0.0, 0.5)
-        unknown = _parameter(parameters, "unknown_prior", 0.0, 0.0, 0.999)
+        noise = parameters_.number(parameters, "noise", 0.0, 0.0, 0.5)
+        unknown = parameters_.number(parameters, "unknown_prior", 0.0, 0.0, 0.999)
         priors = np.array([h.prior for h in hypotheses], dtype=float)
         if priors.max() == 0:
             priors = np.full(len(ids), 1.0 / len(ids))
@@ -224,21 +225,6 @@ class HypothesisSet:
             return "", 0.0
         best = int(np.argmax(self.probabilities))
         return self.ids[best], float(self.probabilities[best])
-
-
-def _parameter(parameters: dict, name: str, default: float, low: float, high: float) -> float:
-    if name not in parameters:
-        return default
-    try:
-        value = float(parameters[name])
-    except ValueError:
-        value = float("nan")
-    if not low <= value <= high:
-        raise errors.InvalidArgument(
-            f"domain_parameters[{name!r}] must be a number in [{low}, {high}]",
-            field=f"start.domain_parameters.{name}",
-        )
-    return value
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:

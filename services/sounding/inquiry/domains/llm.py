@@ -29,6 +29,7 @@ import numpy as np
 
 from sounding import errors
 from sounding.core import stop_rules
+from sounding.inquiry.domains import parameters as parameters_
 from sounding.inquiry.llm import assessment, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
@@ -127,11 +128,11 @@ class LlmInquiry:
                 "signals must be rule or all", field="start.domain_parameters.signals"
             )
         sampling = SamplingSettings(
-            samples=_integer(parameters, "samples", 4, 2, limits.llm_max_samples),
+            samples=parameters_.integer(parameters, "samples", 4, 2, limits.llm_max_samples),
             regime=regime,
             diversity=diversity,
-            answer_tokens=_integer(parameters, "answer_tokens", 0, 0, limits.llm_max_tokens),
-            question_tokens=_integer(parameters, "question_tokens", 0, 0, limits.llm_max_tokens),
+            answer_tokens=parameters_.integer(parameters, "answer_tokens", 0, 0, limits.llm_max_tokens),
+            question_tokens=parameters_.integer(parameters, "question_tokens", 0, 0, limits.llm_max_tokens),
         )
         run_to_max_turns = parameters.get("run_to_max_turns", "false")
         if run_to_max_turns not in ("true", "false"):
@@ -294,18 +295,3 @@ class LlmInquiry:
             return tasks.UNPARSED, 0.0
         current = self.assessments[-1]
         return current["answer"], current["answer_share"]
-
-
-def _integer(parameters: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = parameters.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
-        raise errors.InvalidArgument(
-            f"{name} must be an integer in [{low}, {high}]", field=f"start.domain_parameters.{name}"
-        )
-    return value

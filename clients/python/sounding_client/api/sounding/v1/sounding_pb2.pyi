@@ -366,14 +366,76 @@ class InquiryObservation(_message.Message):
     def __init__(self, question_id: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
 
 class InquireResponse(_message.Message):
-    __slots__ = ("belief", "ask", "answer")
+    __slots__ = ("belief", "ask", "answer", "evidence")
     BELIEF_FIELD_NUMBER: _ClassVar[int]
     ASK_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     belief: Belief
     ask: Ask
     answer: InquiryAnswer
-    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ...) -> None: ...
+    evidence: Evidence
+    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ...) -> None: ...
+
+class Evidence(_message.Message):
+    __slots__ = ("session_id", "turn", "question_id", "query", "strategy", "hits", "sentences", "sentences_read", "entailing", "contradicting", "nothing", "reached", "predicted_reach", "expected_information_gain", "actual_information_gain", "latency_ms")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_READ_FIELD_NUMBER: _ClassVar[int]
+    ENTAILING_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTING_FIELD_NUMBER: _ClassVar[int]
+    NOTHING_FIELD_NUMBER: _ClassVar[int]
+    REACHED_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_REACH_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
+    ACTUAL_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    turn: int
+    question_id: str
+    query: str
+    strategy: str
+    hits: _containers.RepeatedCompositeFieldContainer[EvidenceHit]
+    sentences: _containers.RepeatedCompositeFieldContainer[EvidenceSentence]
+    sentences_read: int
+    entailing: float
+    contradicting: float
+    nothing: float
+    reached: bool
+    predicted_reach: float
+    expected_information_gain: float
+    actual_information_gain: float
+    latency_ms: float
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., question_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[EvidenceHit, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[EvidenceSentence, _Mapping]]] = ..., sentences_read: _Optional[int] = ..., entailing: _Optional[float] = ..., contradicting: _Optional[float] = ..., nothing: _Optional[float] = ..., reached: _Optional[bool] = ..., predicted_reach: _Optional[float] = ..., expected_information_gain: _Optional[float] = ..., actual_information_gain: _Optional[float] = ..., latency_ms: _Optional[float] = ...) -> None: ...
+
+class EvidenceHit(_message.Message):
+    __slots__ = ("document_id", "chunk_id", "score", "new")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    NEW_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    chunk_id: str
+    score: float
+    new: bool
+    def __init__(self, document_id: _Optional[str] = ..., chunk_id: _Optional[str] = ..., score: _Optional[float] = ..., new: _Optional[bool] = ...) -> None: ...
+
+class EvidenceSentence(_message.Message):
+    __slots__ = ("document_id", "text", "entailment", "contradiction")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    ENTAILMENT_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTION_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    text: str
+    entailment: float
+    contradiction: float
+    def __init__(self, document_id: _Optional[str] = ..., text: _Optional[str] = ..., entailment: _Optional[float] = ..., contradiction: _Optional[float] = ...) -> None: ...
 
 class Belief(_message.Message):
     __slots__ = ("session_id", "turn", "entropy_bits", "normalized_uncertainty", "top_hypotheses", "unknown_mass", "homogeneity", "homogeneity_bucket", "stop_signals", "current_answer")
@@ -661,7 +723,7 @@ class GetStrategyMetricsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStrategyMetricsResponse(_message.Message):
-    __slots__ = ("arms", "selection_entropy_bits", "cumulative_regret", "planned_retrievals", "observations", "pruned_arms", "selector_version")
+    __slots__ = ("arms", "selection_entropy_bits", "cumulative_regret", "planned_retrievals", "observations", "pruned_arms", "selector_version", "corpus_inquiry")
     ARMS_FIELD_NUMBER: _ClassVar[int]
     SELECTION_ENTROPY_BITS_FIELD_NUMBER: _ClassVar[int]
     CUMULATIVE_REGRET_FIELD_NUMBER: _ClassVar[int]
@@ -669,6 +731,7 @@ class GetStrategyMetricsResponse(_message.Message):
     OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
     PRUNED_ARMS_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CORPUS_INQUIRY_FIELD_NUMBER: _ClassVar[int]
     arms: _containers.RepeatedCompositeFieldContainer[ArmMetrics]
     selection_entropy_bits: float
     cumulative_regret: float
@@ -676,7 +739,40 @@ class GetStrategyMetricsResponse(_message.Message):
     observations: int
     pruned_arms: _containers.RepeatedScalarFieldContainer[str]
     selector_version: int
-    def __init__(self, arms: _Optional[_Iterable[_Union[ArmMetrics, _Mapping]]] = ..., selection_entropy_bits: _Optional[float] = ..., cumulative_regret: _Optional[float] = ..., planned_retrievals: _Optional[int] = ..., observations: _Optional[int] = ..., pruned_arms: _Optional[_Iterable[str]] = ..., selector_version: _Optional[int] = ...) -> None: ...
+    corpus_inquiry: CorpusInquiryMetrics
+    def __init__(self, arms: _Optional[_Iterable[_Union[ArmMetrics, _Mapping]]] = ..., selection_entropy_bits: _Optional[float] = ..., cumulative_regret: _Optional[float] = ..., planned_retrievals: _Optional[int] = ..., observations: _Optional[int] = ..., pruned_arms: _Optional[_Iterable[str]] = ..., selector_version: _Optional[int] = ..., corpus_inquiry: _Optional[_Union[CorpusInquiryMetrics, _Mapping]] = ...) -> None: ...
+
+class CorpusInquiryMetrics(_message.Message):
+    __slots__ = ("queries", "observed_sessions", "information_gain_mae", "information_gain_mae_last_10", "information_gain_mae_last_100", "reach_mae", "reach_accuracy", "cost_mae_ms", "strategies")
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    INFORMATION_GAIN_MAE_FIELD_NUMBER: _ClassVar[int]
+    INFORMATION_GAIN_MAE_LAST_10_FIELD_NUMBER: _ClassVar[int]
+    INFORMATION_GAIN_MAE_LAST_100_FIELD_NUMBER: _ClassVar[int]
+    REACH_MAE_FIELD_NUMBER: _ClassVar[int]
+    REACH_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    COST_MAE_MS_FIELD_NUMBER: _ClassVar[int]
+    STRATEGIES_FIELD_NUMBER: _ClassVar[int]
+    queries: int
+    observed_sessions: int
+    information_gain_mae: float
+    information_gain_mae_last_10: float
+    information_gain_mae_last_100: float
+    reach_mae: float
+    reach_accuracy: float
+    cost_mae_ms: float
+    strategies: _containers.RepeatedCompositeFieldContainer[StrategyGain]
+    def __init__(self, queries: _Optional[int] = ..., observed_sessions: _Optional[int] = ..., information_gain_mae: _Optional[float] = ..., information_gain_mae_last_10: _Optional[float] = ..., information_gain_mae_last_100: _Optional[float] = ..., reach_mae: _Optional[float] = ..., reach_accuracy: _Optional[float] = ..., cost_mae_ms: _Optional[float] = ..., strategies: _Optional[_Iterable[_Union[StrategyGain, _Mapping]]] = ...) -> None: ...
+
+class StrategyGain(_message.Message):
+    __slots__ = ("strategy", "queries", "mean_information_gain")
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    MEAN_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
+    strategy: str
+    queries: int
+    mean_information_gain: float
+    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., mean_information_gain: _Optional[float] = ...) -> None: ...
 
 class ArmMetrics(_message.Message):
     __slots__ = ("arm", "selection_rate", "contribution_rate", "mean_latency_ms", "mean_reward", "exploration_share", "runs", "observed_runs", "mean_cost_ms")

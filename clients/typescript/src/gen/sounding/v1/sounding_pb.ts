@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sounding/v1/sounding.proto.
  */
 export const file_sounding_v1_sounding: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3VuZGluZy92MS9zb3VuZGluZy5wcm90bxILc291bmRpbmcudjEihgMKD1JldHJpZXZlUmVxdWVzdBI1Cgpjb2xsZWN0aW9uGAEgASgJQiG6SB5yHDIaXlthLXowLTldW2EtejAtOV8tXXswLDYzfSQSTgoFcXVlcnkYAiABKAlCP7pIPLoBOQoPcXVlcnkubm90X2JsYW5rEhFtdXN0IG5vdCBiZSBlbXB0eRoTdGhpcy5tYXRjaGVzKCdcXFMnKRIWCgV0b3BfaxgDIAEoBUIHukgEGgIoARIWCgRhcm1zGAQgAygJQgi6SAWSAQIYARIiCghmdXNpb25faxgFIAEoAUIQukgNEgtAASkAAAAAAAAAABIRCglvbWl0X3RleHQYBiABKAgSOgoUc3ludGhlc2lzX2NvbmZpZGVuY2UYByABKAFCF7pIFBISGQAAAAAAAPA/KQAAAAAAAAAASACIAQESMAoJZXhwYW5zaW9uGAggASgLMh0uc291bmRpbmcudjEuRXhwYW5zaW9uT3B0aW9uc0IXChVfc3ludGhlc2lzX2NvbmZpZGVuY2Ui0wEKEEV4cGFuc2lvbk9wdGlvbnMSMAoKbWluX3JlY2FsbBgBIAEoAUIXukgUEhIZAAAAAAAA8D8pAAAAAAAAAABIAIgBARIkCg5tYXhfaXRlcmF0aW9ucxgCIAEoBUIHukgEGgIoAEgBiAEBEhwKBmJ1ZGdldBgDIAEoBUIHukgEGgIoAUgCiAEBEhwKCnN0cmF0ZWdpZXMYBCADKAlCCLpIBZIBAhgBQg0KC19taW5fcmVjYWxsQhEKD19tYXhfaXRlcmF0aW9uc0IJCgdfYnVkZ2V0Iu0BChBSZXRyaWV2ZVJlc3BvbnNlEiEKBHBsYW4YASABKAsyES5zb3VuZGluZy52MS5QbGFuSAASNgoPc3RyYXRlZ3lfcmVzdWx0GAIgASgLMhsuc291bmRpbmcudjEuU3RyYXRlZ3lSZXN1bHRIABIjCgVmdXNlZBgDIAEoCzISLnNvdW5kaW5nLnYxLkZ1c2VkSAASKwoJZXhwYW5zaW9uGAQgASgLMhYuc291bmRpbmcudjEuRXhwYW5zaW9uSAASIwoFZmluYWwYBSABKAsyEi5zb3VuZGluZy52MS5GaW5hbEgAQgcKBWV2ZW50IlEKBFBsYW4SFAoMcmV0cmlldmFsX2lkGAEgASgJEiUKBGFybXMYAiADKAsyFy5zb3VuZGluZy52MS5QbGFubmVkQXJtEgwKBG1vZGUYAyABKAkidAoKUGxhbm5lZEFybRILCgNhcm0YASABKAkSDgoGY2hvc2VuGAIgASgIEg0KBXNjb3JlGAMgASgBEhMKC2V4cGxvcmF0aW9uGAQgASgIEhUKDWZ1c2lvbl93ZWlnaHQYBSABKAESDgoGcmVhc29uGAYgASgJInoKDlN0cmF0ZWd5UmVzdWx0EgsKA2FybRgBIAEoCRIeCgRoaXRzGAIgAygLMhAuc291bmRpbmcudjEuSGl0EhIKCmxhdGVuY3lfbXMYAyABKAESFgoOZ2VuZXJhdGVkX3RleHQYBCABKAkSDwoHY29zdF9tcxgFIAEoASI1CgVGdXNlZBIeCgRoaXRzGAEgAygLMhAuc291bmRpbmcudjEuSGl0EgwKBGFybXMYAiADKAkiuAEKCUV4cGFuc2lvbhIRCglpdGVyYXRpb24YASABKAUSEAoIc3RyYXRlZ3kYAiABKAkSCwoDZ2FwGAMgASgJEg0KBXF1ZXJ5GAQgASgJEhAKCG5ld19oaXRzGAUgASgFEg8KB3F1ZXJpZXMYBiADKAkSFAoMcmVzdWx0X2NvdW50GAcgASgFEjEKEGVzdGltYXRlZF9yZWNhbGwYCCABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlIuQBCgVGaW5hbBIUCgxyZXRyaWV2YWxfaWQYASABKAkSHgoEaGl0cxgCIAMoCzIQLnNvdW5kaW5nLnYxLkhpdBI2Cgt1bmNlcnRhaW50eRgDIAEoCzIhLnNvdW5kaW5nLnYxLlJldHJpZXZhbFVuY2VydGFpbnR5EisKCmNvbmZpZGVuY2UYBCABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEhIKCmxhdGVuY3lfbXMYBSABKAESLAoLZmFpbGVkX2FybXMYBiADKAsyFy5zb3VuZGluZy52MS5Bcm1GYWlsdXJlIjgKCkFybUZhaWx1cmUSCwoDYXJtGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSLoAQoDSGl0EhMKC2RvY3VtZW50X2lkGAEgASgJEhAKCGNodW5rX2lkGAIgASgJEgwKBHRleHQYAyABKAkSDQoFdGl0bGUYBCABKAkSDQoFc2NvcmUYBSABKAESKwoNY29udHJpYnV0aW9ucxgGIAMoCzIULnNvdW5kaW5nLnYxLkFybVJhbmsSMAoIbWV0YWRhdGEYByADKAsyHi5zb3VuZGluZy52MS5IaXQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiMwoHQXJtUmFuaxILCgNhcm0YASABKAkSDAoEcmFuaxgCIAEoBRINCgVzY29yZRgDIAEoASL8AgoUUmV0cmlldmFsVW5jZXJ0YWludHkSKgoJbWlzc19yYXRlGAEgASgLMhcuc291bmRpbmcudjEuQ29uZmlkZW5jZRIyChFjb3ZlcmFnZV9lc3RpbWF0ZRgCIAEoCzIXLnNvdW5kaW5nLnYxLkNvbmZpZGVuY2USNQoQcXVlcnlfZXhwYW5zaW9ucxgIIAMoCzIbLnNvdW5kaW5nLnYxLlF1ZXJ5RXhwYW5zaW9uEjEKEGVzdGltYXRlZF9yZWNhbGwYBCABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEjEKEHF1ZXJ5X2RpZmZpY3VsdHkYBSABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEjAKD2NvcnB1c19jb3ZlcmFnZRgGIAEoCzIXLnNvdW5kaW5nLnYxLkNvbmZpZGVuY2USLwoNc2VtYW50aWNfZ2FwcxgHIAMoCzIYLnNvdW5kaW5nLnYxLlNlbWFudGljR2FwSgQIAxAEInoKDlF1ZXJ5RXhwYW5zaW9uEhAKCG9yaWdpbmFsGAEgASgJEhAKCGV4cGFuZGVkGAIgASgJEhAKCHN0cmF0ZWd5GAMgASgJEhQKDHJlc3VsdF9jb3VudBgEIAEoBRIcChRmb3VuZF91bmlxdWVfcmVzdWx0cxgFIAEoCCKIAQoLU2VtYW50aWNHYXASDAoEa2luZBgFIAEoCRITCgtkZXNjcmlwdGlvbhgBIAEoCRIQCghzZXZlcml0eRgCIAEoARISCgptaXRpZ2F0aW9uGAMgASgJEjAKD21pc3NfbGlrZWxpaG9vZBgEIAEoCzIXLnNvdW5kaW5nLnYxLkNvbmZpZGVuY2UirQEKDklucXVpcmVSZXF1ZXN0EioKBXN0YXJ0GAEgASgLMhkuc291bmRpbmcudjEuSW5xdWlyeVN0YXJ0SAASLAoGcmVzdW1lGAIgASgLMhouc291bmRpbmcudjEuSW5xdWlyeVJlc3VtZUgAEjYKC29ic2VydmF0aW9uGAMgASgLMh8uc291bmRpbmcudjEuSW5xdWlyeU9ic2VydmF0aW9uSABCCQoHbWVzc2FnZSLAAgoMSW5xdWlyeVN0YXJ0Eg4KBmRvbWFpbhgBIAEoCRJKChFkb21haW5fcGFyYW1ldGVycxgCIAMoCzIvLnNvdW5kaW5nLnYxLklucXVpcnlTdGFydC5Eb21haW5QYXJhbWV0ZXJzRW50cnkSKwoKaHlwb3RoZXNlcxgDIAMoCzIXLnNvdW5kaW5nLnYxLkh5cG90aGVzaXMSMQoJcXVlc3Rpb25zGAQgAygLMh4uc291bmRpbmcudjEuQ2FuZGlkYXRlUXVlc3Rpb24SKgoGcG9saWN5GAUgASgLMhouc291bmRpbmcudjEuSW5xdWlyeVBvbGljeRIPCgdjb250ZXh0GAYgASgJGjcKFURvbWFpblBhcmFtZXRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIk4KCkh5cG90aGVzaXMSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSHwoFcHJpb3IYAyABKAFCELpIDRILQAEpAAAAAAAAAAAivgEKEUNhbmRpZGF0ZVF1ZXN0aW9uEgoKAmlkGAEgASgJEgwKBHRleHQYAiABKAkSHgoEY29zdBgDIAEoAUIQukgNEgtAASkAAAAAAAAAABI+CghvdXRjb21lcxgEIAMoCzIsLnNvdW5kaW5nLnYxLkNhbmRpZGF0ZVF1ZXN0aW9uLk91dGNvbWVzRW50cnkaLwoNT3V0Y29tZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpoDCg1JbnF1aXJ5UG9saWN5EhoKEnF1ZXN0aW9uX3NlbGVjdGlvbhgBIAEoCRIRCglzdG9wX3J1bGUYAiABKAkSLwoQY29zdF9zZW5zaXRpdml0eRgDIAEoAUIQukgNEgtAASkAAAAAAAAAAEgAiAEBEiwKEmV4cGxvcmF0aW9uX3dlaWdodBgEIAEoAUIQukgNEgtAASkAAAAAAAAAABIaCgltYXhfdHVybnMYBSABKAVCB7pIBBoCKAASMgoRdGFyZ2V0X2NvbmZpZGVuY2UYBiABKAFCF7pIFBISGQAAAAAAAPA/KQAAAAAAAAAAEiMKC2Nvc3RfYnVkZ2V0GAcgASgBQg66SAsSCSkAAAAAAAAAABIaCgRzZWVkGAggASgDQge6SAQiAigASAGIAQESMwoUbWluX2luZm9ybWF0aW9uX2dhaW4YCSABKAFCELpIDRILQAEpAAAAAAAAAABIAogBAUITChFfY29zdF9zZW5zaXRpdml0eUIHCgVfc2VlZEIXChVfbWluX2luZm9ybWF0aW9uX2dhaW4iLAoNSW5xdWlyeVJlc3VtZRIbCgpzZXNzaW9uX2lkGAEgASgJQge6SARyAhABIjkKEklucXVpcnlPYnNlcnZhdGlvbhITCgtxdWVzdGlvbl9pZBgBIAEoCRIOCgZhbnN3ZXIYAiABKAkikAEKD0lucXVpcmVSZXNwb25zZRIlCgZiZWxpZWYYASABKAsyEy5zb3VuZGluZy52MS5CZWxpZWZIABIfCgNhc2sYAiABKAsyEC5zb3VuZGluZy52MS5Bc2tIABIsCgZhbnN3ZXIYAyABKAsyGi5zb3VuZGluZy52MS5JbnF1aXJ5QW5zd2VySABCBwoFZXZlbnQivwIKBkJlbGllZhISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHR1cm4YAiABKAUSFAoMZW50cm9weV9iaXRzGAMgASgBEh4KFm5vcm1hbGl6ZWRfdW5jZXJ0YWludHkYBCABKAESNQoOdG9wX2h5cG90aGVzZXMYBSADKAsyHS5zb3VuZGluZy52MS5TY29yZWRIeXBvdGhlc2lzEhQKDHVua25vd25fbWFzcxgGIAEoARItCgtob21vZ2VuZWl0eRgHIAEoCzIYLnNvdW5kaW5nLnYxLkhvbW9nZW5laXR5EhoKEmhvbW9nZW5laXR5X2J1Y2tldBgIIAEoCRItCgxzdG9wX3NpZ25hbHMYCSADKAsyFy5zb3VuZGluZy52MS5TdG9wU2lnbmFsEhYKDmN1cnJlbnRfYW5zd2VyGAogASgJIo4BCgtIb21vZ2VuZWl0eRINCgVwX21heBgBIAEoARIgChhtZWFuX3BhaXJ3aXNlX3NpbWlsYXJpdHkYAiABKAESFgoOZWZmZWN0aXZlX3JhbmsYAyABKAESHQoVZXhhY3RfcmVwZXRpdGlvbl9yYXRlGAQgASgBEhcKD3RyaWdyYW1famFjY2FyZBgFIAEoASJqCgpTdG9wU2lnbmFsEgwKBHJ1bGUYASABKAkSDQoFc2NvcmUYAiABKAESEQoJdGhyZXNob2xkGAMgASgBEg8KB2Fuc3dlcnMYBCABKAgSGwoTY2FsaWJyYXRpb25fdmVyc2lvbhgFIAEoAyJIChBTY29yZWRIeXBvdGhlc2lzEgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhMKC3Byb2JhYmlsaXR5GAMgASgBIvsBCgNBc2sSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgR0dXJuGAogASgFEhMKC3F1ZXN0aW9uX2lkGAIgASgJEhAKCHF1ZXN0aW9uGAMgASgJEiEKGWV4cGVjdGVkX2luZm9ybWF0aW9uX2dhaW4YBCABKAESDAoEY29zdBgFIAEoARIbChNjb3N0X2FkanVzdGVkX3Njb3JlGAYgASgBEhkKEWV4cGxvcmF0aW9uX2JvbnVzGAcgASgBEhEKCXJhdGlvbmFsZRgIIAEoCRIvCgpydW5uZXJzX3VwGAkgAygLMhsuc291bmRpbmcudjEuU2NvcmVkUXVlc3Rpb24idwoOU2NvcmVkUXVlc3Rpb24SEwoLcXVlc3Rpb25faWQYASABKAkSEAoIcXVlc3Rpb24YAiABKAkSIQoZZXhwZWN0ZWRfaW5mb3JtYXRpb25fZ2FpbhgDIAEoARIbChNjb3N0X2FkanVzdGVkX3Njb3JlGAQgASgBItABCg1JbnF1aXJ5QW5zd2VyEhIKCnNlc3Npb25faWQYASABKAkSDgoGYW5zd2VyGAIgASgJEisKCmNvbmZpZGVuY2UYAyABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEjQKD3N0b3BwaW5nX3JlYXNvbhgEIAEoDjIbLnNvdW5kaW5nLnYxLlN0b3BwaW5nUmVhc29uEg4KBmZvcmNlZBgFIAEoCBIoCgV0cmFjZRgGIAEoCzIZLnNvdW5kaW5nLnYxLklucXVpcnlUcmFjZSJRCgxJbnF1aXJ5VHJhY2USFAoMZW50cm9weV9iaXRzGAEgAygBEhYKDnByZWRpY3RlZF9nYWluGAIgAygBEhMKC2FjdHVhbF9nYWluGAMgAygBIsIBCg5PYnNlcnZlUmVxdWVzdBI6ChFyZXRyaWV2YWxfb3V0Y29tZRgBIAEoCzIdLnNvdW5kaW5nLnYxLlJldHJpZXZhbE91dGNvbWVIABI2Cg9pbnF1aXJ5X291dGNvbWUYAiABKAsyGy5zb3VuZGluZy52MS5JbnF1aXJ5T3V0Y29tZUgAEi0KCHRvb2xfdXNlGAMgASgLMhkuc291bmRpbmcudjEuVG9vbFVzZUV2ZW50SABCDQoLb2JzZXJ2YXRpb24i4AEKEFJldHJpZXZhbE91dGNvbWUSFAoMcmV0cmlldmFsX2lkGAEgASgJEhkKEXVzZWRfZG9jdW1lbnRfaWRzGAIgAygJEjEKCGZlZWRiYWNrGAMgASgOMhUuc291bmRpbmcudjEuRmVlZGJhY2tCCLpIBYIBAhABEhoKDWFnZW50X3N1Y2Nlc3MYBCABKAhIAIgBARIdChVmb3VuZF9taXNzaW5nX2NvbnRlbnQYBSABKAgSGwoTbWlzc2VkX2RvY3VtZW50X2lkcxgGIAMoCUIQCg5fYWdlbnRfc3VjY2VzcyJLCg5JbnF1aXJ5T3V0Y29tZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGdyb3VuZF90cnV0aBgCIAEoCRIPCgdjb3JyZWN0GAMgASgIIusBCgxUb29sVXNlRXZlbnQSUgoHcmVxdWVzdBgBIAEoCUJBukg+ugE7ChFyZXF1ZXN0Lm5vdF9ibGFuaxIRbXVzdCBub3QgYmUgZW1wdHkaE3RoaXMubWF0Y2hlcygnXFxTJykSGgoJdXNlZF90b29sGAIgASgJQge6SARyAhABEhUKDW9mZmVyZWRfdG9vbHMYAyADKAkSMgoHdG9vbHNldBgEIAEoCUIhukgechwyGl5bYS16MC05XVthLXowLTlfLV17MCw2M30kEhQKB3N1Y2Nlc3MYBSABKAhIAIgBAUIKCghfc3VjY2VzcyJXCg9PYnNlcnZlUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAMSMgoIcmVqZWN0ZWQYAiADKAsyIC5zb3VuZGluZy52MS5SZWplY3RlZE9ic2VydmF0aW9uIkMKE1JlamVjdGVkT2JzZXJ2YXRpb24SDQoFaW5kZXgYASABKAMSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJIqECChBDYWxpYnJhdGVSZXF1ZXN0EjoKBnRhcmdldBgBIAEoDjIeLnNvdW5kaW5nLnYxLkNhbGlicmF0aW9uVGFyZ2V0Qgq6SAeCAQQQASAAEhIKCmNvbGxlY3Rpb24YAiABKAkSDAoEdGFzaxgDIAEoCRIOCgZyZWdpbWUYBCABKAkSDgoGYnVja2V0GAUgASgJEiUKBHJpc2sYBiABKAFCF7pIFBISEQAAAAAAAPA/KQAAAAAAAAAAEiYKBWFscGhhGAcgASgBQhe6SBQSEhEAAAAAAADwPykAAAAAAAAAABIRCglzdG9wX3J1bGUYCCABKAkSLQoGc3RhdGVzGAkgAygLMh0uc291bmRpbmcudjEuQ2FsaWJyYXRpb25TdGF0ZSKIAQoQQ2FsaWJyYXRpb25TdGF0ZRIWCgVzY29yZRgBIAEoAUIHukgEEgJAARINCgVlcnJvchgCIAEoCBI3ChFzdGF0ZWRfY29uZmlkZW5jZRgDIAEoAUIXukgUEhIZAAAAAAAA8D8pAAAAAAAAAABIAIgBAUIUChJfc3RhdGVkX2NvbmZpZGVuY2UihAEKEUNhbGlicmF0ZVJlc3BvbnNlEjQKCHByb2dyZXNzGAEgASgLMiAuc291bmRpbmcudjEuQ2FsaWJyYXRpb25Qcm9ncmVzc0gAEjAKBnJlcG9ydBgCIAEoCzIeLnNvdW5kaW5nLnYxLkNhbGlicmF0aW9uUmVwb3J0SABCBwoFZXZlbnQiNgoTQ2FsaWJyYXRpb25Qcm9ncmVzcxINCgVzdGFnZRgBIAEoCRIQCghmcmFjdGlvbhgCIAEoASLLAgoRQ2FsaWJyYXRpb25SZXBvcnQSLgoGdGFyZ2V0GAEgASgOMh4uc291bmRpbmcudjEuQ2FsaWJyYXRpb25UYXJnZXQSDwoHdmVyc2lvbhgCIAEoCRITCgtzYW1wbGVfc2l6ZRgDIAEoAxIQCghkZXBsb3llZBgEIAEoCBIPCgdzdW1tYXJ5GAUgASgJEkQKC2RpYWdub3N0aWNzGAYgAygLMi8uc291bmRpbmcudjEuQ2FsaWJyYXRpb25SZXBvcnQuRGlhZ25vc3RpY3NFbnRyeRIUCghwbG90X3BuZxgHIAEoDEICGAESLQoGY3VydmVzGAggAygLMh0uc291bmRpbmcudjEuQ2FsaWJyYXRpb25DdXJ2ZRoyChBEaWFnbm9zdGljc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAToCOAEiWAoQQ2FsaWJyYXRpb25DdXJ2ZRIMCgRuYW1lGAEgASgJEg8KB3hfbGFiZWwYAiABKAkSDwoHeV9sYWJlbBgDIAEoCRIJCgF4GAQgAygBEgkKAXkYBSADKAEiGwoZR2V0U3RyYXRlZ3lNZXRyaWNzUmVxdWVzdCLfAQoaR2V0U3RyYXRlZ3lNZXRyaWNzUmVzcG9uc2USJQoEYXJtcxgBIAMoCzIXLnNvdW5kaW5nLnYxLkFybU1ldHJpY3MSHgoWc2VsZWN0aW9uX2VudHJvcHlfYml0cxgCIAEoARIZChFjdW11bGF0aXZlX3JlZ3JldBgDIAEoARIaChJwbGFubmVkX3JldHJpZXZhbHMYBCABKAMSFAoMb2JzZXJ2YXRpb25zGAUgASgDEhMKC3BydW5lZF9hcm1zGAYgAygJEhgKEHNlbGVjdG9yX3ZlcnNpb24YByABKAMi0AEKCkFybU1ldHJpY3MSCwoDYXJtGAEgASgJEhYKDnNlbGVjdGlvbl9yYXRlGAIgASgBEhkKEWNvbnRyaWJ1dGlvbl9yYXRlGAMgASgBEhcKD21lYW5fbGF0ZW5jeV9tcxgEIAEoARITCgttZWFuX3Jld2FyZBgFIAEoARIZChFleHBsb3JhdGlvbl9zaGFyZRgGIAEoARIMCgRydW5zGAcgASgDEhUKDW9ic2VydmVkX3J1bnMYCCABKAMSFAoMbWVhbl9jb3N0X21zGAkgASgBKvgBCg5TdG9wcGluZ1JlYXNvbhIfChtTVE9QUElOR19SRUFTT05fVU5TUEVDSUZJRUQQABImCiJTVE9QUElOR19SRUFTT05fQ09ORklERU5DRV9SRUFDSEVEEAESJAogU1RPUFBJTkdfUkVBU09OX0JVREdFVF9FWEhBVVNURUQQAhInCiNTVE9QUElOR19SRUFTT05fTUFYX1FVRVJJRVNfUkVBQ0hFRBADEicKI1NUT1BQSU5HX1JFQVNPTl9ESU1JTklTSElOR19SRVRVUk5TEAQSJQohU1RPUFBJTkdfUkVBU09OX05PX1ZJQUJMRV9RVUVSSUVTEAUqVAoIRmVlZGJhY2sSGAoURkVFREJBQ0tfVU5TUEVDSUZJRUQQABIUChBGRUVEQkFDS19IRUxQRlVMEAESGAoURkVFREJBQ0tfTk9UX0hFTFBGVUwQAirCAQoRQ2FsaWJyYXRpb25UYXJnZXQSIgoeQ0FMSUJSQVRJT05fVEFSR0VUX1VOU1BFQ0lGSUVEEAASHQoZQ0FMSUJSQVRJT05fVEFSR0VUX0JBTkRJVBABEiAKHENBTElCUkFUSU9OX1RBUkdFVF9NSVNTX1JBVEUQAhIlCiFDQUxJQlJBVElPTl9UQVJHRVRfU1RPUF9USFJFU0hPTEQQAxIhCh1DQUxJQlJBVElPTl9UQVJHRVRfQ09ORklERU5DRRAEMqMDCg9Tb3VuZGluZ1NlcnZpY2USSQoIUmV0cmlldmUSHC5zb3VuZGluZy52MS5SZXRyaWV2ZVJlcXVlc3QaHS5zb3VuZGluZy52MS5SZXRyaWV2ZVJlc3BvbnNlMAESSAoHSW5xdWlyZRIbLnNvdW5kaW5nLnYxLklucXVpcmVSZXF1ZXN0Ghwuc291bmRpbmcudjEuSW5xdWlyZVJlc3BvbnNlKAEwARJGCgdPYnNlcnZlEhsuc291bmRpbmcudjEuT2JzZXJ2ZVJlcXVlc3QaHC5zb3VuZGluZy52MS5PYnNlcnZlUmVzcG9uc2UoARJMCglDYWxpYnJhdGUSHS5zb3VuZGluZy52MS5DYWxpYnJhdGVSZXF1ZXN0Gh4uc291bmRpbmcudjEuQ2FsaWJyYXRlUmVzcG9uc2UwARJlChJHZXRTdHJhdGVneU1ldHJpY3MSJi5zb3VuZGluZy52MS5HZXRTdHJhdGVneU1ldHJpY3NSZXF1ZXN0Gicuc291bmRpbmcudjEuR2V0U3RyYXRlZ3lNZXRyaWNzUmVzcG9uc2VCMFouc291bmRpbmcuZGV2L2NsaWVudC9nZW4vc291bmRpbmcvdjE7c291bmRpbmd2MWIGcHJvdG8z", [file_buf_validate_validate, file_sounding_v1_common]);
+  fileDesc("Chpzb3VuZGluZy92MS9zb3VuZGluZy5wcm90bxILc291bmRpbmcudjEihgMKD1JldHJpZXZlUmVxdWVzdBI1Cgpjb2xsZWN0aW9uGAEgASgJQiG6SB5yHDIaXlthLXowLTldW2EtejAtOV8tXXswLDYzfSQSTgoFcXVlcnkYAiABKAlCP7pIPLoBOQoPcXVlcnkubm90X2JsYW5rEhFtdXN0IG5vdCBiZSBlbXB0eRoTdGhpcy5tYXRjaGVzKCdcXFMnKRIWCgV0b3BfaxgDIAEoBUIHukgEGgIoARIWCgRhcm1zGAQgAygJQgi6SAWSAQIYARIiCghmdXNpb25faxgFIAEoAUIQukgNEgtAASkAAAAAAAAAABIRCglvbWl0X3RleHQYBiABKAgSOgoUc3ludGhlc2lzX2NvbmZpZGVuY2UYByABKAFCF7pIFBISGQAAAAAAAPA/KQAAAAAAAAAASACIAQESMAoJZXhwYW5zaW9uGAggASgLMh0uc291bmRpbmcudjEuRXhwYW5zaW9uT3B0aW9uc0IXChVfc3ludGhlc2lzX2NvbmZpZGVuY2Ui0wEKEEV4cGFuc2lvbk9wdGlvbnMSMAoKbWluX3JlY2FsbBgBIAEoAUIXukgUEhIZAAAAAAAA8D8pAAAAAAAAAABIAIgBARIkCg5tYXhfaXRlcmF0aW9ucxgCIAEoBUIHukgEGgIoAEgBiAEBEhwKBmJ1ZGdldBgDIAEoBUIHukgEGgIoAUgCiAEBEhwKCnN0cmF0ZWdpZXMYBCADKAlCCLpIBZIBAhgBQg0KC19taW5fcmVjYWxsQhEKD19tYXhfaXRlcmF0aW9uc0IJCgdfYnVkZ2V0Iu0BChBSZXRyaWV2ZVJlc3BvbnNlEiEKBHBsYW4YASABKAsyES5zb3VuZGluZy52MS5QbGFuSAASNgoPc3RyYXRlZ3lfcmVzdWx0GAIgASgLMhsuc291bmRpbmcudjEuU3RyYXRlZ3lSZXN1bHRIABIjCgVmdXNlZBgDIAEoCzISLnNvdW5kaW5nLnYxLkZ1c2VkSAASKwoJZXhwYW5zaW9uGAQgASgLMhYuc291bmRpbmcudjEuRXhwYW5zaW9uSAASIwoFZmluYWwYBSABKAsyEi5zb3VuZGluZy52MS5GaW5hbEgAQgcKBWV2ZW50IlEKBFBsYW4SFAoMcmV0cmlldmFsX2lkGAEgASgJEiUKBGFybXMYAiADKAsyFy5zb3VuZGluZy52MS5QbGFubmVkQXJtEgwKBG1vZGUYAyABKAkidAoKUGxhbm5lZEFybRILCgNhcm0YASABKAkSDgoGY2hvc2VuGAIgASgIEg0KBXNjb3JlGAMgASgBEhMKC2V4cGxvcmF0aW9uGAQgASgIEhUKDWZ1c2lvbl93ZWlnaHQYBSABKAESDgoGcmVhc29uGAYgASgJInoKDlN0cmF0ZWd5UmVzdWx0EgsKA2FybRgBIAEoCRIeCgRoaXRzGAIgAygLMhAuc291bmRpbmcudjEuSGl0EhIKCmxhdGVuY3lfbXMYAyABKAESFgoOZ2VuZXJhdGVkX3RleHQYBCABKAkSDwoHY29zdF9tcxgFIAEoASI1CgVGdXNlZBIeCgRoaXRzGAEgAygLMhAuc291bmRpbmcudjEuSGl0EgwKBGFybXMYAiADKAkiuAEKCUV4cGFuc2lvbhIRCglpdGVyYXRpb24YASABKAUSEAoIc3RyYXRlZ3kYAiABKAkSCwoDZ2FwGAMgASgJEg0KBXF1ZXJ5GAQgASgJEhAKCG5ld19oaXRzGAUgASgFEg8KB3F1ZXJpZXMYBiADKAkSFAoMcmVzdWx0X2NvdW50GAcgASgFEjEKEGVzdGltYXRlZF9yZWNhbGwYCCABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlIuQBCgVGaW5hbBIUCgxyZXRyaWV2YWxfaWQYASABKAkSHgoEaGl0cxgCIAMoCzIQLnNvdW5kaW5nLnYxLkhpdBI2Cgt1bmNlcnRhaW50eRgDIAEoCzIhLnNvdW5kaW5nLnYxLlJldHJpZXZhbFVuY2VydGFpbnR5EisKCmNvbmZpZGVuY2UYBCABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEhIKCmxhdGVuY3lfbXMYBSABKAESLAoLZmFpbGVkX2FybXMYBiADKAsyFy5zb3VuZGluZy52MS5Bcm1GYWlsdXJlIjgKCkFybUZhaWx1cmUSCwoDYXJtGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSLoAQoDSGl0EhMKC2RvY3VtZW50X2lkGAEgASgJEhAKCGNodW5rX2lkGAIgASgJEgwKBHRleHQYAyABKAkSDQoFdGl0bGUYBCABKAkSDQoFc2NvcmUYBSABKAESKwoNY29udHJpYnV0aW9ucxgGIAMoCzIULnNvdW5kaW5nLnYxLkFybVJhbmsSMAoIbWV0YWRhdGEYByADKAsyHi5zb3VuZGluZy52MS5IaXQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiMwoHQXJtUmFuaxILCgNhcm0YASABKAkSDAoEcmFuaxgCIAEoBRINCgVzY29yZRgDIAEoASL8AgoUUmV0cmlldmFsVW5jZXJ0YWludHkSKgoJbWlzc19yYXRlGAEgASgLMhcuc291bmRpbmcudjEuQ29uZmlkZW5jZRIyChFjb3ZlcmFnZV9lc3RpbWF0ZRgCIAEoCzIXLnNvdW5kaW5nLnYxLkNvbmZpZGVuY2USNQoQcXVlcnlfZXhwYW5zaW9ucxgIIAMoCzIbLnNvdW5kaW5nLnYxLlF1ZXJ5RXhwYW5zaW9uEjEKEGVzdGltYXRlZF9yZWNhbGwYBCABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEjEKEHF1ZXJ5X2RpZmZpY3VsdHkYBSABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEjAKD2NvcnB1c19jb3ZlcmFnZRgGIAEoCzIXLnNvdW5kaW5nLnYxLkNvbmZpZGVuY2USLwoNc2VtYW50aWNfZ2FwcxgHIAMoCzIYLnNvdW5kaW5nLnYxLlNlbWFudGljR2FwSgQIAxAEInoKDlF1ZXJ5RXhwYW5zaW9uEhAKCG9yaWdpbmFsGAEgASgJEhAKCGV4cGFuZGVkGAIgASgJEhAKCHN0cmF0ZWd5GAMgASgJEhQKDHJlc3VsdF9jb3VudBgEIAEoBRIcChRmb3VuZF91bmlxdWVfcmVzdWx0cxgFIAEoCCKIAQoLU2VtYW50aWNHYXASDAoEa2luZBgFIAEoCRITCgtkZXNjcmlwdGlvbhgBIAEoCRIQCghzZXZlcml0eRgCIAEoARISCgptaXRpZ2F0aW9uGAMgASgJEjAKD21pc3NfbGlrZWxpaG9vZBgEIAEoCzIXLnNvdW5kaW5nLnYxLkNvbmZpZGVuY2UirQEKDklucXVpcmVSZXF1ZXN0EioKBXN0YXJ0GAEgASgLMhkuc291bmRpbmcudjEuSW5xdWlyeVN0YXJ0SAASLAoGcmVzdW1lGAIgASgLMhouc291bmRpbmcudjEuSW5xdWlyeVJlc3VtZUgAEjYKC29ic2VydmF0aW9uGAMgASgLMh8uc291bmRpbmcudjEuSW5xdWlyeU9ic2VydmF0aW9uSABCCQoHbWVzc2FnZSLAAgoMSW5xdWlyeVN0YXJ0Eg4KBmRvbWFpbhgBIAEoCRJKChFkb21haW5fcGFyYW1ldGVycxgCIAMoCzIvLnNvdW5kaW5nLnYxLklucXVpcnlTdGFydC5Eb21haW5QYXJhbWV0ZXJzRW50cnkSKwoKaHlwb3RoZXNlcxgDIAMoCzIXLnNvdW5kaW5nLnYxLkh5cG90aGVzaXMSMQoJcXVlc3Rpb25zGAQgAygLMh4uc291bmRpbmcudjEuQ2FuZGlkYXRlUXVlc3Rpb24SKgoGcG9saWN5GAUgASgLMhouc291bmRpbmcudjEuSW5xdWlyeVBvbGljeRIPCgdjb250ZXh0GAYgASgJGjcKFURvbWFpblBhcmFtZXRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIk4KCkh5cG90aGVzaXMSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSHwoFcHJpb3IYAyABKAFCELpIDRILQAEpAAAAAAAAAAAivgEKEUNhbmRpZGF0ZVF1ZXN0aW9uEgoKAmlkGAEgASgJEgwKBHRleHQYAiABKAkSHgoEY29zdBgDIAEoAUIQukgNEgtAASkAAAAAAAAAABI+CghvdXRjb21lcxgEIAMoCzIsLnNvdW5kaW5nLnYxLkNhbmRpZGF0ZVF1ZXN0aW9uLk91dGNvbWVzRW50cnkaLwoNT3V0Y29tZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpoDCg1JbnF1aXJ5UG9saWN5EhoKEnF1ZXN0aW9uX3NlbGVjdGlvbhgBIAEoCRIRCglzdG9wX3J1bGUYAiABKAkSLwoQY29zdF9zZW5zaXRpdml0eRgDIAEoAUIQukgNEgtAASkAAAAAAAAAAEgAiAEBEiwKEmV4cGxvcmF0aW9uX3dlaWdodBgEIAEoAUIQukgNEgtAASkAAAAAAAAAABIaCgltYXhfdHVybnMYBSABKAVCB7pIBBoCKAASMgoRdGFyZ2V0X2NvbmZpZGVuY2UYBiABKAFCF7pIFBISGQAAAAAAAPA/KQAAAAAAAAAAEiMKC2Nvc3RfYnVkZ2V0GAcgASgBQg66SAsSCSkAAAAAAAAAABIaCgRzZWVkGAggASgDQge6SAQiAigASAGIAQESMwoUbWluX2luZm9ybWF0aW9uX2dhaW4YCSABKAFCELpIDRILQAEpAAAAAAAAAABIAogBAUITChFfY29zdF9zZW5zaXRpdml0eUIHCgVfc2VlZEIXChVfbWluX2luZm9ybWF0aW9uX2dhaW4iLAoNSW5xdWlyeVJlc3VtZRIbCgpzZXNzaW9uX2lkGAEgASgJQge6SARyAhABIjkKEklucXVpcnlPYnNlcnZhdGlvbhITCgtxdWVzdGlvbl9pZBgBIAEoCRIOCgZhbnN3ZXIYAiABKAkiuwEKD0lucXVpcmVSZXNwb25zZRIlCgZiZWxpZWYYASABKAsyEy5zb3VuZGluZy52MS5CZWxpZWZIABIfCgNhc2sYAiABKAsyEC5zb3VuZGluZy52MS5Bc2tIABIsCgZhbnN3ZXIYAyABKAsyGi5zb3VuZGluZy52MS5JbnF1aXJ5QW5zd2VySAASKQoIZXZpZGVuY2UYBCABKAsyFS5zb3VuZGluZy52MS5FdmlkZW5jZUgAQgcKBWV2ZW50IpEDCghFdmlkZW5jZRISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHR1cm4YAiABKAUSEwoLcXVlc3Rpb25faWQYAyABKAkSDQoFcXVlcnkYBCABKAkSEAoIc3RyYXRlZ3kYBSABKAkSJgoEaGl0cxgGIAMoCzIYLnNvdW5kaW5nLnYxLkV2aWRlbmNlSGl0EjAKCXNlbnRlbmNlcxgHIAMoCzIdLnNvdW5kaW5nLnYxLkV2aWRlbmNlU2VudGVuY2USFgoOc2VudGVuY2VzX3JlYWQYCCABKAUSEQoJZW50YWlsaW5nGAkgASgBEhUKDWNvbnRyYWRpY3RpbmcYCiABKAESDwoHbm90aGluZxgLIAEoARIPCgdyZWFjaGVkGAwgASgIEhcKD3ByZWRpY3RlZF9yZWFjaBgNIAEoARIhChlleHBlY3RlZF9pbmZvcm1hdGlvbl9nYWluGA4gASgBEh8KF2FjdHVhbF9pbmZvcm1hdGlvbl9nYWluGA8gASgBEhIKCmxhdGVuY3lfbXMYECABKAEiUAoLRXZpZGVuY2VIaXQSEwoLZG9jdW1lbnRfaWQYASABKAkSEAoIY2h1bmtfaWQYAiABKAkSDQoFc2NvcmUYAyABKAESCwoDbmV3GAQgASgIImAKEEV2aWRlbmNlU2VudGVuY2USEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEdGV4dBgCIAEoCRISCgplbnRhaWxtZW50GAMgASgBEhUKDWNvbnRyYWRpY3Rpb24YBCABKAEivwIKBkJlbGllZhISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHR1cm4YAiABKAUSFAoMZW50cm9weV9iaXRzGAMgASgBEh4KFm5vcm1hbGl6ZWRfdW5jZXJ0YWludHkYBCABKAESNQoOdG9wX2h5cG90aGVzZXMYBSADKAsyHS5zb3VuZGluZy52MS5TY29yZWRIeXBvdGhlc2lzEhQKDHVua25vd25fbWFzcxgGIAEoARItCgtob21vZ2VuZWl0eRgHIAEoCzIYLnNvdW5kaW5nLnYxLkhvbW9nZW5laXR5EhoKEmhvbW9nZW5laXR5X2J1Y2tldBgIIAEoCRItCgxzdG9wX3NpZ25hbHMYCSADKAsyFy5zb3VuZGluZy52MS5TdG9wU2lnbmFsEhYKDmN1cnJlbnRfYW5zd2VyGAogASgJIo4BCgtIb21vZ2VuZWl0eRINCgVwX21heBgBIAEoARIgChhtZWFuX3BhaXJ3aXNlX3NpbWlsYXJpdHkYAiABKAESFgoOZWZmZWN0aXZlX3JhbmsYAyABKAESHQoVZXhhY3RfcmVwZXRpdGlvbl9yYXRlGAQgASgBEhcKD3RyaWdyYW1famFjY2FyZBgFIAEoASJqCgpTdG9wU2lnbmFsEgwKBHJ1bGUYASABKAkSDQoFc2NvcmUYAiABKAESEQoJdGhyZXNob2xkGAMgASgBEg8KB2Fuc3dlcnMYBCABKAgSGwoTY2FsaWJyYXRpb25fdmVyc2lvbhgFIAEoAyJIChBTY29yZWRIeXBvdGhlc2lzEgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhMKC3Byb2JhYmlsaXR5GAMgASgBIvsBCgNBc2sSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgR0dXJuGAogASgFEhMKC3F1ZXN0aW9uX2lkGAIgASgJEhAKCHF1ZXN0aW9uGAMgASgJEiEKGWV4cGVjdGVkX2luZm9ybWF0aW9uX2dhaW4YBCABKAESDAoEY29zdBgFIAEoARIbChNjb3N0X2FkanVzdGVkX3Njb3JlGAYgASgBEhkKEWV4cGxvcmF0aW9uX2JvbnVzGAcgASgBEhEKCXJhdGlvbmFsZRgIIAEoCRIvCgpydW5uZXJzX3VwGAkgAygLMhsuc291bmRpbmcudjEuU2NvcmVkUXVlc3Rpb24idwoOU2NvcmVkUXVlc3Rpb24SEwoLcXVlc3Rpb25faWQYASABKAkSEAoIcXVlc3Rpb24YAiABKAkSIQoZZXhwZWN0ZWRfaW5mb3JtYXRpb25fZ2FpbhgDIAEoARIbChNjb3N0X2FkanVzdGVkX3Njb3JlGAQgASgBItABCg1JbnF1aXJ5QW5zd2VyEhIKCnNlc3Npb25faWQYASABKAkSDgoGYW5zd2VyGAIgASgJEisKCmNvbmZpZGVuY2UYAyABKAsyFy5zb3VuZGluZy52MS5Db25maWRlbmNlEjQKD3N0b3BwaW5nX3JlYXNvbhgEIAEoDjIbLnNvdW5kaW5nLnYxLlN0b3BwaW5nUmVhc29uEg4KBmZvcmNlZBgFIAEoCBIoCgV0cmFjZRgGIAEoCzIZLnNvdW5kaW5nLnYxLklucXVpcnlUcmFjZSJRCgxJbnF1aXJ5VHJhY2USFAoMZW50cm9weV9iaXRzGAEgAygBEhYKDnByZWRpY3RlZF9nYWluGAIgAygBEhMKC2FjdHVhbF9nYWluGAMgAygBIsIBCg5PYnNlcnZlUmVxdWVzdBI6ChFyZXRyaWV2YWxfb3V0Y29tZRgBIAEoCzIdLnNvdW5kaW5nLnYxLlJldHJpZXZhbE91dGNvbWVIABI2Cg9pbnF1aXJ5X291dGNvbWUYAiABKAsyGy5zb3VuZGluZy52MS5JbnF1aXJ5T3V0Y29tZUgAEi0KCHRvb2xfdXNlGAMgASgLMhkuc291bmRpbmcudjEuVG9vbFVzZUV2ZW50SABCDQoLb2JzZXJ2YXRpb24i4AEKEFJldHJpZXZhbE91dGNvbWUSFAoMcmV0cmlldmFsX2lkGAEgASgJEhkKEXVzZWRfZG9jdW1lbnRfaWRzGAIgAygJEjEKCGZlZWRiYWNrGAMgASgOMhUuc291bmRpbmcudjEuRmVlZGJhY2tCCLpIBYIBAhABEhoKDWFnZW50X3N1Y2Nlc3MYBCABKAhIAIgBARIdChVmb3VuZF9taXNzaW5nX2NvbnRlbnQYBSABKAgSGwoTbWlzc2VkX2RvY3VtZW50X2lkcxgGIAMoCUIQCg5fYWdlbnRfc3VjY2VzcyJLCg5JbnF1aXJ5T3V0Y29tZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGdyb3VuZF90cnV0aBgCIAEoCRIPCgdjb3JyZWN0GAMgASgIIusBCgxUb29sVXNlRXZlbnQSUgoHcmVxdWVzdBgBIAEoCUJBukg+ugE7ChFyZXF1ZXN0Lm5vdF9ibGFuaxIRbXVzdCBub3QgYmUgZW1wdHkaE3RoaXMubWF0Y2hlcygnXFxTJykSGgoJdXNlZF90b29sGAIgASgJQge6SARyAhABEhUKDW9mZmVyZWRfdG9vbHMYAyADKAkSMgoHdG9vbHNldBgEIAEoCUIhukgechwyGl5bYS16MC05XVthLXowLTlfLV17MCw2M30kEhQKB3N1Y2Nlc3MYBSABKAhIAIgBAUIKCghfc3VjY2VzcyJXCg9PYnNlcnZlUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAMSMgoIcmVqZWN0ZWQYAiADKAsyIC5zb3VuZGluZy52MS5SZWplY3RlZE9ic2VydmF0aW9uIkMKE1JlamVjdGVkT2JzZXJ2YXRpb24SDQoFaW5kZXgYASABKAMSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJIqECChBDYWxpYnJhdGVSZXF1ZXN0EjoKBnRhcmdldBgBIAEoDjIeLnNvdW5kaW5nLnYxLkNhbGlicmF0aW9uVGFyZ2V0Qgq6SAeCAQQQASAAEhIKCmNvbGxlY3Rpb24YAiABKAkSDAoEdGFzaxgDIAEoCRIOCgZyZWdpbWUYBCABKAkSDgoGYnVja2V0GAUgASgJEiUKBHJpc2sYBiABKAFCF7pIFBISEQAAAAAAAPA/KQAAAAAAAAAAEiYKBWFscGhhGAcgASgBQhe6SBQSEhEAAAAAAADwPykAAAAAAAAAABIRCglzdG9wX3J1bGUYCCABKAkSLQoGc3RhdGVzGAkgAygLMh0uc291bmRpbmcudjEuQ2FsaWJyYXRpb25TdGF0ZSKIAQoQQ2FsaWJyYXRpb25TdGF0ZRIWCgVzY29yZRgBIAEoAUIHukgEEgJAARINCgVlcnJvchgCIAEoCBI3ChFzdGF0ZWRfY29uZmlkZW5jZRgDIAEoAUIXukgUEhIZAAAAAAAA8D8pAAAAAAAAAABIAIgBAUIUChJfc3RhdGVkX2NvbmZpZGVuY2UihAEKEUNhbGlicmF0ZVJlc3BvbnNlEjQKCHByb2dyZXNzGAEgASgLMiAuc291bmRpbmcudjEuQ2FsaWJyYXRpb25Qcm9ncmVzc0gAEjAKBnJlcG9ydBgCIAEoCzIeLnNvdW5kaW5nLnYxLkNhbGlicmF0aW9uUmVwb3J0SABCBwoFZXZlbnQiNgoTQ2FsaWJyYXRpb25Qcm9ncmVzcxINCgVzdGFnZRgBIAEoCRIQCghmcmFjdGlvbhgCIAEoASLLAgoRQ2FsaWJyYXRpb25SZXBvcnQSLgoGdGFyZ2V0GAEgASgOMh4uc291bmRpbmcudjEuQ2FsaWJyYXRpb25UYXJnZXQSDwoHdmVyc2lvbhgCIAEoCRITCgtzYW1wbGVfc2l6ZRgDIAEoAxIQCghkZXBsb3llZBgEIAEoCBIPCgdzdW1tYXJ5GAUgASgJEkQKC2RpYWdub3N0aWNzGAYgAygLMi8uc291bmRpbmcudjEuQ2FsaWJyYXRpb25SZXBvcnQuRGlhZ25vc3RpY3NFbnRyeRIUCghwbG90X3BuZxgHIAEoDEICGAESLQoGY3VydmVzGAggAygLMh0uc291bmRpbmcudjEuQ2FsaWJyYXRpb25DdXJ2ZRoyChBEaWFnbm9zdGljc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAToCOAEiWAoQQ2FsaWJyYXRpb25DdXJ2ZRIMCgRuYW1lGAEgASgJEg8KB3hfbGFiZWwYAiABKAkSDwoHeV9sYWJlbBgDIAEoCRIJCgF4GAQgAygBEgkKAXkYBSADKAEiGwoZR2V0U3RyYXRlZ3lNZXRyaWNzUmVxdWVzdCKaAgoaR2V0U3RyYXRlZ3lNZXRyaWNzUmVzcG9uc2USJQoEYXJtcxgBIAMoCzIXLnNvdW5kaW5nLnYxLkFybU1ldHJpY3MSHgoWc2VsZWN0aW9uX2VudHJvcHlfYml0cxgCIAEoARIZChFjdW11bGF0aXZlX3JlZ3JldBgDIAEoARIaChJwbGFubmVkX3JldHJpZXZhbHMYBCABKAMSFAoMb2JzZXJ2YXRpb25zGAUgASgDEhMKC3BydW5lZF9hcm1zGAYgAygJEhgKEHNlbGVjdG9yX3ZlcnNpb24YByABKAMSOQoOY29ycHVzX2lucXVpcnkYCCABKAsyIS5zb3VuZGluZy52MS5Db3JwdXNJbnF1aXJ5TWV0cmljcyKcAgoUQ29ycHVzSW5xdWlyeU1ldHJpY3MSDwoHcXVlcmllcxgBIAEoAxIZChFvYnNlcnZlZF9zZXNzaW9ucxgCIAEoAxIcChRpbmZvcm1hdGlvbl9nYWluX21hZRgDIAEoARIkChxpbmZvcm1hdGlvbl9nYWluX21hZV9sYXN0XzEwGAQgASgBEiUKHWluZm9ybWF0aW9uX2dhaW5fbWFlX2xhc3RfMTAwGAUgASgBEhEKCXJlYWNoX21hZRgGIAEoARIWCg5yZWFjaF9hY2N1cmFjeRgHIAEoARITCgtjb3N0X21hZV9tcxgIIAEoARItCgpzdHJhdGVnaWVzGAkgAygLMhkuc291bmRpbmcudjEuU3RyYXRlZ3lHYWluIlAKDFN0cmF0ZWd5R2FpbhIQCghzdHJhdGVneRgBIAEoCRIPCgdxdWVyaWVzGAIgASgDEh0KFW1lYW5faW5mb3JtYXRpb25fZ2FpbhgDIAEoASLQAQoKQXJtTWV0cmljcxILCgNhcm0YASABKAkSFgoOc2VsZWN0aW9uX3JhdGUYAiABKAESGQoRY29udHJpYnV0aW9uX3JhdGUYAyABKAESFwoPbWVhbl9sYXRlbmN5X21zGAQgASgBEhMKC21lYW5fcmV3YXJkGAUgASgBEhkKEWV4cGxvcmF0aW9uX3NoYXJlGAYgASgBEgwKBHJ1bnMYByABKAMSFQoNb2JzZXJ2ZWRfcnVucxgIIAEoAxIUCgxtZWFuX2Nvc3RfbXMYCSABKAEq+AEKDlN0b3BwaW5nUmVhc29uEh8KG1NUT1BQSU5HX1JFQVNPTl9VTlNQRUNJRklFRBAAEiYKIlNUT1BQSU5HX1JFQVNPTl9DT05GSURFTkNFX1JFQUNIRUQQARIkCiBTVE9QUElOR19SRUFTT05fQlVER0VUX0VYSEFVU1RFRBACEicKI1NUT1BQSU5HX1JFQVNPTl9NQVhfUVVFUklFU19SRUFDSEVEEAMSJwojU1RPUFBJTkdfUkVBU09OX0RJTUlOSVNISU5HX1JFVFVSTlMQBBIlCiFTVE9QUElOR19SRUFTT05fTk9fVklBQkxFX1FVRVJJRVMQBSpUCghGZWVkYmFjaxIYChRGRUVEQkFDS19VTlNQRUNJRklFRBAAEhQKEEZFRURCQUNLX0hFTFBGVUwQARIYChRGRUVEQkFDS19OT1RfSEVMUEZVTBACKsIBChFDYWxpYnJhdGlvblRhcmdldBIiCh5DQUxJQlJBVElPTl9UQVJHRVRfVU5TUEVDSUZJRUQQABIdChlDQUxJQlJBVElPTl9UQVJHRVRfQkFORElUEAESIAocQ0FMSUJSQVRJT05fVEFSR0VUX01JU1NfUkFURRACEiUKIUNBTElCUkFUSU9OX1RBUkdFVF9TVE9QX1RIUkVTSE9MRBADEiEKHUNBTElCUkFUSU9OX1RBUkdFVF9DT05GSURFTkNFEAQyowMKD1NvdW5kaW5nU2VydmljZRJJCghSZXRyaWV2ZRIcLnNvdW5kaW5nLnYxLlJldHJpZXZlUmVxdWVzdBodLnNvdW5kaW5nLnYxLlJldHJpZXZlUmVzcG9uc2UwARJICgdJbnF1aXJlEhsuc291bmRpbmcudjEuSW5xdWlyZVJlcXVlc3QaHC5zb3VuZGluZy52MS5JbnF1aXJlUmVzcG9uc2UoATABEkYKB09ic2VydmUSGy5zb3VuZGluZy52MS5PYnNlcnZlUmVxdWVzdBocLnNvdW5kaW5nLnYxLk9ic2VydmVSZXNwb25zZSgBEkwKCUNhbGlicmF0ZRIdLnNvdW5kaW5nLnYxLkNhbGlicmF0ZVJlcXVlc3QaHi5zb3VuZGluZy52MS5DYWxpYnJhdGVSZXNwb25zZTABEmUKEkdldFN0cmF0ZWd5TWV0cmljcxImLnNvdW5kaW5nLnYxLkdldFN0cmF0ZWd5TWV0cmljc1JlcXVlc3QaJy5zb3VuZGluZy52MS5HZXRTdHJhdGVneU1ldHJpY3NSZXNwb25zZUIwWi5zb3VuZGluZy5kZXYvY2xpZW50L2dlbi9zb3VuZGluZy92MTtzb3VuZGluZ3YxYgZwcm90bzM", [file_buf_validate_validate, file_sounding_v1_common]);
 
 /**
  * @generated from message sounding.v1.RetrieveRequest
@@ -755,7 +755,9 @@ export type InquiryStart = Message<"sounding.v1.InquiryStart"> & {
   policy?: InquiryPolicy | undefined;
 
   /**
-   * Free-text context for the llm domain.
+   * Free-text context for the llm domain; the claim to verify for the corpus domain (whose
+   * domain_parameters name the "collection", and optionally "arms", "hits_per_query",
+   * "per_strategy" and "temperature"; README, "Inquiry over a corpus").
    *
    * @generated from field: string context = 6;
    */
@@ -835,7 +837,8 @@ export const CandidateQuestionSchema: GenMessage<CandidateQuestion> = /*@__PURE_
  */
 export type InquiryPolicy = Message<"sounding.v1.InquiryPolicy"> & {
   /**
-   * "eig", "eig_lookahead", "naive", "random_consistent", ...; llm: "direct_prompting".
+   * "eig", "eig_lookahead", "naive", "random_consistent", ...; llm: "direct_prompting";
+   * corpus: "eig", "eig_softmax", "generated_order" or "keywords".
    *
    * @generated from field: string question_selection = 1;
    */
@@ -966,6 +969,14 @@ export type InquireResponse = Message<"sounding.v1.InquireResponse"> & {
      */
     value: InquiryAnswer;
     case: "answer";
+  } | {
+    /**
+     * The corpus domain: what the query just asked found (the server runs its own questions).
+     *
+     * @generated from field: sounding.v1.Evidence evidence = 4;
+     */
+    value: Evidence;
+    case: "evidence";
   } | { case: undefined; value?: undefined };
 };
 
@@ -975,6 +986,181 @@ export type InquireResponse = Message<"sounding.v1.InquireResponse"> & {
  */
 export const InquireResponseSchema: GenMessage<InquireResponse> = /*@__PURE__*/
   messageDesc(file_sounding_v1_sounding, 22);
+
+/**
+ * A query the corpus domain ran, what it found and how that was judged; the Belief after it
+ * follows.
+ *
+ * @generated from message sounding.v1.Evidence
+ */
+export type Evidence = Message<"sounding.v1.Evidence"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The turn of the Ask this answers.
+   *
+   * @generated from field: int32 turn = 2;
+   */
+  turn: number;
+
+  /**
+   * @generated from field: string question_id = 3;
+   */
+  questionId: string;
+
+  /**
+   * @generated from field: string query = 4;
+   */
+  query: string;
+
+  /**
+   * The candidate generation strategy that proposed the query ("confirmation", "decomposition",
+   * "refutation", "entity_probe", "aspect" or "keywords").
+   *
+   * @generated from field: string strategy = 5;
+   */
+  strategy: string;
+
+  /**
+   * @generated from field: repeated sounding.v1.EvidenceHit hits = 6;
+   */
+  hits: EvidenceHit[];
+
+  /**
+   * The strongest sentences for or against the claim among those newly read.
+   *
+   * @generated from field: repeated sounding.v1.EvidenceSentence sentences = 7;
+   */
+  sentences: EvidenceSentence[];
+
+  /**
+   * How many sentences were newly read (and judged).
+   *
+   * @generated from field: int32 sentences_read = 8;
+   */
+  sentencesRead: number;
+
+  /**
+   * The query's soft outcome: P(entailing evidence), P(contradicting evidence), P(nothing that
+   * decides); all 0 when it reached no new text.
+   *
+   * @generated from field: double entailing = 9;
+   */
+  entailing: number;
+
+  /**
+   * @generated from field: double contradicting = 10;
+   */
+  contradicting: number;
+
+  /**
+   * @generated from field: double nothing = 11;
+   */
+  nothing: number;
+
+  /**
+   * Whether the query reached text the session had not read, and what was predicted of it.
+   *
+   * @generated from field: bool reached = 12;
+   */
+  reached: boolean;
+
+  /**
+   * @generated from field: double predicted_reach = 13;
+   */
+  predictedReach: number;
+
+  /**
+   * @generated from field: double expected_information_gain = 14;
+   */
+  expectedInformationGain: number;
+
+  /**
+   * @generated from field: double actual_information_gain = 15;
+   */
+  actualInformationGain: number;
+
+  /**
+   * @generated from field: double latency_ms = 16;
+   */
+  latencyMs: number;
+};
+
+/**
+ * Describes the message sounding.v1.Evidence.
+ * Use `create(EvidenceSchema)` to create a new message.
+ */
+export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
+  messageDesc(file_sounding_v1_sounding, 23);
+
+/**
+ * @generated from message sounding.v1.EvidenceHit
+ */
+export type EvidenceHit = Message<"sounding.v1.EvidenceHit"> & {
+  /**
+   * @generated from field: string document_id = 1;
+   */
+  documentId: string;
+
+  /**
+   * @generated from field: string chunk_id = 2;
+   */
+  chunkId: string;
+
+  /**
+   * @generated from field: double score = 3;
+   */
+  score: number;
+
+  /**
+   * The session had not read this chunk before.
+   *
+   * @generated from field: bool new = 4;
+   */
+  new: boolean;
+};
+
+/**
+ * Describes the message sounding.v1.EvidenceHit.
+ * Use `create(EvidenceHitSchema)` to create a new message.
+ */
+export const EvidenceHitSchema: GenMessage<EvidenceHit> = /*@__PURE__*/
+  messageDesc(file_sounding_v1_sounding, 24);
+
+/**
+ * @generated from message sounding.v1.EvidenceSentence
+ */
+export type EvidenceSentence = Message<"sounding.v1.EvidenceSentence"> & {
+  /**
+   * @generated from field: string document_id = 1;
+   */
+  documentId: string;
+
+  /**
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * @generated from field: double entailment = 3;
+   */
+  entailment: number;
+
+  /**
+   * @generated from field: double contradiction = 4;
+   */
+  contradiction: number;
+};
+
+/**
+ * Describes the message sounding.v1.EvidenceSentence.
+ * Use `create(EvidenceSentenceSchema)` to create a new message.
+ */
+export const EvidenceSentenceSchema: GenMessage<EvidenceSentence> = /*@__PURE__*/
+  messageDesc(file_sounding_v1_sounding, 25);
 
 /**
  * @generated from message sounding.v1.Belief
@@ -1042,7 +1228,7 @@ export type Belief = Message<"sounding.v1.Belief"> & {
  * Use `create(BeliefSchema)` to create a new message.
  */
 export const BeliefSchema: GenMessage<Belief> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 23);
+  messageDesc(file_sounding_v1_sounding, 26);
 
 /**
  * @generated from message sounding.v1.Homogeneity
@@ -1087,7 +1273,7 @@ export type Homogeneity = Message<"sounding.v1.Homogeneity"> & {
  * Use `create(HomogeneitySchema)` to create a new message.
  */
 export const HomogeneitySchema: GenMessage<Homogeneity> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 24);
+  messageDesc(file_sounding_v1_sounding, 27);
 
 /**
  * @generated from message sounding.v1.StopSignal
@@ -1133,7 +1319,7 @@ export type StopSignal = Message<"sounding.v1.StopSignal"> & {
  * Use `create(StopSignalSchema)` to create a new message.
  */
 export const StopSignalSchema: GenMessage<StopSignal> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 25);
+  messageDesc(file_sounding_v1_sounding, 28);
 
 /**
  * @generated from message sounding.v1.ScoredHypothesis
@@ -1160,7 +1346,7 @@ export type ScoredHypothesis = Message<"sounding.v1.ScoredHypothesis"> & {
  * Use `create(ScoredHypothesisSchema)` to create a new message.
  */
 export const ScoredHypothesisSchema: GenMessage<ScoredHypothesis> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 26);
+  messageDesc(file_sounding_v1_sounding, 29);
 
 /**
  * @generated from message sounding.v1.Ask
@@ -1224,7 +1410,7 @@ export type Ask = Message<"sounding.v1.Ask"> & {
  * Use `create(AskSchema)` to create a new message.
  */
 export const AskSchema: GenMessage<Ask> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 27);
+  messageDesc(file_sounding_v1_sounding, 30);
 
 /**
  * @generated from message sounding.v1.ScoredQuestion
@@ -1256,7 +1442,7 @@ export type ScoredQuestion = Message<"sounding.v1.ScoredQuestion"> & {
  * Use `create(ScoredQuestionSchema)` to create a new message.
  */
 export const ScoredQuestionSchema: GenMessage<ScoredQuestion> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 28);
+  messageDesc(file_sounding_v1_sounding, 31);
 
 /**
  * @generated from message sounding.v1.InquiryAnswer
@@ -1298,7 +1484,7 @@ export type InquiryAnswer = Message<"sounding.v1.InquiryAnswer"> & {
  * Use `create(InquiryAnswerSchema)` to create a new message.
  */
 export const InquiryAnswerSchema: GenMessage<InquiryAnswer> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 29);
+  messageDesc(file_sounding_v1_sounding, 32);
 
 /**
  * @generated from message sounding.v1.InquiryTrace
@@ -1325,7 +1511,7 @@ export type InquiryTrace = Message<"sounding.v1.InquiryTrace"> & {
  * Use `create(InquiryTraceSchema)` to create a new message.
  */
 export const InquiryTraceSchema: GenMessage<InquiryTrace> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 30);
+  messageDesc(file_sounding_v1_sounding, 33);
 
 /**
  * @generated from message sounding.v1.ObserveRequest
@@ -1360,7 +1546,7 @@ export type ObserveRequest = Message<"sounding.v1.ObserveRequest"> & {
  * Use `create(ObserveRequestSchema)` to create a new message.
  */
 export const ObserveRequestSchema: GenMessage<ObserveRequest> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 31);
+  messageDesc(file_sounding_v1_sounding, 34);
 
 /**
  * @generated from message sounding.v1.RetrievalOutcome
@@ -1402,7 +1588,7 @@ export type RetrievalOutcome = Message<"sounding.v1.RetrievalOutcome"> & {
  * Use `create(RetrievalOutcomeSchema)` to create a new message.
  */
 export const RetrievalOutcomeSchema: GenMessage<RetrievalOutcome> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 32);
+  messageDesc(file_sounding_v1_sounding, 35);
 
 /**
  * The truth behind an llm inquiry: every state the session assessed is judged against it and
@@ -1437,7 +1623,7 @@ export type InquiryOutcome = Message<"sounding.v1.InquiryOutcome"> & {
  * Use `create(InquiryOutcomeSchema)` to create a new message.
  */
 export const InquiryOutcomeSchema: GenMessage<InquiryOutcome> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 33);
+  messageDesc(file_sounding_v1_sounding, 36);
 
 /**
  * A tool an agent used for a request (README, "Tool selection"): recorded durably, then learned
@@ -1483,7 +1669,7 @@ export type ToolUseEvent = Message<"sounding.v1.ToolUseEvent"> & {
  * Use `create(ToolUseEventSchema)` to create a new message.
  */
 export const ToolUseEventSchema: GenMessage<ToolUseEvent> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 34);
+  messageDesc(file_sounding_v1_sounding, 37);
 
 /**
  * @generated from message sounding.v1.ObserveResponse
@@ -1507,7 +1693,7 @@ export type ObserveResponse = Message<"sounding.v1.ObserveResponse"> & {
  * Use `create(ObserveResponseSchema)` to create a new message.
  */
 export const ObserveResponseSchema: GenMessage<ObserveResponse> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 35);
+  messageDesc(file_sounding_v1_sounding, 38);
 
 /**
  * @generated from message sounding.v1.RejectedObservation
@@ -1536,7 +1722,7 @@ export type RejectedObservation = Message<"sounding.v1.RejectedObservation"> & {
  * Use `create(RejectedObservationSchema)` to create a new message.
  */
 export const RejectedObservationSchema: GenMessage<RejectedObservation> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 36);
+  messageDesc(file_sounding_v1_sounding, 39);
 
 /**
  * @generated from message sounding.v1.CalibrateRequest
@@ -1602,7 +1788,7 @@ export type CalibrateRequest = Message<"sounding.v1.CalibrateRequest"> & {
  * Use `create(CalibrateRequestSchema)` to create a new message.
  */
 export const CalibrateRequestSchema: GenMessage<CalibrateRequest> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 37);
+  messageDesc(file_sounding_v1_sounding, 40);
 
 /**
  * @generated from message sounding.v1.CalibrationState
@@ -1635,7 +1821,7 @@ export type CalibrationState = Message<"sounding.v1.CalibrationState"> & {
  * Use `create(CalibrationStateSchema)` to create a new message.
  */
 export const CalibrationStateSchema: GenMessage<CalibrationState> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 38);
+  messageDesc(file_sounding_v1_sounding, 41);
 
 /**
  * @generated from message sounding.v1.CalibrateResponse
@@ -1664,7 +1850,7 @@ export type CalibrateResponse = Message<"sounding.v1.CalibrateResponse"> & {
  * Use `create(CalibrateResponseSchema)` to create a new message.
  */
 export const CalibrateResponseSchema: GenMessage<CalibrateResponse> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 39);
+  messageDesc(file_sounding_v1_sounding, 42);
 
 /**
  * @generated from message sounding.v1.CalibrationProgress
@@ -1686,7 +1872,7 @@ export type CalibrationProgress = Message<"sounding.v1.CalibrationProgress"> & {
  * Use `create(CalibrationProgressSchema)` to create a new message.
  */
 export const CalibrationProgressSchema: GenMessage<CalibrationProgress> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 40);
+  messageDesc(file_sounding_v1_sounding, 43);
 
 /**
  * @generated from message sounding.v1.CalibrationReport
@@ -1745,7 +1931,7 @@ export type CalibrationReport = Message<"sounding.v1.CalibrationReport"> & {
  * Use `create(CalibrationReportSchema)` to create a new message.
  */
 export const CalibrationReportSchema: GenMessage<CalibrationReport> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 41);
+  messageDesc(file_sounding_v1_sounding, 44);
 
 /**
  * One line of a calibration diagram: the points (x[i], y[i]) in drawing order. Curves of one
@@ -1785,7 +1971,7 @@ export type CalibrationCurve = Message<"sounding.v1.CalibrationCurve"> & {
  * Use `create(CalibrationCurveSchema)` to create a new message.
  */
 export const CalibrationCurveSchema: GenMessage<CalibrationCurve> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 42);
+  messageDesc(file_sounding_v1_sounding, 45);
 
 /**
  * @generated from message sounding.v1.GetStrategyMetricsRequest
@@ -1798,7 +1984,7 @@ export type GetStrategyMetricsRequest = Message<"sounding.v1.GetStrategyMetricsR
  * Use `create(GetStrategyMetricsRequestSchema)` to create a new message.
  */
 export const GetStrategyMetricsRequestSchema: GenMessage<GetStrategyMetricsRequest> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 43);
+  messageDesc(file_sounding_v1_sounding, 46);
 
 /**
  * @generated from message sounding.v1.GetStrategyMetricsResponse
@@ -1844,6 +2030,13 @@ export type GetStrategyMetricsResponse = Message<"sounding.v1.GetStrategyMetrics
    * @generated from field: int64 selector_version = 7;
    */
   selectorVersion: bigint;
+
+  /**
+   * What the corpus inquiries of the tenant have learned (active-learning spec §5).
+   *
+   * @generated from field: sounding.v1.CorpusInquiryMetrics corpus_inquiry = 8;
+   */
+  corpusInquiry?: CorpusInquiryMetrics | undefined;
 };
 
 /**
@@ -1851,7 +2044,104 @@ export type GetStrategyMetricsResponse = Message<"sounding.v1.GetStrategyMetrics
  * Use `create(GetStrategyMetricsResponseSchema)` to create a new message.
  */
 export const GetStrategyMetricsResponseSchema: GenMessage<GetStrategyMetricsResponse> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 44);
+  messageDesc(file_sounding_v1_sounding, 47);
+
+/**
+ * @generated from message sounding.v1.CorpusInquiryMetrics
+ */
+export type CorpusInquiryMetrics = Message<"sounding.v1.CorpusInquiryMetrics"> & {
+  /**
+   * Queries corpus inquiries ran (each taught the outcome model).
+   *
+   * @generated from field: int64 queries = 1;
+   */
+  queries: bigint;
+
+  /**
+   * Corpus sessions whose verdict was observed (each fitted the sensor table).
+   *
+   * @generated from field: int64 observed_sessions = 2;
+   */
+  observedSessions: bigint;
+
+  /**
+   * Mean absolute error of the predicted information gain (bits), overall and over the last 10
+   * and 100 queries.
+   *
+   * @generated from field: double information_gain_mae = 3;
+   */
+  informationGainMae: number;
+
+  /**
+   * @generated from field: double information_gain_mae_last_10 = 4;
+   */
+  informationGainMaeLast10: number;
+
+  /**
+   * @generated from field: double information_gain_mae_last_100 = 5;
+   */
+  informationGainMaeLast100: number;
+
+  /**
+   * Mean absolute error of the predicted chance of reaching unread text.
+   *
+   * @generated from field: double reach_mae = 6;
+   */
+  reachMae: number;
+
+  /**
+   * Share of queries whose reaching unread text was predicted right (at 0.5).
+   *
+   * @generated from field: double reach_accuracy = 7;
+   */
+  reachAccuracy: number;
+
+  /**
+   * Mean absolute error of the predicted cost (ms).
+   *
+   * @generated from field: double cost_mae_ms = 8;
+   */
+  costMaeMs: number;
+
+  /**
+   * @generated from field: repeated sounding.v1.StrategyGain strategies = 9;
+   */
+  strategies: StrategyGain[];
+};
+
+/**
+ * Describes the message sounding.v1.CorpusInquiryMetrics.
+ * Use `create(CorpusInquiryMetricsSchema)` to create a new message.
+ */
+export const CorpusInquiryMetricsSchema: GenMessage<CorpusInquiryMetrics> = /*@__PURE__*/
+  messageDesc(file_sounding_v1_sounding, 48);
+
+/**
+ * @generated from message sounding.v1.StrategyGain
+ */
+export type StrategyGain = Message<"sounding.v1.StrategyGain"> & {
+  /**
+   * @generated from field: string strategy = 1;
+   */
+  strategy: string;
+
+  /**
+   * @generated from field: int64 queries = 2;
+   */
+  queries: bigint;
+
+  /**
+   * @generated from field: double mean_information_gain = 3;
+   */
+  meanInformationGain: number;
+};
+
+/**
+ * Describes the message sounding.v1.StrategyGain.
+ * Use `create(StrategyGainSchema)` to create a new message.
+ */
+export const StrategyGainSchema: GenMessage<StrategyGain> = /*@__PURE__*/
+  messageDesc(file_sounding_v1_sounding, 49);
 
 /**
  * @generated from message sounding.v1.ArmMetrics
@@ -1919,7 +2209,7 @@ export type ArmMetrics = Message<"sounding.v1.ArmMetrics"> & {
  * Use `create(ArmMetricsSchema)` to create a new message.
  */
 export const ArmMetricsSchema: GenMessage<ArmMetrics> = /*@__PURE__*/
-  messageDesc(file_sounding_v1_sounding, 45);
+  messageDesc(file_sounding_v1_sounding, 50);
 
 /**
  * @generated from enum sounding.v1.StoppingReason

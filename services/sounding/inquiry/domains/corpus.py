@@ -1,0 +1,383 @@
+"""The `corpus` inquiry domain: verify a claim against a collection, where the questions are
+retrieval queries the server runs itself (active-learning spec §6).
+
+The client names the collection (`domain_parameters["collection"]`) and the claim (`context`);
+the hypotheses are the verdicts SUPPORT, CONTRADICT and NOT_ENOUGH_INFO (given with priors, or
+left out for a uniform prior). Every step:
+
+1. candidate queries from the claim (`core.query_candidates`, §4.2; the corpus graph's
+   neighbours of the claim's entities feed the entity probes), the executed ones left out;
+2. each scored from probes that execute nothing (`core.query_scoring`): the outcome model's
+   chance that it reaches unread text, its expected information gain over the verdicts, its
+   cost, cost-adjusted score and exploration bonus;
+3. the policy picks one: `eig` (best adjusted score plus bonus), `eig_softmax` (sampled in
+   proportion to exp(score / temperature), seeded), `generated_order` (the naive baseline: the
+   candidates in the order generated) or `keywords` (the second baseline: the claim, then its
+   key phrases one per query);
+4. the server runs it (the retrieval pipeline's arms and fusion), reads the sentences of the
+   chunks it had not read, asks the NLI model whether each entails or contradicts the claim and
+   updates the belief (`core.claim_evidence`); the outcome model learns whether the query
+   reached new text.
+
+The belief's argmax is the answer. Stop rules are the engine's (§3.4); `no_viable_queries`
+when no candidate is left (for `eig`, also when none is expected to gain anything).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from sounding import errors
+from sounding.core import claim_evidence as evidence
+from sounding.core import query_candidates, query_scoring
+from sounding.core.information import bayes_update, entropy_bits, max_entropy_bits
+from sounding.core.query_scoring import Costs
+from sounding.core.sentences import split_sentences
+from sounding.inquiry.domains import parameters as parameters_
+from sounding.inquiry.protocol import (
+    BeliefView,
+    Choice,
+    CorpusBackend,
+    EvidenceEvent,
+    EvidenceHit,
+    EvidenceSentence,
+    Policy,
+    ScoredHypothesis,
+    ScoredQuestion,
+)
+from sounding.store.corpus_inquiry import ExecutedQuery
+
+CORPUS_POLICIES = ("eig", "eig_softmax", "generated_order", "keywords")
+# A candidate whose expected gain is below this (bits) is not viable for `eig`.
+MIN_VIABLE_GAIN = 1e-4
+# Sentences per Evidence event (the strongest for or against the claim).
+SHOWN_SENTENCES = 5
+# Chunks a query reads, candidates per generation strategy, and eig_softmax's temperature.
+DEFAULT_HITS, DEFAULT_PER_STRATEGY, DEFAULT_TEMPERATURE = 3, 3, 0.05
+# The retrieval arms a query runs with unless `domain_parameters["arms"]` names others.
+DEFAULT_ARMS = "dense,lexical"
+
+
+class CorpusInquiry:
+    name = "corpus"
+    stops_on_confidence = True
+    answers_itself = True
+
+    def __init__(self, setup: dict, state: dict):
+        self._setup = setup
+        self.claim: str = setup["claim"]
+        self.collection: str = setup["collection"]
+        self.probabilities = np.asarray(state["probabilities"], float)
+        self.found: list[float] = state["found"]
+        self.read: list[str] = state["read"]
+        self.seen_words: list[str] = state["seen_words"]
+        self.neighbours: dict[str, list[str]] | None = state["neighbours"]
+        self.executed: list[dict] = state["executed"]
+        self.scored: dict | None = state["scored"]
+
+    @classmethod
+    def from_state(cls, setup: dict, state: dict) -> CorpusInquiry:
+        return cls(setup, state)
+
+    @classmethod
+    def from_request(
+        cls, policy: Policy, context: str, hypotheses: Sequence, parameters: Mapping[str, str]
+    ) -> CorpusInquiry:
+        collection = parameters.get("collection", "")
+        if not collection:
+            raise errors.InvalidArgument(
+                "the corpus domain needs the collection to search", field="start.domain_parameters.collection"
+            )
+        if not context.strip():
+            raise errors.InvalidArgument("the corpus domain needs the claim to verify", field="start.context")
+        priors = np.full(len(evidence.VERDICTS), 1.0 / len(evidence.VERDICTS))
+        if hypotheses:
+            ids = [h.id for h in hypotheses]
+            if sorted(ids) != sorted(evidence.VERDICTS):
+                raise errors.InvalidArgument(
+                    f"the corpus domain's hypotheses are the verdicts {', '.join(evidence.VERDICTS)}",
+                    field="start.hypotheses",
+                )
+            given = np.array([next(h.prior for h in hypotheses if h.id == v) for v in evidence.VERDICTS])
+            if given.max() > 0:
+                priors = given / given.sum()
+        settings = {
+            "hits_per_query": parameters_.integer(parameters, "hits_per_query", DEFAULT_HITS, 1, 50),
+            "per_strategy": parameters_.integer(parameters, "per_strategy", DEFAULT_PER_STRATEGY, 1, 10),
+            "temperature": parameters_.number(parameters, "temperature", DEFAULT_TEMPERATURE, 1e-3, 10.0),
+        }
+        arms = [a.strip() for a in parameters.get("arms", DEFAULT_ARMS).split(",") if a.strip()]
+        if not arms:
+            raise errors.InvalidArgument(
+                "arms names at least one retrieval arm", field="start.domain_parameters.arms"
+            )
+        setup = {
+            "claim": context.strip(),
+            "collection": collection,
+            "arms": arms,
+            "selection": policy.question_selection,
+            "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
+            **settings,
+        }
+        state = {
+            "probabilities": priors.tolist(),
+            "found": [0.0, 0.0],
+            "read": [],
+            "seen_words": [],
+            "neighbours": None,
+            "executed": [],
+            "scored": None,
+        }
+        return cls(setup, state)
+
+    def setup(self) -> dict[str, Any]:
+        return self._setup
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "probabilities": self.probabilities.tolist(),
+            "found": list(self.found),
+            "read": list(self.read),
+            "seen_words": list(self.seen_words),
+            "neighbours": self.neighbours,
+            "executed": list(self.executed),
+            "scored": self.scored,
+        }
+
+    # -- candidates and their scores -------------------------------------------------------
+
+    def _candidates(self) -> list[query_candidates.Candidate]:
+        if self._setup["selection"] == "keywords":
+            made = query_candidates.keyword_queries(self.claim)
+        else:
+            made = query_candidates.candidates(
+                self.claim, self.neighbours or {}, [" ".join(self.seen_words)], self._setup["per_strategy"]
+            )
+        run = {_normal(e["query"]) for e in self.executed}
+        return [c for c in made if _normal(c.text) not in run]
+
+    async def think(self, policy: Policy, turn: int, backend: CorpusBackend) -> None:
+        """Score the turn's candidates (once per turn: a resumed session repeats nothing)."""
+        if self.scored is not None and self.scored["turn"] == turn:
+            return
+        if self.neighbours is None:
+            await backend.check(self.collection, self._setup["arms"])
+            entities = query_candidates.aspects(self.claim)[:3]
+            self.neighbours = await backend.related(self.collection, entities, self._setup["per_strategy"])
+        found = self._candidates()
+        if not found:
+            self.scored = {"turn": turn, "candidates": []}
+            return
+        run = [e["query"] for e in self.executed]
+        vectors = await backend.embed([*run, *(c.text for c in found)])
+        queries, candidates = vectors[: len(run)], vectors[len(run) :]
+        read = await backend.chunk_vectors(self.collection, self.read)
+        models = await backend.outcome_models(self.collection)
+        table = models.sensor.given_found(*self.found)
+        aspects = [e["aspect"] for e in self.executed]
+        scored = []
+        costs = Costs(models.search_ms, models.nli_ms_per_sentence, models.sentences_per_query)
+        for index, (candidate, vector) in enumerate(zip(found, candidates, strict=True)):
+            scores = query_scoring.score(
+                candidate=candidate,
+                vector=vector,
+                queries_run=queries,
+                chunks_read=read,
+                aspects_run=aspects,
+                belief=self.probabilities,
+                table=table,
+                reach_model=models.reach,
+                costs=costs,
+                cost_sensitivity=policy.cost_sensitivity,
+                exploration_weight=policy.exploration_weight,
+            )
+            scored.append(
+                {
+                    "id": f"q{turn + 1}.{index}",
+                    "query": candidate.text,
+                    "strategy": candidate.strategy,
+                    "aspect": candidate.aspect,
+                    **asdict(scores),
+                }
+            )
+        self.scored = {"turn": turn, "candidates": scored}
+
+    def choose(self, policy: Policy, turn: int) -> Choice | None:
+        candidates = list(self.scored["candidates"]) if self.scored else []
+        if not candidates:
+            return None
+        selection = self._setup["selection"]
+        if selection in ("generated_order", "keywords"):
+            ranked = candidates
+        else:
+            if max(c["expected_gain"] for c in candidates) < MIN_VIABLE_GAIN:
+                return None
+            ranked = sorted(candidates, key=lambda c: -(c["adjusted"] + c["bonus"]))
+            if selection == "eig_softmax":
+                ranked = _sampled_first(ranked, self._setup["temperature"], self._rng(turn))
+        best = ranked[0]
+        rationale = (
+            f"{best['strategy']} query on '{best['aspect']}': reaches new text with p={best['reach']:.2f}, "
+            f"expected gain {best['expected_gain']:.3f} bits at cost {best['cost']:.3f} ({selection})"
+        )
+        return Choice(_scored(best), rationale, [_scored(c) for c in ranked[1:4]])
+
+    def _rng(self, turn: int) -> random.Random:
+        return random.Random(f"{self._setup['seed']}:{turn}")
+
+    # -- running a query ---------------------------------------------------------------------
+
+    async def investigate(
+        self, session_id: str, turn: int, question_id: str, backend: CorpusBackend
+    ) -> EvidenceEvent:
+        """Run the pending query, read what is new, update the belief and let the outcome model
+        learn whether the query reached new text."""
+        chosen = next(c for c in (self.scored or {"candidates": []})["candidates"] if c["id"] == question_id)
+        started = time.perf_counter()
+        hits = await backend.search(
+            self.collection, chosen["query"], self._setup["hits_per_query"], self._setup["arms"]
+        )
+        search_ms = (time.perf_counter() - started) * 1000
+        read = set(self.read)
+        new = [h for h in hits if h.chunk_id not in read]
+        sentences = [(h, s) for h in new for s in _sentences(h.title, h.text)]
+        started = time.perf_counter()
+        scores = (
+            await backend.entail([(s, self.claim) for _, s in sentences]) if sentences else np.zeros((0, 3))
+        )
+        nli_ms = (time.perf_counter() - started) * 1000
+        before = entropy_bits(self.probabilities)
+        reached = bool(new)
+        outcome = evidence.soft_outcome(scores[:, 0], scores[:, 2]) if reached else None
+        if outcome is not None:
+            table = (await backend.outcome_models(self.collection)).sensor.given_found(*self.found)
+            posterior = bayes_update(self.probabilities, 0.0, evidence.likelihood(outcome, table), 0.0)
+            self.probabilities = posterior.probabilities
+            self.found = [
+                evidence.found_strength(self.found[0], outcome, evidence.ENTAILING),
+                evidence.found_strength(self.found[1], outcome, evidence.CONTRADICTING),
+            ]
+        gain = before - entropy_bits(self.probabilities)
+        self.read += [h.chunk_id for h in new]
+        self.seen_words = sorted(
+            set(self.seen_words) | {w for _, s in sentences for w in query_candidates.content_words(s)}
+        )
+        record = {
+            "question_id": question_id,
+            "query": chosen["query"],
+            "strategy": chosen["strategy"],
+            "aspect": chosen["aspect"],
+            "predicted_reach": chosen["reach"],
+            "reached": reached,
+            "predicted_gain": chosen["expected_gain"],
+            "actual_gain": gain,
+            "outcome": [] if outcome is None else outcome.tolist(),
+        }
+        self.executed.append(record)
+        await backend.record_query(
+            ExecutedQuery(
+                session_id=session_id,
+                collection=self.collection,
+                turn=turn,
+                strategy=chosen["strategy"],
+                features=chosen["features"],
+                predicted_reach=chosen["reach"],
+                reached=reached,
+                predicted_gain=chosen["expected_gain"],
+                actual_gain=gain,
+                predicted_cost_ms=chosen["cost_ms"],
+                cost_ms=search_ms + nli_ms,
+                outcome=record["outcome"],
+                search_ms=search_ms,
+                nli_ms=nli_ms,
+                nli_pairs=len(sentences),
+            )
+        )
+        strongest = sorted(range(len(sentences)), key=lambda i: -max(scores[i, 0], scores[i, 2]))
+        return EvidenceEvent(
+            session_id=session_id,
+            turn=turn,
+            question_id=question_id,
+            query=chosen["query"],
+            strategy=chosen["strategy"],
+            hits=[EvidenceHit(h.document_id, h.chunk_id, h.score, h.chunk_id not in read) for h in hits],
+            sentences=[
+                EvidenceSentence(
+                    sentences[i][0].document_id,
+                    sentences[i][1],
+                    float(scores[i, 0]),
+                    float(scores[i, 2]),
+                )
+                for i in strongest[:SHOWN_SENTENCES]
+            ],
+            sentences_read=len(sentences),
+            outcome=dict(zip(evidence.OUTCOMES, record["outcome"], strict=True)) if reached else {},
+            predicted_reach=chosen["reach"],
+            reached=reached,
+            predicted_gain=chosen["expected_gain"],
+            actual_gain=gain,
+            latency_ms=search_ms + nli_ms,
+        )
+
+    def observe(self, question_id: str, question: str, answer: str) -> None:
+        raise errors.InvalidArgument(
+            "the corpus domain answers its own questions: send no observations", field="observation"
+        )
+
+    # -- belief and answer -------------------------------------------------------------------
+
+    def belief(self) -> BeliefView:
+        order = np.argsort(-self.probabilities, kind="stable")
+        return BeliefView(
+            entropy_bits(self.probabilities),
+            max_entropy_bits(len(evidence.VERDICTS)),
+            [ScoredHypothesis(evidence.VERDICTS[i], "", float(self.probabilities[i])) for i in order],
+            0.0,
+            float(self.probabilities.max()),
+        )
+
+    def finished(self) -> str:
+        return ""
+
+    def answer(self) -> tuple[str, float]:
+        best = int(np.argmax(self.probabilities))
+        return evidence.VERDICTS[best], float(self.probabilities[best])
+
+    def executed_outcomes(self) -> list[list[float]]:
+        """The soft outcomes of the executed queries that reached new text (a verdict observed
+        for the session fits the sensor table from them)."""
+        return [e["outcome"] for e in self.executed if e["reached"]]
+
+
+def _scored(candidate: dict) -> ScoredQuestion:
+    return ScoredQuestion(
+        candidate["id"],
+        candidate["query"],
+        candidate["expected_gain"],
+        candidate["adjusted"],
+        candidate["cost"],
+        candidate["bonus"],
+    )
+
+
+def _sampled_first(ranked: list[dict], temperature: float, rng: random.Random) -> list[dict]:
+    """The ranking with one candidate, drawn ∝ exp(score / temperature), moved to the front."""
+    scores = np.array([c["adjusted"] + c["bonus"] for c in ranked])
+    weights = np.exp((scores - scores.max()) / temperature)
+    pick = rng.choices(range(len(ranked)), weights=weights.tolist())[0]
+    return [ranked[pick], *ranked[:pick], *ranked[pick + 1 :]]
+
+
+def _sentences(title: str, text: str) -> list[str]:
+    """What a chunk says, sentence by sentence: its title (a finding, in abstracts) first."""
+    return ([title.strip()] if title.strip() else []) + split_sentences(text)
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split())

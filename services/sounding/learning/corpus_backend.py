@@ -1,0 +1,103 @@
+"""CorpusTools: the corpus inquiry domain's backend (`inquiry.protocol.CorpusBackend`) for one
+session of a tenant, over the services that already exist: queries run through the retrieval
+pipeline (the requested arms, fused; no expansion loop), sentences are judged by the sidecar's
+NLI model, the graph gives entity neighbours, and the tenant's corpus inquiry learner predicts
+and learns (its collections are the tenant's public names: the learner is the tenant's own)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
+
+from sounding import errors
+from sounding.inquiry.protocol import OutcomeModels, SearchHit
+from sounding.learning.tenants import TenantLearning
+from sounding.models.client import ModelsClient
+from sounding.retrieval.protocol import ExpansionOptions, FinalEvent, RetrieveQuery
+from sounding.retrieval.service import RetrievalService
+from sounding.retrieval.strategies import STRATEGIES
+from sounding.store import schema
+from sounding.store.collections import Store
+from sounding.store.corpus_inquiry import ExecutedQuery
+from sounding.store.graph import GraphStore
+
+COLLECTION_FIELD = "start.domain_parameters.collection"
+
+
+class CorpusTools:
+    def __init__(
+        self,
+        *,
+        tenant: str,
+        retrieval: RetrievalService,
+        learning: Callable[[], Awaitable[TenantLearning]],
+        models: ModelsClient,
+        store: Store,
+        graphs: GraphStore,
+        timeout_s: float = 60.0,
+    ):
+        self._tenant = tenant
+        self._retrieval = retrieval
+        self._learning = learning
+        self._models = models
+        self._store = store
+        self._graphs = graphs
+        self._timeout_s = timeout_s
+
+    def _scoped(self, collection: str) -> str:
+        return schema.scoped(self._tenant, collection)
+
+    async def check(self, collection: str, arms: Sequence[str]) -> None:
+        unknown = sorted(set(arms) - set(STRATEGIES))
+        if unknown:
+            raise errors.InvalidArgument(
+                f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="start.domain_parameters.arms"
+            )
+        try:
+            await self._store.get_collection(self._scoped(collection))
+        except errors.NotFound:
+            raise errors.NotFound(
+                f"collection {collection!r} does not exist",
+                reason="COLLECTION_NOT_FOUND",
+                field=COLLECTION_FIELD,
+            ) from None
+
+    async def search(self, collection: str, query: str, top_k: int, arms: Sequence[str]) -> list[SearchHit]:
+        request = RetrieveQuery(
+            collection=collection,
+            query=query,
+            top_k=top_k,
+            arms=tuple(arms),
+            expansion=ExpansionOptions(max_iterations=0),
+            timeout_s=self._timeout_s,
+            tenant=self._tenant,
+        )
+        learning = (await self._learning()).retrieval
+        async for event in self._retrieval.retrieve(request, learning):
+            if isinstance(event, FinalEvent):
+                return [SearchHit(h.document_id, h.chunk_id, h.score, h.title, h.text) for h in event.hits]
+        raise errors.SoundingError("the retrieval ended without a result")
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await self._models.embed(texts, timeout=self._timeout_s)
+
+    async def entail(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        return await self._models.entail(pairs, timeout=self._timeout_s)
+
+    async def related(self, collection: str, entities: Sequence[str], limit: int) -> dict[str, list[str]]:
+        return await self._graphs.related(self._scoped(collection), list(entities), limit)
+
+    async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> np.ndarray:
+        vectors = await self._store.chunk_vectors(self._scoped(collection), list(chunk_ids))
+        return (
+            vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            if vectors.size
+            else vectors
+        )
+
+    async def outcome_models(self, collection: str) -> OutcomeModels:
+        return (await self._learning()).corpus_inquiry.models(collection)
+
+    async def record_query(self, query: ExecutedQuery) -> None:
+        await (await self._learning()).corpus_inquiry.record(query)

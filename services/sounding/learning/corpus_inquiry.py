@@ -1,0 +1,165 @@
+"""CorpusInquiryLearning: what a tenant's corpus inquiries learn (active-learning spec §5).
+
+- The outcome model, one per collection: every executed query teaches it whether a query with
+  those features reached unread text (`core.reach`); its predictions and measured costs feed
+  the next sessions' expected gains.
+- The sensor table, one per collection: an `InquiryOutcome` naming a finished corpus session and
+  its verdict adds that session's soft outcomes to the verdict's column of the counts, and the
+  table is the smoothed, normalised counts (`core.claim_evidence.SensorModel.fit`); until a
+  session of the collection is observed, the default table.
+- Prediction metrics: predicted against actual information gain, reach and cost, overall and
+  over the last 10 and 100 queries (`core.information.OutcomeLearner`).
+
+Everything is rebuilt from the tenant's corpus inquiry log when it opens (`store.corpus_inquiry`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sounding.core.claim_evidence import OUTCOMES, VERDICTS, SensorModel, sensor_counts
+from sounding.core.information import OutcomeLearner, PredictionMetrics
+from sounding.core.query_scoring import prior_reach_model
+from sounding.core.reach import ReachModel
+from sounding.inquiry.protocol import OutcomeModels
+from sounding.learning.protocol import Rejected
+from sounding.store.corpus_inquiry import CorpusInquiryLog, ExecutedQuery, Verdict
+
+# Costs are the means over this many recent queries of the collection.
+COST_WINDOW = 100
+# Until measured: a search's latency, NLI per sentence, sentences a query newly reads.
+DEFAULT_SEARCH_MS = 60.0
+DEFAULT_NLI_MS_PER_SENTENCE = 8.0
+DEFAULT_SENTENCES_PER_QUERY = 20.0
+
+
+@dataclass
+class _Collection:
+    reach: ReachModel = field(default_factory=prior_reach_model)
+    counts: np.ndarray = field(default_factory=lambda: np.zeros((len(OUTCOMES), len(VERDICTS))))
+    sessions: int = 0
+    search_ms: deque = field(default_factory=lambda: deque(maxlen=COST_WINDOW))
+    nli_ms: deque = field(default_factory=lambda: deque(maxlen=COST_WINDOW))
+    sentences: deque = field(default_factory=lambda: deque(maxlen=COST_WINDOW))
+
+    def learn(self, query: ExecutedQuery) -> None:
+        self.reach.update(query.features, float(query.reached))
+        self.search_ms.append(query.search_ms)
+        if query.reached:
+            self.sentences.append(query.nli_pairs)
+        if query.nli_pairs:
+            self.nli_ms.append(query.nli_ms / query.nli_pairs)
+
+    def models(self) -> OutcomeModels:
+        sensor = SensorModel.fit(self.counts, sessions=self.sessions) if self.sessions else SensorModel()
+        return OutcomeModels(
+            reach=ReachModel.from_dict(self.reach.to_dict()),
+            sensor=sensor,
+            search_ms=float(np.mean(self.search_ms)) if self.search_ms else DEFAULT_SEARCH_MS,
+            nli_ms_per_sentence=float(np.mean(self.nli_ms)) if self.nli_ms else DEFAULT_NLI_MS_PER_SENTENCE,
+            sentences_per_query=float(np.mean(self.sentences))
+            if self.sentences
+            else DEFAULT_SENTENCES_PER_QUERY,
+        )
+
+
+@dataclass(frozen=True)
+class CorpusInquiryMetrics:
+    queries: int
+    observed_sessions: int
+    prediction: PredictionMetrics
+    # Mean absolute error of the predicted reach (the chance of reaching unread text).
+    reach_mae: float
+    # {strategy: [executed, mean actual gain in bits]}
+    strategies: dict[str, tuple[int, float]]
+
+
+class CorpusInquiryLearning:
+    """One tenant's."""
+
+    def __init__(self, log: CorpusInquiryLog):
+        self._log = log
+        self._collections: dict[str, _Collection] = {}
+        self._predictions = OutcomeLearner()
+        self._reach_error_sum = 0.0
+        self._queries = 0
+        # {strategy: [executed, summed actual gain]}
+        self._strategies: dict[str, list[float]] = {}
+        self._observed = 0
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, log: CorpusInquiryLog) -> CorpusInquiryLearning:
+        learning = cls(log)
+        queries = await log.queries()
+        for query in queries:
+            learning._learn(query)
+        verdicts = await log.verdicts()
+        by_session: dict[str, list[ExecutedQuery]] = {}
+        for query in queries:
+            by_session.setdefault(query.session_id, []).append(query)
+        for verdict in verdicts:
+            learning._count(verdict, by_session.get(verdict.session_id, []))
+        return learning
+
+    def _collection(self, collection: str) -> _Collection:
+        return self._collections.setdefault(collection, _Collection())
+
+    def _learn(self, query: ExecutedQuery) -> None:
+        self._collection(query.collection).learn(query)
+        self._predictions.record(
+            query.predicted_gain,
+            query.actual_gain,
+            query.predicted_cost_ms,
+            query.cost_ms,
+            "reached" if query.predicted_reach >= 0.5 else "nothing new",
+            "reached" if query.reached else "nothing new",
+        )
+        self._reach_error_sum += abs(query.predicted_reach - float(query.reached))
+        self._queries += 1
+        totals = self._strategies.setdefault(query.strategy, [0, 0.0])
+        totals[0] += 1
+        totals[1] += query.actual_gain
+
+    def _count(self, verdict: Verdict, queries: list[ExecutedQuery]) -> None:
+        state = self._collection(verdict.collection)
+        outcomes = [q.outcome for q in queries if q.reached and q.outcome]
+        state.counts += sensor_counts(outcomes, VERDICTS.index(verdict.verdict))
+        state.sessions += 1
+        self._observed += 1
+
+    def models(self, collection: str) -> OutcomeModels:
+        return self._collection(collection).models()
+
+    async def record(self, query: ExecutedQuery) -> None:
+        """Learn from the query now; log it (a restart replays the log)."""
+        self._learn(query)
+        await self._log.append_query(query)
+
+    async def observe(self, session_id: str, collection: str, verdict: str) -> Rejected | None:
+        """Fit the collection's sensor table with the session's outcomes under its verdict
+        (durable when this returns), or why not."""
+        if verdict not in VERDICTS:
+            return Rejected(
+                0, "INVALID_ARGUMENT", f"a corpus session's ground_truth is one of {', '.join(VERDICTS)}"
+            )
+        async with self._lock:
+            if await self._log.observed(session_id):
+                return Rejected(0, "ALREADY_EXISTS", f"session {session_id[:64]!r} was already observed")
+            record = Verdict(session_id, collection, verdict)
+            await self._log.append_verdict(record)
+            self._count(record, await self._log.queries([session_id]))
+        return None
+
+    def metrics(self) -> CorpusInquiryMetrics:
+        return CorpusInquiryMetrics(
+            queries=self._queries,
+            observed_sessions=self._observed,
+            prediction=self._predictions.metrics(),
+            reach_mae=self._reach_error_sum / self._queries if self._queries else 0.0,
+            strategies={s: (int(n), total / n) for s, (n, total) in sorted(self._strategies.items())},
+        )

@@ -1,0 +1,141 @@
+"""The corpus inquiry log: every query a corpus inquiry executed (what was predicted of it and
+what it found) and the verdicts observed for finished sessions. A tenant's learner of corpus
+inquiry (`learning.corpus_inquiry`) is rebuilt from it: the outcome model by replaying the
+queries in order, the sensor table from the queries of sessions whose verdict was observed.
+
+Both tables are append-only. A query row is written when its step completes (a step repeated
+after a crash writes it again); a verdict row is acknowledged to the client, so it is synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import lancedb
+import pyarrow as pa
+
+from sounding.store.connection import connect
+from sounding.store.durability import Durability
+from sounding.store.location import StoreLocation
+from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
+from sounding.store.upgrade import upgrade
+
+QUERIES_TABLE = "corpus_inquiry_queries"
+VERDICTS_TABLE = "corpus_inquiry_verdicts"
+
+QUERIES_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("collection", pa.string()),
+        ("turn", pa.int64()),
+        ("strategy", pa.string()),
+        # The outcome model's inputs for this query, as it saw them when the query was chosen.
+        ("features", pa.list_(pa.float64())),
+        ("predicted_reach", pa.float64()),
+        ("reached", pa.bool_()),
+        ("predicted_gain", pa.float64()),
+        ("actual_gain", pa.float64()),
+        ("predicted_cost_ms", pa.float64()),
+        ("cost_ms", pa.float64()),
+        # The soft outcome (entailing, contradicting, nothing) of the new text; empty if none.
+        ("outcome", pa.list_(pa.float64())),
+        ("search_ms", pa.float64()),
+        ("nli_ms", pa.float64()),
+        ("nli_pairs", pa.int64()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+
+VERDICTS_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("collection", pa.string()),
+        ("verdict", pa.string()),
+        ("create_time_us", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutedQuery:
+    session_id: str
+    collection: str
+    turn: int
+    strategy: str
+    features: list[float]
+    predicted_reach: float
+    reached: bool
+    predicted_gain: float
+    actual_gain: float
+    predicted_cost_ms: float
+    cost_ms: float
+    outcome: list[float]
+    search_ms: float
+    nli_ms: float
+    nli_pairs: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    session_id: str
+    collection: str
+    verdict: str
+
+
+class CorpusInquiryLog:
+    def __init__(self, queries: lancedb.AsyncTable, verdicts: lancedb.AsyncTable, durability: Durability):
+        self._queries = queries
+        self._verdicts = verdicts
+        self._durability = durability
+
+    @classmethod
+    async def open(
+        cls, location: StoreLocation, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
+    ) -> CorpusInquiryLog:
+        db = await connect(location)
+        names = set(await db.table_names(limit=100_000))
+        tables: list[lancedb.AsyncTable] = []
+        for table, table_schema in ((QUERIES_TABLE, QUERIES_SCHEMA), (VERDICTS_TABLE, VERDICTS_SCHEMA)):
+            name = tenant_table(table, tenant)
+            if name not in names:
+                await db.create_table(name, schema=table_schema, exist_ok=True)
+            else:
+                await upgrade(db, name, table_schema)
+            tables.append(await db.open_table(name))
+        queries, verdicts = tables
+        return cls(queries, verdicts, durability or Durability("process", location))
+
+    async def append_query(self, query: ExecutedQuery) -> None:
+        row = {**asdict(query), "create_time_us": int(time.time() * 1e6)}
+        await self._queries.add(pa.Table.from_pylist([row], QUERIES_SCHEMA))
+
+    async def queries(self, session_ids: Sequence[str] | None = None) -> list[ExecutedQuery]:
+        """Every recorded query in the order recorded (only the named sessions', if given)."""
+        query = self._queries.query()
+        if session_ids is not None:
+            if not session_ids:
+                return []
+            query = query.where(f"session_id IN ({', '.join(sql_string(s) for s in session_ids)})")
+        table = await query.to_arrow()
+
+        def decode() -> list[ExecutedQuery]:
+            rows = sorted(table.to_pylist(), key=lambda r: r["create_time_us"])
+            return [ExecutedQuery(**{k: v for k, v in r.items() if k != "create_time_us"}) for r in rows]
+
+        return await asyncio.to_thread(decode)
+
+    async def append_verdict(self, verdict: Verdict) -> None:
+        row = {**asdict(verdict), "create_time_us": int(time.time() * 1e6)}
+        await self._verdicts.add(pa.Table.from_pylist([row], VERDICTS_SCHEMA))
+        await self._durability.sync()
+
+    async def verdicts(self) -> list[Verdict]:
+        rows = (await self._verdicts.query().to_arrow()).to_pylist()
+        return [Verdict(r["session_id"], r["collection"], r["verdict"]) for r in rows]
+
+    async def observed(self, session_id: str) -> bool:
+        rows = await self._verdicts.query().where(f"session_id = {sql_string(session_id)}").to_arrow()
+        return rows.num_rows > 0

@@ -1,0 +1,111 @@
+"""Corpus inquiry end to end on the real stack: a claim verified over the demo corpus query by
+query (retrieval pipeline, sidecar NLI), resumed after an orchestrator restart, its verdict
+observed, and what the tenant learned reported."""
+
+import grpc
+import pytest
+from sounding_client import (
+    Ask,
+    Belief,
+    Evidence,
+    InquiryAnswer,
+    InquiryOutcome,
+    InquiryPolicy,
+    SoundingError,
+)
+
+pytestmark = pytest.mark.integration
+
+CLAIM = "An echo sounder measures water depth by timing the return of a sound pulse."
+POLICY = InquiryPolicy(max_turns=4, target_confidence=0.99, min_information_gain=0.0, seed=3)
+# The first Entail of a fresh machine trains the sidecar's NLI model (a minute in this suite).
+FIRST_CALL_S = 600
+
+
+def test_a_claim_is_verified_query_by_query(client, demo_collection):
+    events = list(
+        client.inquire(
+            "corpus", POLICY, domain_parameters={"collection": "demo"}, context=CLAIM, timeout=FIRST_CALL_S
+        )
+    )
+    asks = [e for e in events if isinstance(e, Ask)]
+    evidence = [e for e in events if isinstance(e, Evidence)]
+    beliefs = [e for e in events if isinstance(e, Belief)]
+    answer = events[-1]
+    assert isinstance(answer, InquiryAnswer)
+    assert answer.answer in ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
+    assert 1 <= len(evidence) <= 4 and len(asks) == len(evidence)
+    # Each Ask is answered by the server: an Evidence for the same question, then a Belief.
+    for ask, found in zip(asks, evidence, strict=True):
+        assert found.question_id == ask.question_id and found.query == ask.question
+        assert found.hits and {h.document_id for h in found.hits} <= {d["id"] for d in demo_collection}
+    first = evidence[0]
+    assert first.query == CLAIM and first.strategy == "confirmation"  # the claim itself first
+    assert first.reached and all(h.new for h in first.hits)
+    assert first.sentences_read > 0 and first.sentences
+    assert any(h.document_id == "echo-sounder" for h in first.hits)
+    assert first.entailing + first.contradicting + first.nothing == pytest.approx(1.0)
+    # No query runs twice, and a chunk read once is never new again.
+    assert len({e.query for e in evidence}) == len(evidence)
+    read = set()
+    for found in evidence:
+        for hit in found.hits:
+            assert hit.new == (hit.chunk_id not in read)
+        read |= {h.chunk_id for h in found.hits}
+    assert len(beliefs) == len(evidence) + 1
+    assert answer.entropy_bits == pytest.approx([b.entropy_bits for b in beliefs])
+
+
+def test_a_corpus_inquiry_resumes_after_an_orchestrator_restart_and_its_verdict_teaches(
+    client, stack, demo_collection
+):
+    before = client.strategy_metrics().corpus_inquiry
+    inquiry = client.inquire(
+        "corpus", POLICY, domain_parameters={"collection": "demo"}, context=CLAIM, timeout=FIRST_CALL_S
+    )
+    partial = []
+    for event in inquiry:
+        partial.append(event)
+        if isinstance(event, Evidence):
+            break
+    inquiry.close()
+    session_id = inquiry.session_id
+    stack.kill_orchestrator()
+    stack.start_orchestrator()
+    resumed = list(client.resume_inquiry(session_id))
+    assert {e.session_id for e in resumed} == {session_id}
+    assert isinstance(resumed[0], Belief) and isinstance(resumed[-1], InquiryAnswer)
+    queries = [e.query for e in partial + resumed if isinstance(e, Evidence)]
+    assert len(set(queries)) == len(queries)  # the query run before the restart is not run again
+    assert len(resumed[-1].entropy_bits) == len(queries) + 1
+    result = client.observe([InquiryOutcome(session_id, "SUPPORT")])
+    assert result.recorded == 1
+    again = client.observe([InquiryOutcome(session_id, "SUPPORT")])
+    assert again.recorded == 0 and again.rejected[0].code == "ALREADY_EXISTS"
+    after = client.strategy_metrics().corpus_inquiry
+    assert after.observed_sessions == before.observed_sessions + 1
+    assert after.queries >= before.queries + len(queries)
+    assert "confirmation" in after.strategies
+
+
+def test_bad_corpus_starts_name_their_field(client, demo_collection):
+    cases = [
+        (
+            {"collection": "no-such-collection"},
+            CLAIM,
+            grpc.StatusCode.NOT_FOUND,
+            "start.domain_parameters.collection",
+        ),
+        (
+            {"collection": "demo", "arms": "dense,psychic"},
+            CLAIM,
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "start.domain_parameters.arms",
+        ),
+        ({"collection": "demo"}, "", grpc.StatusCode.INVALID_ARGUMENT, "start.context"),
+    ]
+    for parameters, claim, code, field in cases:
+        with pytest.raises(SoundingError) as raised:
+            list(client.inquire("corpus", POLICY, domain_parameters=parameters, context=claim))
+        assert raised.value.code == code
+        assert raised.value.fields == [field]

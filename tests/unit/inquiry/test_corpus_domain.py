@@ -1,0 +1,264 @@
+"""The corpus inquiry domain over a fake backend: a tiny corpus searched by word overlap, an
+"NLI" that reads marker words, bag-of-words embeddings. The loop, the scores and what the
+outcome model and the sensor table receive are checked; the real pipeline is the integration
+test's."""
+
+import asyncio
+import hashlib
+import re
+
+import numpy as np
+import pytest
+from sounding import errors
+from sounding.core.claim_evidence import SensorModel
+from sounding.core.query_scoring import REACH_FEATURES, prior_reach_model
+from sounding.inquiry import engine
+from sounding.inquiry.domains.corpus import CorpusInquiry
+from sounding.inquiry.protocol import (
+    AnswerEvent,
+    AskEvent,
+    BeliefEvent,
+    EvidenceEvent,
+    HypothesisIn,
+    OutcomeModels,
+    Policy,
+    SearchHit,
+    Start,
+)
+
+pytestmark = pytest.mark.unit
+
+CLAIM = "Aspirin reduces the risk of stroke in older adults, and bleeding is rare."
+# A sharper sensor than the default: one strongly entailing sentence is enough for 0.8.
+SHARP = SensorModel(np.array([[0.8, 0.05, 0.02], [0.02, 0.7, 0.02], [0.18, 0.25, 0.96]]))
+DOCUMENTS = {
+    "d1": ("Aspirin trial", "Aspirin lowered stroke risk in adults over seventy. SUPPORTS the claim."),
+    "d2": ("Stroke registry", "Stroke incidence rises with age. Older adults had more events."),
+    "d3": ("Bleeding", "Aspirin raised bleeding risk in older adults. Dosage mattered."),
+    "d4": ("Diet", "Diet and exercise change stroke risk in adults."),
+    "d5": ("Unrelated", "Graphene conducts electricity well."),
+}
+WORD = re.compile(r"[a-z]+")
+
+
+def _vector(text: str) -> np.ndarray:
+    v = np.zeros(64)
+    for word in WORD.findall(text.lower()):
+        v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
+    return v / max(np.linalg.norm(v), 1e-12)
+
+
+class FakeCorpus:
+    def __init__(self, sensor: SensorModel | None = None):
+        self.searched: list[str] = []
+        self.recorded = []
+        self.entailed = 0
+        self.sensor = sensor or SensorModel()
+        self.reach = prior_reach_model()
+
+    async def check(self, collection, arms):
+        if collection != "papers":
+            raise errors.NotFound("no such collection", field="start.domain_parameters.collection")
+
+    async def search(self, collection, query, top_k, arms):
+        self.searched.append(query)
+        words = set(WORD.findall(query.lower()))
+        scored = sorted(
+            DOCUMENTS,
+            key=lambda d: (-len(words & set(WORD.findall(" ".join(DOCUMENTS[d]).lower()))), d),
+        )
+        return [SearchHit(d, f"{d}#0", 1.0 / (1 + i), *DOCUMENTS[d]) for i, d in enumerate(scored[:top_k])]
+
+    async def embed(self, texts):
+        return np.stack([_vector(t) for t in texts]) if texts else np.zeros((0, 64))
+
+    async def entail(self, pairs):
+        self.entailed += len(pairs)
+        return np.array([[0.95, 0.04, 0.01] if "SUPPORTS" in p else [0.02, 0.96, 0.02] for p, _ in pairs])
+
+    async def related(self, collection, entities, limit):
+        return {e: ["bleeding risk"] for e in entities}
+
+    async def chunk_vectors(self, collection, chunk_ids):
+        vectors = [_vector(" ".join(DOCUMENTS[c.split("#")[0]])) for c in chunk_ids]
+        return np.stack(vectors) if vectors else np.zeros((0, 64))
+
+    async def outcome_models(self, collection):
+        return OutcomeModels(self.reach, self.sensor, 50.0, 5.0, 20.0)
+
+    async def record_query(self, query):
+        self.recorded.append(query)
+
+
+def start(selection="eig", **policy) -> engine.Session:
+    return engine.start(
+        Start(
+            domain="corpus",
+            policy=Policy(question_selection=selection, **policy),
+            domain_parameters={"collection": "papers", "hits_per_query": "2"},
+            context=CLAIM,
+        )
+    )
+
+
+def run(session: engine.Session, backend: FakeCorpus) -> list:
+    async def go():
+        events = await engine.advance(session, backend)
+        seen = list(events)
+        while not isinstance(events[-1], AnswerEvent):
+            events = await engine.investigate(session, backend)
+            seen += events
+        return seen
+
+    return asyncio.run(go())
+
+
+def test_a_session_runs_its_own_queries_and_answers_support_from_entailing_evidence():
+    backend = FakeCorpus(SHARP)
+    events = run(start(target_confidence=0.8), backend)
+    kinds = [type(e).__name__ for e in events]
+    # Belief, Ask, then per query: Evidence, Belief, and Ask or the Answer.
+    assert kinds[:4] == ["BeliefEvent", "AskEvent", "EvidenceEvent", "BeliefEvent"]
+    answer = events[-1]
+    assert answer.answer == "SUPPORT"
+    assert answer.stopping_reason == "confidence_reached"
+    assert answer.confidence.value >= 0.8
+    evidence = [e for e in events if isinstance(e, EvidenceEvent)]
+    assert evidence[0].reached and evidence[0].hits[0].new
+    assert evidence[-1].sentences[0].entailment == pytest.approx(0.95)
+    # Every executed query was recorded for the outcome model, with its features.
+    assert len(backend.recorded) == len(evidence) == len(backend.searched)
+    assert all(len(r.features) == len(REACH_FEATURES) for r in backend.recorded)
+
+
+def test_a_query_that_reaches_nothing_new_changes_no_belief_and_reads_nothing():
+    backend = FakeCorpus()
+    session = start("generated_order", max_turns=4, target_confidence=0.999, min_information_gain=0.0)
+    events = run(session, backend)
+    evidence = [e for e in events if isinstance(e, EvidenceEvent)]
+    beliefs = [e for e in events if isinstance(e, BeliefEvent)]
+    stale = [i for i, e in enumerate(evidence) if not e.reached]
+    assert stale  # the decomposition repeats the claim's search
+    for i in stale:
+        assert evidence[i].sentences_read == 0
+        assert evidence[i].actual_gain == pytest.approx(0.0)
+        before, after = beliefs[i], beliefs[i + 1]
+        assert [h.probability for h in before.top_hypotheses] == [h.probability for h in after.top_hypotheses]
+
+
+def test_generated_order_runs_the_candidates_as_generated_and_keywords_the_claim_first():
+    backend = FakeCorpus()
+    session = start("generated_order", max_turns=3, target_confidence=0.999)
+    asyncio.run(engine.advance(session, backend))
+    domain = session.live
+    first = domain.scored["candidates"][0]
+    assert first["query"] == CLAIM and first["strategy"] == "confirmation"
+    keywords = start("keywords", max_turns=3)
+    events = asyncio.run(engine.advance(keywords, FakeCorpus()))
+    assert events[-1].chosen.question == CLAIM
+    strategies = {c["strategy"] for c in keywords.live.scored["candidates"]}
+    assert strategies == {"confirmation", "keywords"}
+
+
+def test_eig_prefers_a_query_that_reaches_unread_text_to_one_like_what_was_run():
+    backend = FakeCorpus()
+    session = start(max_turns=5, target_confidence=0.999)
+    run_events = asyncio.run(engine.advance(session, backend))
+    assert isinstance(run_events[-1], AskEvent)
+    asyncio.run(engine.investigate(session, backend))
+    scored = {c["query"]: c for c in session.live.scored["candidates"]}
+    # Decomposition repeats most of the claim that was run; the entity probe is new ground.
+    repeated = next(c for c in scored.values() if c["strategy"] == "decomposition")
+    probe = next(c for c in scored.values() if c["strategy"] == "entity_probe")
+    assert repeated["features"][1] > probe["features"][1]  # similarity to the queries run
+    assert repeated["reach"] < probe["reach"]
+    assert repeated["expected_gain"] < probe["expected_gain"]
+
+
+def test_the_exploration_bonus_is_computed_from_novelty_model_uncertainty_and_coverage():
+    backend = FakeCorpus()
+    session = start(max_turns=5, target_confidence=0.999, exploration_weight=0.5)
+    asyncio.run(engine.advance(session, backend))
+    first = session.live.scored["candidates"]
+    # Nothing run yet: novelty 1 and coverage 1 for all; the bonus is w·sqrt(1 - confidence).
+    for candidate in first:
+        _, confidence = backend.reach.predict(candidate["features"])
+        assert candidate["bonus"] == pytest.approx(0.5 * np.sqrt(1 - confidence))
+    asyncio.run(engine.investigate(session, backend))
+    later = {c["query"]: c for c in session.live.scored["candidates"]}
+    executed = session.live.executed[0]
+    same_aspect = [c for c in later.values() if c["aspect"] == executed["aspect"]]
+    other = [c for c in later.values() if c["aspect"] != executed["aspect"]]
+    assert same_aspect and other
+    # Coverage halves the bonus's radicand for a queried aspect; a near-repeat has ~no novelty.
+    assert max(c["bonus"] for c in same_aspect) < max(c["bonus"] for c in other)
+
+
+def test_softmax_selection_is_seeded():
+    picks = []
+    for _ in range(2):
+        session = start("eig_softmax", max_turns=5, seed=7, target_confidence=0.999)
+        events = asyncio.run(engine.advance(session, FakeCorpus()))
+        picks.append(events[-1].chosen.question)
+    assert picks[0] == picks[1]
+
+
+def test_a_stored_session_resumes_with_the_same_question_without_searching():
+    backend = FakeCorpus()
+    session = start(max_turns=5, target_confidence=0.999)
+    asyncio.run(engine.advance(session, backend))
+    asyncio.run(engine.investigate(session, backend))
+    asked = session.pending["question"]
+    stored = engine.Session.from_json(session.setup_json(), session.to_json())
+    searched = len(backend.searched)
+    events = asyncio.run(engine.resume(stored, backend))
+    assert isinstance(events[-1], AskEvent) and events[-1].chosen.question == asked
+    assert len(backend.searched) == searched
+    more = asyncio.run(engine.investigate(stored, backend))
+    assert isinstance(more[0], EvidenceEvent) and more[0].query == asked
+
+
+def test_a_client_observation_is_refused_and_bad_starts_name_their_field():
+    session = start()
+    asyncio.run(engine.advance(session, FakeCorpus()))
+    with pytest.raises(errors.InvalidArgument) as refused:
+        asyncio.run(engine.observe(session, session.pending["question_id"], "yes"))
+    assert refused.value.field == "observation"
+    cases = [
+        (Start("corpus", Policy(), {}, context=CLAIM), "start.domain_parameters.collection"),
+        (Start("corpus", Policy(), {"collection": "papers"}, context=" "), "start.context"),
+        (
+            Start("corpus", Policy(), {"collection": "papers"}, (HypothesisIn("yes"),), context=CLAIM),
+            "start.hypotheses",
+        ),
+        (
+            Start("corpus", Policy(), {"collection": "papers", "hits_per_query": "0"}, context=CLAIM),
+            "start.domain_parameters.hits_per_query",
+        ),
+        (Start("corpus", Policy(question_selection="naive"), {"collection": "papers"}, context=CLAIM), None),
+    ]
+    for request, field in cases:
+        with pytest.raises(errors.InvalidArgument) as bad:
+            engine.start(request)
+        assert field is None or bad.value.field == field
+    missing = engine.start(Start("corpus", Policy(), {"collection": "nope"}, context=CLAIM))
+    with pytest.raises(errors.NotFound):
+        asyncio.run(engine.advance(missing, FakeCorpus()))
+
+
+def test_priors_given_with_the_verdicts_start_the_belief():
+    session = engine.start(
+        Start(
+            "corpus",
+            Policy(),
+            {"collection": "papers"},
+            (
+                HypothesisIn("SUPPORT", prior=2),
+                HypothesisIn("CONTRADICT", prior=1),
+                HypothesisIn("NOT_ENOUGH_INFO", prior=1),
+            ),
+            context=CLAIM,
+        )
+    )
+    assert session.domain_state["probabilities"] == pytest.approx([0.5, 0.25, 0.25])
+    assert isinstance(session.live, CorpusInquiry)
