@@ -14,7 +14,10 @@ registered arm selectable. Then:
    same way (still learning online).
 
 The stack caches greedy generations, so the adaptive passes reuse the all-arms pass's generated
-text (identical to decoding again) and an interrupted run resumes where it stopped decoding.
+text (identical to decoding again) and an interrupted run resumes where it stopped decoding. Its
+arm timeout (and a Retrieve's default deadline) is raised to `ARM_TIMEOUT_S`: on two busy cores
+a batch of generations can outlast the deployment's 30 s, and an arm dropped from a Retrieve
+would score as an empty ranking; a Retrieve that drops an arm all the same stops the run.
 
 Per system: nDCG@10, recall@100, mean arm executions per query and mean arm cost per query (each
 arm's `cost_ms`: its latency with cached generations counted at the time decoding them took, the
@@ -47,6 +50,7 @@ TOP_K = 100
 USED_TOP = 10
 ALL_ARMS_IN_FLIGHT = 4
 GENERATION_CACHE_ENTRIES = 1_000_000
+ARM_TIMEOUT_S = 3600
 
 
 def _relevant(qrels: dict[str, int]) -> set[str]:
@@ -75,8 +79,12 @@ def run(
 
     # Greedy generations are cached, so the adaptive passes reuse the all-arms pass's generations
     # (same text as decoding again) and an interrupted run resumes without decoding again.
-    cache = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": str(GENERATION_CACHE_ENTRIES)}
-    with own_stack(settings, "adaptive", train, console, env=cache) as (client, collection):
+    env = {
+        "SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": str(GENERATION_CACHE_ENTRIES),
+        "SOUNDING_LIMITS__RETRIEVE__ARM_TIMEOUT_S": str(ARM_TIMEOUT_S),
+        "SOUNDING_LIMITS__DEADLINES__RETRIEVE_S": str(ARM_TIMEOUT_S),
+    }
+    with own_stack(settings, "adaptive", train, console, env=env) as (client, collection):
 
         def all_arms(queries, label):
             """Several queries in flight (order does not matter here; the sidecar batches their
@@ -97,6 +105,7 @@ def run(
                         arm_latency[event.arm].append(event.latency_ms)
                         arm_cost[event.arm].append(event.cost_ms)
                     elif isinstance(event, Final):
+                        _complete(query_id, event)
                         fused[query_id] = without_self(query_id, [h.document_id for h in event.hits])
 
             with progress_bar(console) as progress:
@@ -122,6 +131,7 @@ def run(
                             final = event
                     if plan is None or final is None:
                         raise RuntimeError(f"the Retrieve of {query_id} ended without its plan or ranking")
+                    _complete(query_id, final)
                     latency.append((time.perf_counter() - started) * 1000)
                     cost.append(query_cost)
                     ranked = without_self(query_id, [h.document_id for h in final.hits])
@@ -196,6 +206,13 @@ def run(
         },
     }
     return result, _regret_plot(regret)
+
+
+def _complete(query_id: str, final) -> None:
+    """A measured Retrieve must have every arm it ran: a dropped one stops the run."""
+    if final.failed_arms:
+        dropped = ", ".join(f"{f.arm} ({f.code}: {f.message})" for f in final.failed_arms)
+        raise RuntimeError(f"the Retrieve of {query_id} dropped arms: {dropped}")
 
 
 def _outcome(retrieval_id: str, ranked: list[str], relevant: set[str]):
