@@ -1,9 +1,11 @@
 """Scoring a candidate retrieval query of a corpus inquiry before it runs (active-learning spec
 §2.4, §3.1–§3.3): pure, from cheap probes that execute nothing.
 
-Probes: the candidate's embedding's largest cosine to the queries already run and to the chunks
-already read. From them and the candidate's generation strategy the outcome model (`core.reach`)
-predicts ν, the chance that the candidate reaches unread text, and how sure it is. Then:
+Probes: the candidate's embedding's cosine to the claim, and its largest cosine to the queries
+already run and to the chunks already read. From them and the candidate's generation strategy
+the outcome model (`core.reach`) predicts ν, the chance that the candidate reaches unread text
+about the claim (a new chunk at least as close to the claim as the session's relevance floor),
+and how sure it is. Then:
 
 - expected information gain over the verdicts (§3.1), from ν and the sensor table
   (`core.claim_evidence.predicted_outcomes`);
@@ -30,14 +32,21 @@ from sounding.core.reach import ReachModel
 # The outcome model's inputs, in order (`features`).
 REACH_FEATURES = (
     "bias",
+    "similarity_to_claim",
     "similarity_to_queries",
     "similarity_to_read",
     "first_query",
     *(f"strategy:{s}" for s in query_candidates.STRATEGIES),
 )
-# Its prior before any query was observed: a first query nearly always reaches new text; one
-# close to what was run or read rarely does.
-REACH_PRIOR = {"bias": 1.5, "similarity_to_queries": -1.5, "similarity_to_read": -2.0, "first_query": 1.0}
+# Its prior before any query was observed: a first query close to the claim nearly always reaches
+# new text about it; one far from the claim, or close to what was run or read, rarely does.
+REACH_PRIOR = {
+    "bias": -0.5,
+    "similarity_to_claim": 3.0,
+    "similarity_to_queries": -4.0,
+    "similarity_to_read": -2.0,
+    "first_query": 1.0,
+}
 # A candidate's cost in ms is normalised by this (and capped at 1).
 COST_SCALE_MS = 2000.0
 # Queries at least this similar (cosine) to a candidate count as "similar" in its bonus.
@@ -50,10 +59,14 @@ def prior_reach_model() -> ReachModel:
 
 
 def features(
-    strategy: str, similarity_to_queries: float, similarity_to_read: float, first: bool
+    strategy: str,
+    similarity_to_claim: float,
+    similarity_to_queries: float,
+    similarity_to_read: float,
+    first: bool,
 ) -> list[float]:
     one_hot = [float(strategy == s) for s in query_candidates.STRATEGIES]
-    return [1.0, similarity_to_queries, similarity_to_read, float(first), *one_hot]
+    return [1.0, similarity_to_claim, similarity_to_queries, similarity_to_read, float(first), *one_hot]
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,7 @@ def score(
     *,
     candidate: query_candidates.Candidate,
     vector: np.ndarray,
+    claim: np.ndarray,
     queries_run: np.ndarray,
     chunks_read: np.ndarray,
     aspects_run: Sequence[str],
@@ -90,12 +104,18 @@ def score(
     cost_sensitivity: float,
     exploration_weight: float,
 ) -> CandidateScore:
-    """The candidate's scores; `queries_run` and `chunks_read` are unit vectors, one row each
-    (possibly none)."""
+    """The candidate's scores; `vector` and `claim` are unit vectors, `queries_run` and
+    `chunks_read` unit vectors one row each (possibly none)."""
     to_queries = queries_run @ vector if len(queries_run) else np.zeros(0)
     to_read = chunks_read @ vector if len(chunks_read) else np.zeros(0)
     nearest_query = float(to_queries.max(initial=0.0))
-    x = features(candidate.strategy, nearest_query, float(to_read.max(initial=0.0)), not len(aspects_run))
+    x = features(
+        candidate.strategy,
+        float(claim @ vector),
+        nearest_query,
+        float(to_read.max(initial=0.0)),
+        not len(aspects_run),
+    )
     reach, confidence = reach_model.predict(x)
     gain = information_gain(belief, predicted_outcomes(reach, table)).expected_gain
     cost_ms = costs.search_ms + reach * costs.sentences_per_query * costs.nli_ms_per_sentence

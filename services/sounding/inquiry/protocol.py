@@ -237,8 +237,8 @@ class CorpusBackend(Protocol):
         """Each entity's strongest neighbours in the collection's graph (none before it is built)."""
         ...
 
-    async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> np.ndarray:
-        """The chunks' unit embeddings, one row each (those still present)."""
+    async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The unit embeddings of those of the chunks still present, by chunk id."""
         ...
 
     async def outcome_models(self, collection: str) -> OutcomeModels: ...

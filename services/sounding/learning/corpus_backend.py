@@ -88,13 +88,9 @@ class CorpusTools:
     async def related(self, collection: str, entities: Sequence[str], limit: int) -> dict[str, list[str]]:
         return await self._graphs.related(self._scoped(collection), list(entities), limit)
 
-    async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> np.ndarray:
-        vectors = await self._store.chunk_vectors(self._scoped(collection), list(chunk_ids))
-        return (
-            vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-            if vectors.size
-            else vectors
-        )
+    async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        found = await self._store.chunk_vectors(self._scoped(collection), list(chunk_ids))
+        return {c: v / max(float(np.linalg.norm(v)), 1e-12) for c, v in found.items()}
 
     async def outcome_models(self, collection: str) -> OutcomeModels:
         return (await self._learning()).corpus_inquiry.models(collection)

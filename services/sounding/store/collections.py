@@ -349,18 +349,19 @@ class Store:
             ).to_pylist()
         return {r["chunk_id"]: r for r in rows}
 
-    async def chunk_vectors(self, name: str, chunk_ids: list[str]) -> np.ndarray:
-        """The embeddings of the given chunks that exist, one row each (in no particular order)."""
+    async def chunk_vectors(self, name: str, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The embeddings of those of the given chunks that exist, keyed by chunk id."""
         if not chunk_ids:
-            return np.zeros((0, 0), dtype=np.float32)
+            return {}
         ids = ", ".join(schema.sql_string(c) for c in chunk_ids)
         async with self._gone_is_not_found(name):
             table = await self.chunks(name)
-            data = await table.query().where(f"chunk_id IN ({ids})").select(["vector"]).to_arrow()
+            data = await table.query().where(f"chunk_id IN ({ids})").select(["chunk_id", "vector"]).to_arrow()
         vectors = data.column("vector").combine_chunks()
         if len(vectors) == 0:
-            return np.zeros((0, 0), dtype=np.float32)
-        return vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), -1)
+            return {}
+        matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), -1)
+        return dict(zip(data.column("chunk_id").to_pylist(), matrix, strict=True))
 
     @asynccontextmanager
     async def _gone_is_not_found(self, name: str):

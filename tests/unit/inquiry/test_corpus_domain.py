@@ -12,6 +12,7 @@ import pytest
 from sounding import errors
 from sounding.core.claim_evidence import SensorModel
 from sounding.core.query_scoring import REACH_FEATURES, prior_reach_model
+from sounding.core.reach import ReachModel
 from sounding.inquiry import engine
 from sounding.inquiry.domains.corpus import CorpusInquiry
 from sounding.inquiry.protocol import (
@@ -36,7 +37,7 @@ DOCUMENTS = {
     "d2": ("Stroke registry", "Stroke incidence rises with age. Older adults had more events."),
     "d3": ("Bleeding", "Aspirin raised bleeding risk in older adults. Dosage mattered."),
     "d4": ("Diet", "Diet and exercise change stroke risk in adults."),
-    "d5": ("Unrelated", "Graphene conducts electricity well."),
+    "d5": ("Graphene", "Graphene is rare. Graphene sheets conduct electricity well. Graphene is thin."),
 }
 WORD = re.compile(r"[a-z]+")
 
@@ -80,8 +81,7 @@ class FakeCorpus:
         return {e: ["bleeding risk"] for e in entities}
 
     async def chunk_vectors(self, collection, chunk_ids):
-        vectors = [_vector(" ".join(DOCUMENTS[c.split("#")[0]])) for c in chunk_ids]
-        return np.stack(vectors) if vectors else np.zeros((0, 64))
+        return {c: _vector(" ".join(DOCUMENTS[c.split("#")[0]])) for c in chunk_ids}
 
     async def outcome_models(self, collection):
         return OutcomeModels(self.reach, self.sensor, 50.0, 5.0, 20.0)
@@ -95,7 +95,8 @@ def start(selection="eig", **policy) -> engine.Session:
         Start(
             domain="corpus",
             policy=Policy(question_selection=selection, **policy),
-            domain_parameters={"collection": "papers", "hits_per_query": "2"},
+            # Bag-of-words cosines to the claim: d1-d4 0.44-0.65, the unrelated d5 0.38.
+            domain_parameters={"collection": "papers", "hits_per_query": "2", "relevance_floor": "0.4"},
             context=CLAIM,
         )
     )
@@ -146,6 +147,18 @@ def test_a_query_that_reaches_nothing_new_changes_no_belief_and_reads_nothing():
         assert [h.probability for h in before.top_hypotheses] == [h.probability for h in after.top_hypotheses]
 
 
+def test_only_new_chunks_about_the_claim_are_read():
+    backend = FakeCorpus()
+    session = start("keywords", max_turns=7, target_confidence=0.999, min_information_gain=0.0)
+    events = run(session, backend)
+    evidence = [e for e in events if isinstance(e, EvidenceEvent)]
+    reached_d5 = [e for e in evidence if any(h.document_id == "d5" and h.new for h in e.hits)]
+    assert reached_d5  # a key phrase query reaches the unrelated abstract...
+    for found in reached_d5:  # ...which is marked read but not judged
+        assert all(s.document_id != "d5" for s in found.sentences)
+    assert "d5#0" in session.live.read
+
+
 def test_generated_order_runs_the_candidates_as_generated_and_keywords_the_claim_first():
     backend = FakeCorpus()
     session = start("generated_order", max_turns=3, target_confidence=0.999)
@@ -162,17 +175,28 @@ def test_generated_order_runs_the_candidates_as_generated_and_keywords_the_claim
 
 def test_eig_prefers_a_query_that_reaches_unread_text_to_one_like_what_was_run():
     backend = FakeCorpus()
+    # An outcome model that has learned one thing: a query like one already run reaches nothing new.
+    backend.reach = ReachModel(
+        REACH_FEATURES,
+        np.array(
+            [3.0 if f == "bias" else -8.0 if f == "similarity_to_queries" else 0.0 for f in REACH_FEATURES]
+        ),
+        np.full(len(REACH_FEATURES), 100.0),
+    )
     session = start(max_turns=5, target_confidence=0.999)
-    run_events = asyncio.run(engine.advance(session, backend))
-    assert isinstance(run_events[-1], AskEvent)
-    asyncio.run(engine.investigate(session, backend))
-    scored = {c["query"]: c for c in session.live.scored["candidates"]}
-    # Decomposition repeats most of the claim that was run; the entity probe is new ground.
-    repeated = next(c for c in scored.values() if c["strategy"] == "decomposition")
-    probe = next(c for c in scored.values() if c["strategy"] == "entity_probe")
-    assert repeated["features"][1] > probe["features"][1]  # similarity to the queries run
-    assert repeated["reach"] < probe["reach"]
-    assert repeated["expected_gain"] < probe["expected_gain"]
+    asyncio.run(engine.advance(session, backend))
+    events = asyncio.run(engine.investigate(session, backend))
+    candidates = session.live.scored["candidates"]
+    to_queries = REACH_FEATURES.index("similarity_to_queries")
+    by_similarity = sorted(candidates, key=lambda c: c["features"][to_queries])
+    reaches = np.array([c["reach"] for c in by_similarity])
+    gains = np.array([c["expected_gain"] for c in by_similarity])
+    # Less alike, more reach and more gain (up to the posterior's small per-feature differences).
+    assert (np.diff(reaches) < 1e-3).all() and reaches[0] > 2 * reaches[-1]
+    assert (np.diff(gains) < 1e-3).all()
+    chosen = next(c for c in candidates if c["query"] == events[-1].chosen.question)
+    assert chosen["expected_gain"] == gains.max()
+    assert chosen["features"][to_queries] <= by_similarity[0]["features"][to_queries] + 0.01
 
 
 def test_the_exploration_bonus_is_computed_from_novelty_model_uncertainty_and_coverage():
