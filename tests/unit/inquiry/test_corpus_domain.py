@@ -218,6 +218,29 @@ def test_the_exploration_bonus_is_computed_from_novelty_model_uncertainty_and_co
     assert max(c["bonus"] for c in same_aspect) < max(c["bonus"] for c in other)
 
 
+def test_eig_stops_when_no_query_is_worth_its_cost():
+    free = run(
+        start(max_turns=3, target_confidence=0.999, cost_sensitivity=0.0, min_information_gain=0.0),
+        FakeCorpus(),
+    )
+    assert free[-1].stopping_reason == "max_queries_reached"
+    costly = run(start(max_turns=3, target_confidence=0.999, cost_sensitivity=1000.0), FakeCorpus())
+    assert costly[-1].stopping_reason == "no_viable_queries"
+    assert len([e for e in costly if isinstance(e, EvidenceEvent)]) == 0
+    # The naive baseline runs its candidates whatever they cost.
+    naive = run(
+        start(
+            "generated_order",
+            max_turns=3,
+            target_confidence=0.999,
+            cost_sensitivity=1000.0,
+            min_information_gain=0.0,
+        ),
+        FakeCorpus(),
+    )
+    assert naive[-1].stopping_reason == "max_queries_reached"
+
+
 def test_softmax_selection_is_seeded():
     picks = []
     for _ in range(2):
@@ -229,7 +252,7 @@ def test_softmax_selection_is_seeded():
 
 def test_a_stored_session_resumes_with_the_same_question_without_searching():
     backend = FakeCorpus()
-    session = start(max_turns=5, target_confidence=0.999)
+    session = start(max_turns=5, target_confidence=0.999, cost_sensitivity=0.0)
     asyncio.run(engine.advance(session, backend))
     asyncio.run(engine.investigate(session, backend))
     asked = session.pending["question"]

@@ -21,7 +21,8 @@ left out for a uniform prior). Every step:
    reached such text.
 
 The belief's argmax is the answer. Stop rules are the engine's (§3.4); `no_viable_queries`
-when no candidate is left (for `eig`, also when none is expected to gain anything).
+when no candidate is left, and for `eig` and `eig_softmax` also when no candidate is worth its
+cost: none has a value of information, expected gain − λ·cost, above zero (§9.3).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from sounding.inquiry.protocol import (
 from sounding.store.corpus_inquiry import ExecutedQuery
 
 CORPUS_POLICIES = ("eig", "eig_softmax", "generated_order", "keywords")
-# A candidate whose expected gain is below this (bits) is not viable for `eig`.
+# A candidate whose expected gain is below this (bits) is never viable for `eig`.
 MIN_VIABLE_GAIN = 1e-4
 # Sentences per Evidence event (the strongest for or against the claim).
 SHOWN_SENTENCES = 5
@@ -227,7 +228,7 @@ class CorpusInquiry:
         if selection in ("generated_order", "keywords"):
             ranked = candidates
         else:
-            if max(c["expected_gain"] for c in candidates) < MIN_VIABLE_GAIN:
+            if not any(_viable(c, policy.cost_sensitivity) for c in candidates):
                 return None
             ranked = sorted(candidates, key=lambda c: -(c["adjusted"] + c["bonus"]))
             if selection == "eig_softmax":
@@ -374,6 +375,13 @@ class CorpusInquiry:
         """The soft outcomes of the executed queries that reached new text (a verdict observed
         for the session fits the sensor table from them)."""
         return [e["outcome"] for e in self.executed if e["reached"]]
+
+
+def _viable(candidate: dict, cost_sensitivity: float) -> bool:
+    """Worth running: its value of information, expected gain − λ·cost, is positive (spec
+    §9.3), and its gain is not nil."""
+    gain = candidate["expected_gain"]
+    return gain >= MIN_VIABLE_GAIN and gain > cost_sensitivity * candidate["cost"]
 
 
 def _scored(candidate: dict) -> ScoredQuestion:
