@@ -1,0 +1,105 @@
+"""The corpus inquiry learner over an in-memory log: the outcome model learns from every query,
+a verdict fits the sensor table from its session's outcomes, costs are measured, and a restart
+rebuilds the same state from the log."""
+
+import asyncio
+
+import numpy as np
+import pytest
+from sounding.core.claim_evidence import CONTRADICT, DEFAULT_SENSOR, NOTHING, SUPPORT
+from sounding.core.query_scoring import REACH_FEATURES, features
+from sounding.learning.corpus_inquiry import CorpusInquiryLearning
+from sounding.store.corpus_inquiry import ExecutedQuery, Verdict
+
+pytestmark = pytest.mark.unit
+
+
+class MemoryLog:
+    def __init__(self):
+        self.rows: list[ExecutedQuery] = []
+        self.verdict_rows: list[Verdict] = []
+
+    async def append_query(self, query):
+        self.rows.append(query)
+
+    async def queries(self, session_ids=None):
+        return [q for q in self.rows if session_ids is None or q.session_id in session_ids]
+
+    async def append_verdict(self, verdict):
+        self.verdict_rows.append(verdict)
+
+    async def verdicts(self):
+        return list(self.verdict_rows)
+
+    async def observed(self, session_id):
+        return any(v.session_id == session_id for v in self.verdict_rows)
+
+
+def query(
+    session, reached, outcome=(), predicted_reach=0.5, strategy="confirmation", gain=0.1, similarity=0.2
+):
+    return ExecutedQuery(
+        session_id=session,
+        collection="papers",
+        turn=1,
+        strategy=strategy,
+        features=features(strategy, 0.8, similarity, similarity, False),
+        predicted_reach=predicted_reach,
+        reached=reached,
+        predicted_gain=0.2,
+        actual_gain=gain,
+        predicted_cost_ms=100.0,
+        cost_ms=80.0,
+        outcome=list(outcome),
+        search_ms=40.0,
+        nli_ms=40.0 if reached else 0.0,
+        nli_pairs=10 if reached else 0,
+    )
+
+
+def test_the_learner_learns_reach_fits_the_sensor_and_survives_a_restart():
+    log = MemoryLog()
+    learning = asyncio.run(CorpusInquiryLearning.open(log))
+    fresh = learning.models("papers")
+    assert np.array_equal(fresh.sensor.table, DEFAULT_SENSOR) and fresh.sensor.sessions == 0
+    redundant = features("refutation", 0.8, 0.95, 0.95, False)
+    before = fresh.reach.predict(redundant)[0]
+
+    async def teach():
+        for _ in range(20):  # near-repeats never reach anything new
+            await learning.record(query("s1", False, similarity=0.95, strategy="refutation", gain=0.0))
+        await learning.record(query("s1", True, (0.7, 0.1, 0.2)))
+        await learning.record(query("s1", True, (0.1, 0.1, 0.8)))
+        return await learning.observe("s1", "papers", "SUPPORT")
+
+    assert asyncio.run(teach()) is None
+    models = learning.models("papers")
+    assert models.reach.predict(redundant)[0] < before
+    assert models.sensor.sessions == 1
+    # counts: SUPPORT's column (0.7 + 0.1, 0.1 + 0.1, 0.2 + 0.8), smoothed by 1, normalised.
+    assert models.sensor.table[:, SUPPORT] == pytest.approx(np.array([1.8, 1.2, 2.0]) / 5.0)
+    assert models.sensor.table[:, CONTRADICT] == pytest.approx([1 / 3] * 3)
+    assert models.search_ms == pytest.approx(40.0)
+    assert models.nli_ms_per_sentence == pytest.approx(4.0) and models.sentences_per_query == 10
+    again = asyncio.run(learning.observe("s1", "papers", "SUPPORT"))
+    assert again is not None and again.code == "ALREADY_EXISTS"
+    wrong = asyncio.run(learning.observe("s2", "papers", "MAYBE"))
+    assert wrong is not None and wrong.code == "INVALID_ARGUMENT"
+
+    metrics = learning.metrics()
+    assert metrics.queries == 22 and metrics.observed_sessions == 1
+    assert metrics.strategies["refutation"] == (20, 0.0)
+    assert metrics.prediction.information_gain_mae == pytest.approx((20 * 0.2 + 2 * 0.1) / 22)
+    assert metrics.reach_mae == pytest.approx(0.5)
+
+    restarted = asyncio.run(CorpusInquiryLearning.open(log))
+    replayed = restarted.models("papers")
+    assert replayed.reach.mean == pytest.approx(models.reach.mean)
+    assert replayed.sensor.table == pytest.approx(models.sensor.table)
+    assert restarted.metrics().queries == 22
+
+
+def test_the_reach_features_name_every_input():
+    assert len(features("aspect", 0.5, 0.1, 0.2, True)) == len(REACH_FEATURES)
+    assert REACH_FEATURES.index("first_query") == 4
+    assert NOTHING == 2
