@@ -11,6 +11,8 @@ Strategies, each a spec strategy read for claims:
   with an entity the corpus links it to;
 - `aspect` (uncertainty targeted): the aspect (key phrase) the evidence seen so far covers least,
   with the claim's head entity;
+- `llm` (the spec's model-written queries): search queries a language model wrote for the claim
+  (`llm_prompt`, read back by `llm_queries`);
 - `keywords`: one key phrase a query (the naive baseline's second half).
 
 Each candidate names the aspect it targets, so coverage can be counted per aspect (§3.3).
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from sounding.core.entities import STOP_WORDS, extract_entities
 
-STRATEGIES = ("confirmation", "decomposition", "refutation", "entity_probe", "aspect", "keywords")
+STRATEGIES = ("confirmation", "decomposition", "refutation", "entity_probe", "aspect", "llm", "keywords")
 MIN_CONTENT_WORDS = 2
 
 _CLAUSE = re.compile(r"\s*(?:[,;:]|\b(?:and|but|whereas|while|which|who|that|because)\b)\s*", re.IGNORECASE)
@@ -147,9 +149,10 @@ def candidates(
     neighbours: Mapping[str, Sequence[str]] | None = None,
     seen_sentences: Sequence[str] = (),
     per_strategy: int = 3,
+    written: Sequence[str] = (),
 ) -> list[Candidate]:
     """Every strategy's candidates in the order they are generated (the naive baseline runs
-    them in this order), exact repeats removed."""
+    them in this order), exact repeats removed; `written`: a language model's queries."""
     found = aspects(claim)
     head = found[0] if found else claim
     made = [Candidate(claim, "confirmation", head)]
@@ -159,10 +162,40 @@ def candidates(
         made.append(Candidate(refuted, "refutation", head))
     made += entity_probes(found[:3], neighbours or {}, per_strategy)
     made += least_covered(claim, seen_sentences, per_strategy)
+    made += [Candidate(q, "llm", (aspects(q) or [q])[0]) for q in written]
     unique: dict[str, Candidate] = {}
     for candidate in made:
         unique.setdefault(" ".join(candidate.text.lower().split()), candidate)
     return list(unique.values())
+
+
+_NUMBERING = re.compile(r"^\s*(?:[-*•]|\d+[.)]|query\s*\d*:)\s*", re.IGNORECASE)
+
+
+def llm_prompt(claim: str, count: int) -> list[dict[str, str]]:
+    """Chat messages asking a language model for `count` search queries, one per line."""
+    return [
+        {
+            "role": "user",
+            "content": f"Write {count} short search queries, one per line, that would find scientific "
+            f"evidence for or against this claim. Write only the queries.\nClaim: {claim}",
+        }
+    ]
+
+
+def llm_queries(text: str, count: int) -> list[str]:
+    """The queries in a model's answer: its lines without numbering or quotes, those of 2 to 16
+    words that do not introduce a list (end with a colon), at most `count`, repeats removed."""
+    found: list[str] = []
+    for line in text.splitlines():
+        query = _NUMBERING.sub("", line).strip().strip('"').strip()
+        if (
+            2 <= len(query.split()) <= 16
+            and not query.endswith(":")
+            and query.lower() not in {f.lower() for f in found}
+        ):
+            found.append(query)
+    return found[:count]
 
 
 def keyword_queries(claim: str, limit: int = 6) -> list[Candidate]:

@@ -229,6 +229,7 @@ async def serve(settings: Settings) -> None:
         if domain == CorpusInquiry.name:
             return CorpusTools(
                 tenant=tenant,
+                session_id=session_id,
                 retrieval=retrieval,
                 learning=lambda: tenants.of(tenant),
                 models=models,

@@ -233,6 +233,10 @@ class CorpusBackend(Protocol):
         """(entailment, neutral, contradiction) per (premise, hypothesis)."""
         ...
 
+    async def generate(self, messages: Sequence[dict[str, str]], max_tokens: int) -> str:
+        """The sidecar generator's greedy answer."""
+        ...
+
     async def related(self, collection: str, entities: Sequence[str], limit: int) -> dict[str, list[str]]:
         """Each entity's strongest neighbours in the collection's graph (none before it is built)."""
         ...

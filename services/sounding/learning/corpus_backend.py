@@ -30,6 +30,7 @@ class CorpusTools:
         self,
         *,
         tenant: str,
+        session_id: str,
         retrieval: RetrievalService,
         learning: Callable[[], Awaitable[TenantLearning]],
         models: ModelsClient,
@@ -38,6 +39,7 @@ class CorpusTools:
         timeout_s: float = 60.0,
     ):
         self._tenant = tenant
+        self._session_id = session_id
         self._retrieval = retrieval
         self._learning = learning
         self._models = models
@@ -84,6 +86,16 @@ class CorpusTools:
 
     async def entail(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         return await self._models.entail(pairs, timeout=self._timeout_s)
+
+    async def generate(self, messages: Sequence[dict[str, str]], max_tokens: int) -> str:
+        pieces = self._models.generate(
+            messages,
+            max_new_tokens=max_tokens,
+            timeout=self._timeout_s * 10,
+            flow=f"inquiry:{self._session_id}",
+            cache_scope=self._tenant,
+        )
+        return "".join([piece.text async for piece in pieces])
 
     async def related(self, collection: str, entities: Sequence[str], limit: int) -> dict[str, list[str]]:
         return await self._graphs.related(self._scoped(collection), list(entities), limit)

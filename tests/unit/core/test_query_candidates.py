@@ -2,12 +2,15 @@
 
 import pytest
 from sounding.core.query_candidates import (
+    Candidate,
     candidates,
     coverage,
     decompose,
     entity_probes,
     keyword_queries,
     least_covered,
+    llm_prompt,
+    llm_queries,
     refute,
 )
 
@@ -73,3 +76,25 @@ def test_the_keyword_baseline_is_the_claim_then_one_key_phrase_a_query():
     queries = keyword_queries(CLAIM)
     assert queries[0].text == CLAIM
     assert [q.text for q in queries[1:]] == ["aspirin inhibits", "tumor growth", "pge2", "production"]
+
+
+def test_a_models_answer_is_read_as_one_query_a_line():
+    answer = "\n".join(
+        [
+            "Sure, here they are:",
+            '1. "aspirin and stroke"',
+            "2) aspirin bleeding elderly",
+            "- Aspirin and stroke",
+            "ok",
+            "Query 3: low dose aspirin trial",
+        ]
+    )
+    assert llm_queries(answer, 5) == [
+        "aspirin and stroke",
+        "aspirin bleeding elderly",
+        "low dose aspirin trial",
+    ]
+    assert llm_queries(answer, 2) == ["aspirin and stroke", "aspirin bleeding elderly"]
+    assert "Claim: X rises." in llm_prompt("X rises.", 3)[0]["content"]
+    made = candidates("Aspirin cuts stroke risk.", written=["aspirin stroke trial"])
+    assert made[-1] == Candidate("aspirin stroke trial", "llm", "aspirin stroke trial")

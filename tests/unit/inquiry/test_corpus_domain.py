@@ -54,6 +54,7 @@ class FakeCorpus:
         self.searched: list[str] = []
         self.recorded = []
         self.entailed = 0
+        self.prompts: list[str] = []
         self.sensor = sensor or SensorModel()
         self.reach = prior_reach_model()
 
@@ -76,6 +77,12 @@ class FakeCorpus:
     async def entail(self, pairs):
         self.entailed += len(pairs)
         return np.array([[0.95, 0.04, 0.01] if "SUPPORTS" in p else [0.02, 0.96, 0.02] for p, _ in pairs])
+
+    async def generate(self, messages, max_tokens):
+        self.prompts.append(messages[-1]["content"])
+        return (
+            "Here are queries:\n1. aspirin stroke prevention trial\n2. Aspirin stroke prevention trial\n- x"
+        )
 
     async def related(self, collection, entities, limit):
         return {e: ["bleeding risk"] for e in entities}
@@ -239,6 +246,27 @@ def test_eig_stops_when_no_query_is_worth_its_cost():
         FakeCorpus(),
     )
     assert naive[-1].stopping_reason == "max_queries_reached"
+
+
+def test_the_generator_writes_candidates_when_asked_and_near_duplicates_are_dropped():
+    backend = FakeCorpus()
+    session = engine.start(
+        Start(
+            "corpus",
+            Policy(question_selection="generated_order", max_turns=5),
+            {"collection": "papers", "llm_queries": "3"},
+            context=CLAIM,
+        )
+    )
+    asyncio.run(engine.advance(session, backend))
+    assert len(backend.prompts) == 1 and CLAIM in backend.prompts[0]
+    written = [c for c in session.live.scored["candidates"] if c["strategy"] == "llm"]
+    assert [c["query"] for c in written] == ["aspirin stroke prevention trial"]
+    # The second written query has the first's words (cosine 1 under bag-of-words): dropped.
+    queries = [c["query"] for c in session.live.scored["candidates"]]
+    assert CLAIM in queries and "stroke prevention trial aspirin" not in queries
+    asyncio.run(engine.advance(start(), backend))
+    assert len(backend.prompts) == 1  # llm_queries defaults to 0
 
 
 def test_softmax_selection_is_seeded():

@@ -6,7 +6,9 @@ the hypotheses are the verdicts SUPPORT, CONTRADICT and NOT_ENOUGH_INFO (given w
 left out for a uniform prior). Every step:
 
 1. candidate queries from the claim (`core.query_candidates`, §4.2; the corpus graph's
-   neighbours of the claim's entities feed the entity probes), the executed ones left out;
+   neighbours of the claim's entities feed the entity probes; with `llm_queries` = n > 0 the
+   sidecar's generator also writes n queries when the session starts), the executed ones and
+   near-duplicates left out;
 2. each scored from probes that execute nothing (`core.query_scoring`): the outcome model's
    chance that it reaches unread text, its expected information gain over the verdicts, its
    cost, cost-adjusted score and exploration bonus;
@@ -57,6 +59,8 @@ from sounding.inquiry.protocol import (
 from sounding.store.corpus_inquiry import ExecutedQuery
 
 CORPUS_POLICIES = ("eig", "eig_softmax", "generated_order", "keywords")
+# A candidate at least this alike (cosine) to a query run or an earlier candidate is dropped.
+NEAR_DUPLICATE = 0.97
 # A candidate whose expected gain is below this (bits) is never viable for `eig`.
 MIN_VIABLE_GAIN = 1e-4
 # Sentences per Evidence event (the strongest for or against the claim).
@@ -87,6 +91,7 @@ class CorpusInquiry:
         self.neighbours: dict[str, list[str]] | None = state["neighbours"]
         self.executed: list[dict] = state["executed"]
         self.scored: dict | None = state["scored"]
+        self.written: list[str] = state.get("written", [])
 
     @classmethod
     def from_state(cls, setup: dict, state: dict) -> CorpusInquiry:
@@ -118,6 +123,7 @@ class CorpusInquiry:
             "hits_per_query": parameters_.integer(parameters, "hits_per_query", DEFAULT_HITS, 1, 50),
             "per_strategy": parameters_.integer(parameters, "per_strategy", DEFAULT_PER_STRATEGY, 1, 10),
             "temperature": parameters_.number(parameters, "temperature", DEFAULT_TEMPERATURE, 1e-3, 10.0),
+            "llm_queries": parameters_.integer(parameters, "llm_queries", 0, 0, 5),
             "relevance_floor": parameters_.number(
                 parameters, "relevance_floor", DEFAULT_RELEVANCE_FLOOR, -1.0, 1.0
             ),
@@ -143,6 +149,7 @@ class CorpusInquiry:
             "neighbours": None,
             "executed": [],
             "scored": None,
+            "written": [],
         }
         return cls(setup, state)
 
@@ -158,6 +165,7 @@ class CorpusInquiry:
             "neighbours": self.neighbours,
             "executed": list(self.executed),
             "scored": self.scored,
+            "written": list(self.written),
         }
 
     # -- candidates and their scores -------------------------------------------------------
@@ -167,7 +175,11 @@ class CorpusInquiry:
             made = query_candidates.keyword_queries(self.claim)
         else:
             made = query_candidates.candidates(
-                self.claim, self.neighbours or {}, [" ".join(self.seen_words)], self._setup["per_strategy"]
+                self.claim,
+                self.neighbours or {},
+                [" ".join(self.seen_words)],
+                self._setup["per_strategy"],
+                self.written,
             )
         run = {_normal(e["query"]) for e in self.executed}
         return [c for c in made if _normal(c.text) not in run]
@@ -180,6 +192,10 @@ class CorpusInquiry:
             await backend.check(self.collection, self._setup["arms"])
             entities = query_candidates.aspects(self.claim)[:3]
             self.neighbours = await backend.related(self.collection, entities, self._setup["per_strategy"])
+            count = self._setup["llm_queries"]
+            if count and self._setup["selection"] != "keywords":
+                written = await backend.generate(query_candidates.llm_prompt(self.claim, count), 24 * count)
+                self.written = query_candidates.llm_queries(written, count)
         found = self._candidates()
         if not found:
             self.scored = {"turn": turn, "candidates": []}
@@ -187,6 +203,7 @@ class CorpusInquiry:
         run = [e["query"] for e in self.executed]
         vectors = await backend.embed([self.claim, *run, *(c.text for c in found)])
         claim, queries, candidates = vectors[0], vectors[1 : 1 + len(run)], vectors[1 + len(run) :]
+        found, candidates = _distinct(found, candidates, queries)
         by_chunk = await backend.chunk_vectors(self.collection, self.read)
         read = np.stack(list(by_chunk.values())) if by_chunk else np.zeros((0, len(claim)))
         models = await backend.outcome_models(self.collection)
@@ -375,6 +392,19 @@ class CorpusInquiry:
         """The soft outcomes of the executed queries that reached new text (a verdict observed
         for the session fits the sensor table from them)."""
         return [e["outcome"] for e in self.executed if e["reached"]]
+
+
+def _distinct(
+    found: list[query_candidates.Candidate], vectors: np.ndarray, run: np.ndarray
+) -> tuple[list[query_candidates.Candidate], np.ndarray]:
+    """The candidates without near-duplicates (cosine at least `NEAR_DUPLICATE` to a query run
+    or to an earlier candidate), and their vectors."""
+    kept: list[int] = []
+    for i, vector in enumerate(vectors):
+        earlier = np.concatenate([run, vectors[kept]]) if kept else run
+        if not len(earlier) or float((earlier @ vector).max()) < NEAR_DUPLICATE:
+            kept.append(i)
+    return [found[i] for i in kept], vectors[kept]
 
 
 def _viable(candidate: dict, cost_sensitivity: float) -> bool:
