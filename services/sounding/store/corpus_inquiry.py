@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import lancedb
 import pyarrow as pa
 
+from sounding.store.collections import compact
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
@@ -24,6 +25,8 @@ from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
 from sounding.store.upgrade import upgrade
 
 QUERIES_TABLE = "corpus_inquiry_queries"
+# A query row is one small commit: compact the table every so many.
+WRITES_PER_COMPACTION = 200
 VERDICTS_TABLE = "corpus_inquiry_verdicts"
 
 QUERIES_SCHEMA = pa.schema(
@@ -90,6 +93,7 @@ class CorpusInquiryLog:
         self._queries = queries
         self._verdicts = verdicts
         self._durability = durability
+        self._writes = 0
 
     @classmethod
     async def open(
@@ -111,6 +115,9 @@ class CorpusInquiryLog:
     async def append_query(self, query: ExecutedQuery) -> None:
         row = {**asdict(query), "create_time_us": int(time.time() * 1e6)}
         await self._queries.add(pa.Table.from_pylist([row], QUERIES_SCHEMA))
+        self._writes += 1
+        if self._writes % WRITES_PER_COMPACTION == 0:
+            await compact(self._queries)
 
     async def queries(self, session_ids: Sequence[str] | None = None) -> list[ExecutedQuery]:
         """Every recorded query in the order recorded (only the named sessions', if given)."""
