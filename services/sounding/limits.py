@@ -111,6 +111,11 @@ class InquiryLimits(BaseModel):
     max_domain_parameters: int = Field(default=32, ge=0, description="InquiryStart.domain_parameters entries")
     max_parameter_chars: int = Field(default=256, ge=1, description="a domain parameter's key or value")
     max_answer_chars: int = Field(default=4096, ge=1, description="InquiryObservation.answer")
+    max_claim_chars: int = Field(
+        default=4096,
+        ge=1,
+        description="the corpus domain's claim (InquiryStart.context), which it searches with",
+    )
     max_turns: int = Field(default=1000, ge=1, description="InquiryPolicy.max_turns")
     max_open_sessions: int = Field(default=64, ge=1, description="Inquire streams at once")
     max_open_llm_sessions: int = Field(

@@ -109,3 +109,15 @@ def test_bad_corpus_starts_name_their_field(client, demo_collection):
             list(client.inquire("corpus", POLICY, domain_parameters=parameters, context=claim))
         assert raised.value.code == code
         assert raised.value.fields == [field]
+
+
+def test_the_claims_harness_plays_a_session_through_the_api(client, demo_collection):
+    from sounding.evaluation.claims_inquiry import play
+
+    session = play(client, "demo", CLAIM, "generated_order", 0.99)
+    assert session.answer in ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
+    assert 1 <= len(session.queries) <= 8
+    assert session.queries[0]["query"] == CLAIM and session.queries[0]["strategy"] == "confirmation"
+    assert len(session.beliefs) == len(session.queries) + 1
+    assert session.confidence == pytest.approx(max(session.beliefs[-1], 0.0), abs=1e-9)
+    assert session.sentences == sum(q["sentences_read"] for q in session.queries) > 0

@@ -64,10 +64,17 @@ class SensorModel:
     sessions: int = 0
 
     @classmethod
-    def fit(cls, counts: ArrayLike, smoothing: float = 1.0, sessions: int = 0) -> SensorModel:
-        """From counts[o, h] of (soft) outcomes observed on claims of known verdict (additive
-        smoothing keeps every outcome possible)."""
-        table = np.asarray(counts, dtype=float) + smoothing
+    def fit(
+        cls,
+        counts: ArrayLike,
+        prior: ArrayLike = DEFAULT_SENSOR,
+        prior_weight: float = 10.0,
+        sessions: int = 0,
+    ) -> SensorModel:
+        """From counts[o, h] of (soft) outcomes observed on claims of known verdict, with the
+        prior table worth `prior_weight` outcomes per verdict (a Dirichlet prior: a verdict
+        seldom observed keeps close to the prior, never to a flat column)."""
+        table = np.asarray(counts, dtype=float) + prior_weight * np.asarray(prior, dtype=float)
         return cls(table / table.sum(axis=0, keepdims=True), sessions)
 
     def given_found(self, found_entailing: float, found_contradicting: float) -> np.ndarray:
@@ -110,9 +117,17 @@ def found_strength(strength: float, outcome: ArrayLike, index: int) -> float:
     return 1.0 - (1.0 - strength) * (1.0 - float(np.asarray(outcome, float)[index]))
 
 
-def sensor_counts(outcomes: Sequence[Sequence[float]], verdict: int) -> np.ndarray:
-    """counts[o, h] of one observed session: its queries' soft outcomes in the verdict's column."""
+def sensor_counts(
+    outcomes: Sequence[Sequence[float]], found: Sequence[Sequence[float]], verdict: int
+) -> np.ndarray:
+    """counts[o, h] of one observed session: each query's soft outcome, given the strengths
+    (a*, b*) of the evidence found before it. As `SensorModel.given_found` models it, a query of a
+    SUPPORT claim behaves as NOT_ENOUGH_INFO's with probability a*, so (1 − a*) of its outcome
+    counts in SUPPORT's column and a* in NOT_ENOUGH_INFO's (CONTRADICT likewise with b*)."""
     counts = np.zeros((len(OUTCOMES), len(VERDICTS)))
-    for outcome in outcomes:
-        counts[:, verdict] += np.asarray(outcome, float)
+    for outcome, (entailing, contradicting) in zip(outcomes, found, strict=True):
+        v = np.asarray(outcome, float)
+        explained = {SUPPORT: entailing, CONTRADICT: contradicting}.get(verdict, 0.0)
+        counts[:, verdict] += (1.0 - explained) * v
+        counts[:, NOT_ENOUGH_INFO] += explained * v
     return counts

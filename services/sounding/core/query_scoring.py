@@ -19,6 +19,7 @@ and how sure it is. Then:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,8 @@ REACH_FEATURES = (
     "first_query",
     *(f"strategy:{s}" for s in query_candidates.STRATEGIES),
 )
+# Names the inputs above: a logged query of another feature set is not replayed into the model.
+FEATURE_SET = hashlib.sha256(",".join(REACH_FEATURES).encode()).hexdigest()[:12]
 # Its prior before any query was observed: a first query close to the claim nearly always reaches
 # new text about it; one far from the claim, or close to what was run or read, rarely does.
 REACH_PRIOR = {

@@ -210,7 +210,7 @@ def start(
         domain: Domain = BullsAndCows()
     elif request.domain == CorpusInquiry.name:
         domain = CorpusInquiry.from_request(
-            request.policy, request.context, request.hypotheses, request.domain_parameters
+            request.policy, request.context, request.hypotheses, request.domain_parameters, limits
         )
     elif request.domain == LlmInquiry.name:
         domain = LlmInquiry.from_request(
@@ -273,7 +273,9 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
             belief.map_probability,
             session.turn,
             session.cost_spent,
-            session.actual_gains[-1] if session.actual_gains else math.inf,
+            # How far the last answer moved the belief: evidence against the current lean raises
+            # the entropy, and that is no diminishing return.
+            abs(session.actual_gains[-1]) if session.actual_gains else math.inf,
             StoppingConfig(
                 session.policy.target_confidence,
                 session.policy.max_turns,

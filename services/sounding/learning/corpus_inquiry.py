@@ -16,14 +16,14 @@ Everything is rebuilt from the tenant's corpus inquiry log when it opens (`store
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from sounding.core.claim_evidence import OUTCOMES, VERDICTS, SensorModel, sensor_counts
 from sounding.core.information import OutcomeLearner, PredictionMetrics
-from sounding.core.query_scoring import prior_reach_model
+from sounding.core.query_scoring import FEATURE_SET, prior_reach_model
 from sounding.core.reach import ReachModel
 from sounding.inquiry.protocol import OutcomeModels
 from sounding.learning.protocol import Rejected
@@ -35,6 +35,8 @@ COST_WINDOW = 100
 DEFAULT_SEARCH_MS = 60.0
 DEFAULT_NLI_MS_PER_SENTENCE = 8.0
 DEFAULT_SENTENCES_PER_QUERY = 20.0
+# Steps remembered to recognise one repeated after a crash (a bounded memory).
+RECENT_STEPS = 100_000
 
 
 @dataclass
@@ -47,7 +49,8 @@ class _Collection:
     sentences: deque = field(default_factory=lambda: deque(maxlen=COST_WINDOW))
 
     def learn(self, query: ExecutedQuery) -> None:
-        self.reach.update(query.features, float(query.reached))
+        if query.feature_set == FEATURE_SET:
+            self.reach.update(query.features, float(query.reached))
         self.search_ms.append(query.search_ms)
         if query.reached:
             self.sentences.append(query.nli_pairs)
@@ -55,7 +58,7 @@ class _Collection:
             self.nli_ms.append(query.nli_ms / query.nli_pairs)
 
     def models(self) -> OutcomeModels:
-        sensor = SensorModel.fit(self.counts, sessions=self.sessions) if self.sessions else SensorModel()
+        sensor = SensorModel.fit(self.counts, sessions=self.sessions)
         return OutcomeModels(
             reach=ReachModel.from_dict(self.reach.to_dict()),
             sensor=sensor,
@@ -91,19 +94,25 @@ class CorpusInquiryLearning:
         self._strategies: dict[str, list[float]] = {}
         self._observed = 0
         self._lock = asyncio.Lock()
+        # The latest steps recorded, (session, turn): a repeated step is not learned from twice.
+        self._recent: OrderedDict[tuple[str, int], None] = OrderedDict()
 
     @classmethod
     async def open(cls, log: CorpusInquiryLog) -> CorpusInquiryLearning:
+        """Rebuilt from the log (replayed on a worker thread: a log holds every query run)."""
         learning = cls(log)
-        queries = await log.queries()
-        for query in queries:
-            learning._learn(query)
+        queries = first_of_each_turn(await log.queries())
         verdicts = await log.verdicts()
-        by_session: dict[str, list[ExecutedQuery]] = {}
-        for query in queries:
-            by_session.setdefault(query.session_id, []).append(query)
-        for verdict in verdicts:
-            learning._count(verdict, by_session.get(verdict.session_id, []))
+
+        def replay() -> None:
+            by_session: dict[str, list[ExecutedQuery]] = {}
+            for query in queries:
+                learning._learn(query)
+                by_session.setdefault(query.session_id, []).append(query)
+            for verdict in verdicts:
+                learning._count(verdict, by_session.get(verdict.session_id, []))
+
+        await asyncio.to_thread(replay)
         return learning
 
     def _collection(self, collection: str) -> _Collection:
@@ -127,8 +136,10 @@ class CorpusInquiryLearning:
 
     def _count(self, verdict: Verdict, queries: list[ExecutedQuery]) -> None:
         state = self._collection(verdict.collection)
-        outcomes = [q.outcome for q in queries if q.reached and q.outcome]
-        state.counts += sensor_counts(outcomes, VERDICTS.index(verdict.verdict))
+        reached = [q for q in queries if q.reached and q.outcome]
+        state.counts += sensor_counts(
+            [q.outcome for q in reached], [q.found_before for q in reached], VERDICTS.index(verdict.verdict)
+        )
         state.sessions += 1
         self._observed += 1
 
@@ -136,8 +147,14 @@ class CorpusInquiryLearning:
         return self._collection(collection).models()
 
     async def record(self, query: ExecutedQuery) -> None:
-        """Learn from the query now; log it (a restart replays the log)."""
-        self._learn(query)
+        """Learn from the query now; log it (a restart replays the log). A step repeated after a
+        crash records its query again: learned from once, here and on replay."""
+        key = (query.session_id, query.turn)
+        if key not in self._recent:
+            self._learn(query)
+            self._recent[key] = None
+            while len(self._recent) > RECENT_STEPS:
+                self._recent.popitem(last=False)
         await self._log.append_query(query)
 
     async def observe(self, session_id: str, collection: str, verdict: str) -> Rejected | None:
@@ -152,7 +169,7 @@ class CorpusInquiryLearning:
                 return Rejected(0, "ALREADY_EXISTS", f"session {session_id[:64]!r} was already observed")
             record = Verdict(session_id, collection, verdict)
             await self._log.append_verdict(record)
-            self._count(record, await self._log.queries([session_id]))
+            self._count(record, first_of_each_turn(await self._log.queries([session_id])))
         return None
 
     def metrics(self) -> CorpusInquiryMetrics:
@@ -163,3 +180,14 @@ class CorpusInquiryLearning:
             reach_mae=self._reach_error_sum / self._queries if self._queries else 0.0,
             strategies={s: (int(n), total / n) for s, (n, total) in sorted(self._strategies.items())},
         )
+
+
+def first_of_each_turn(queries: list[ExecutedQuery]) -> list[ExecutedQuery]:
+    """The log's queries with a step repeated after a crash counted once (its first row)."""
+    seen: set[tuple[str, int]] = set()
+    kept = []
+    for query in queries:
+        if (query.session_id, query.turn) not in seen:
+            seen.add((query.session_id, query.turn))
+            kept.append(query)
+    return kept

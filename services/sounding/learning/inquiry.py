@@ -125,6 +125,10 @@ class InquiryLearning:
         def judged() -> list[InquiryState] | engine.Session | Rejected:
             session = engine.Session.from_json(*stored)
             if session.domain == CorpusInquiry.name:
+                if session.answer is None:
+                    return Rejected(
+                        0, "FAILED_PRECONDITION", f"session {outcome.session_id!r} has not answered yet"
+                    )
                 return session
             if session.domain != LlmInquiry.name:
                 return Rejected(

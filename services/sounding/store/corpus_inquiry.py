@@ -4,7 +4,8 @@ inquiry (`learning.corpus_inquiry`) is rebuilt from it: the outcome model by rep
 queries in order, the sensor table from the queries of sessions whose verdict was observed.
 
 Both tables are append-only. A query row is written when its step completes (a step repeated
-after a crash writes it again); a verdict row is acknowledged to the client, so it is synced.
+after a crash writes it again: readers take a session's first row of each turn); a verdict row is
+acknowledged to the client, so it is synced.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ QUERIES_SCHEMA = pa.schema(
         ("collection", pa.string()),
         ("turn", pa.int64()),
         ("strategy", pa.string()),
-        # The outcome model's inputs for this query, as it saw them when the query was chosen.
+        # The outcome model's inputs for this query, as it saw them when the query was chosen, and
+        # which inputs those are (a row of another feature set is not replayed into the model).
         ("features", pa.list_(pa.float64())),
+        ("feature_set", pa.string()),
         ("predicted_reach", pa.float64()),
         ("reached", pa.bool_()),
         ("predicted_gain", pa.float64()),
@@ -45,6 +48,8 @@ QUERIES_SCHEMA = pa.schema(
         ("cost_ms", pa.float64()),
         # The soft outcome (entailing, contradicting, nothing) of the new text; empty if none.
         ("outcome", pa.list_(pa.float64())),
+        # The strengths of the entailing and contradicting evidence found before this query.
+        ("found_before", pa.list_(pa.float64())),
         ("search_ms", pa.float64()),
         ("nli_ms", pa.float64()),
         ("nli_pairs", pa.int64()),
@@ -69,6 +74,7 @@ class ExecutedQuery:
     turn: int
     strategy: str
     features: list[float]
+    feature_set: str
     predicted_reach: float
     reached: bool
     predicted_gain: float
@@ -76,6 +82,7 @@ class ExecutedQuery:
     predicted_cost_ms: float
     cost_ms: float
     outcome: list[float]
+    found_before: list[float]
     search_ms: float
     nli_ms: float
     nli_pairs: int

@@ -66,17 +66,30 @@ def test_found_strength_accumulates_as_a_noisy_or_over_queries():
     assert found_strength(0.6, [0.5, 0.0, 0.5], ENTAILING) == pytest.approx(0.8)
 
 
-def test_the_sensor_fit_normalises_smoothed_counts_per_verdict():
-    sensor = SensorModel.fit([[8, 1, 0], [0, 6, 1], [2, 3, 9]], smoothing=1.0, sessions=3)
-    assert sensor.table[:, SUPPORT] == pytest.approx([9 / 13, 1 / 13, 3 / 13])
+def test_the_sensor_fit_adds_the_prior_table_as_pseudo_counts_per_verdict():
+    sensor = SensorModel.fit([[8, 1, 0], [0, 6, 1], [2, 3, 9]], prior_weight=10.0, sessions=3)
+    # SUPPORT: (8, 0, 2) + 10·(0.55, 0.05, 0.40) = (13.5, 0.5, 6) over 20
+    assert sensor.table[:, SUPPORT] == pytest.approx([13.5 / 20, 0.5 / 20, 6 / 20])
     assert sensor.table.sum(axis=0) == pytest.approx([1.0, 1.0, 1.0])
     assert sensor.sessions == 3
+    # A verdict never observed keeps the prior's column, not a flat one.
+    unobserved = SensorModel.fit(np.zeros((3, 3)))
+    assert unobserved.table == pytest.approx(DEFAULT_SENSOR)
 
 
-def test_a_sessions_outcomes_count_in_its_verdicts_column():
-    counts = sensor_counts([[0.5, 0.1, 0.4], [0.0, 0.0, 1.0]], CONTRADICT)
+def test_a_sessions_outcomes_count_in_its_verdicts_column_less_what_found_evidence_explains():
+    outcomes = [[0.5, 0.1, 0.4], [0.0, 0.0, 1.0]]
+    counts = sensor_counts(outcomes, [[0.0, 0.0], [0.0, 0.0]], CONTRADICT)
     assert counts[:, CONTRADICT] == pytest.approx([0.5, 0.1, 1.4])
     assert counts[:, SUPPORT] == pytest.approx([0, 0, 0])
+    # After contradicting evidence of strength 0.75, the second query counts a quarter for
+    # CONTRADICT and three quarters for NOT_ENOUGH_INFO (as given_found predicts it).
+    counts = sensor_counts(outcomes, [[0.0, 0.0], [0.2, 0.75]], CONTRADICT)
+    assert counts[:, CONTRADICT] == pytest.approx([0.5, 0.1, 0.4 + 0.25])
+    assert counts[:, NOT_ENOUGH_INFO] == pytest.approx([0.0, 0.0, 0.75])
+    assert sensor_counts(outcomes, [[0.9, 0.9], [0.9, 0.9]], NOT_ENOUGH_INFO)[
+        :, NOT_ENOUGH_INFO
+    ] == pytest.approx([0.5, 0.1, 1.4])
 
 
 def test_a_candidate_that_reaches_more_new_text_gains_more():

@@ -269,13 +269,37 @@ def test_the_generator_writes_candidates_when_asked_and_near_duplicates_are_drop
     assert len(backend.prompts) == 1  # llm_queries defaults to 0
 
 
-def test_softmax_selection_is_seeded():
-    picks = []
-    for _ in range(2):
-        session = start("eig_softmax", max_turns=5, seed=7, target_confidence=0.999)
-        events = asyncio.run(engine.advance(session, FakeCorpus()))
-        picks.append(events[-1].chosen.question)
-    assert picks[0] == picks[1]
+def test_softmax_selection_is_seeded_and_samples():
+    def first_pick(seed: int, temperature: str) -> str:
+        session = engine.start(
+            Start(
+                "corpus",
+                Policy(
+                    question_selection="eig_softmax",
+                    max_turns=5,
+                    seed=seed,
+                    target_confidence=0.999,
+                    cost_sensitivity=0.0,
+                ),
+                {"collection": "papers", "temperature": temperature, "relevance_floor": "0.4"},
+                context=CLAIM,
+            )
+        )
+        backend = FakeCorpus()
+        asyncio.run(engine.advance(session, backend))
+        events = asyncio.run(engine.investigate(session, backend))
+        return events[-1].chosen.question
+
+    assert first_pick(7, "0.05") == first_pick(7, "0.05")
+    # Hot enough to be nearly uniform: different seeds draw different queries.
+    assert len({first_pick(seed, "10") for seed in range(8)}) > 1
+
+
+def test_the_default_stop_rule_ends_at_a_query_that_moved_nothing():
+    events = run(start("generated_order", max_turns=8, target_confidence=0.999), FakeCorpus())
+    evidence = [e for e in events if isinstance(e, EvidenceEvent)]
+    assert events[-1].stopping_reason == "diminishing_returns"
+    assert len(evidence) >= 2 and abs(evidence[-1].actual_gain) < 0.01
 
 
 def test_a_stored_session_resumes_with_the_same_question_without_searching():

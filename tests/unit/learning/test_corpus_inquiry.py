@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 from sounding.core.claim_evidence import CONTRADICT, DEFAULT_SENSOR, NOTHING, SUPPORT
-from sounding.core.query_scoring import REACH_FEATURES, features
+from sounding.core.query_scoring import FEATURE_SET, REACH_FEATURES, features
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.store.corpus_inquiry import ExecutedQuery, Verdict
 
@@ -36,14 +36,22 @@ class MemoryLog:
 
 
 def query(
-    session, reached, outcome=(), predicted_reach=0.5, strategy="confirmation", gain=0.1, similarity=0.2
+    session,
+    reached,
+    outcome=(),
+    predicted_reach=0.5,
+    strategy="confirmation",
+    gain=0.1,
+    similarity=0.2,
+    turn=1,
 ):
     return ExecutedQuery(
         session_id=session,
         collection="papers",
-        turn=1,
+        turn=turn,
         strategy=strategy,
         features=features(strategy, 0.8, similarity, similarity, False),
+        feature_set=FEATURE_SET,
         predicted_reach=predicted_reach,
         reached=reached,
         predicted_gain=0.2,
@@ -51,6 +59,7 @@ def query(
         predicted_cost_ms=100.0,
         cost_ms=80.0,
         outcome=list(outcome),
+        found_before=[0.0, 0.0],
         search_ms=40.0,
         nli_ms=40.0 if reached else 0.0,
         nli_pairs=10 if reached else 0,
@@ -66,19 +75,22 @@ def test_the_learner_learns_reach_fits_the_sensor_and_survives_a_restart():
     before = fresh.reach.predict(redundant)[0]
 
     async def teach():
-        for _ in range(20):  # near-repeats never reach anything new
-            await learning.record(query("s1", False, similarity=0.95, strategy="refutation", gain=0.0))
-        await learning.record(query("s1", True, (0.7, 0.1, 0.2)))
-        await learning.record(query("s1", True, (0.1, 0.1, 0.8)))
+        for turn in range(1, 21):  # near-repeats never reach anything new
+            await learning.record(
+                query("s1", False, similarity=0.95, strategy="refutation", gain=0.0, turn=turn)
+            )
+        await learning.record(query("s1", True, (0.7, 0.1, 0.2), turn=21))
+        await learning.record(query("s1", True, (0.1, 0.1, 0.8), turn=22))
         return await learning.observe("s1", "papers", "SUPPORT")
 
     assert asyncio.run(teach()) is None
     models = learning.models("papers")
     assert models.reach.predict(redundant)[0] < before
     assert models.sensor.sessions == 1
-    # counts: SUPPORT's column (0.7 + 0.1, 0.1 + 0.1, 0.2 + 0.8), smoothed by 1, normalised.
-    assert models.sensor.table[:, SUPPORT] == pytest.approx(np.array([1.8, 1.2, 2.0]) / 5.0)
-    assert models.sensor.table[:, CONTRADICT] == pytest.approx([1 / 3] * 3)
+    # SUPPORT's column: (0.7 + 0.1, 0.1 + 0.1, 0.2 + 0.8) + 10 × the prior's, normalised.
+    support = np.array([0.8, 0.2, 1.0]) + 10 * DEFAULT_SENSOR[:, SUPPORT]
+    assert models.sensor.table[:, SUPPORT] == pytest.approx(support / support.sum())
+    assert models.sensor.table[:, CONTRADICT] == pytest.approx(DEFAULT_SENSOR[:, CONTRADICT])
     assert models.search_ms == pytest.approx(40.0)
     assert models.nli_ms_per_sentence == pytest.approx(4.0) and models.sentences_per_query == 10
     again = asyncio.run(learning.observe("s1", "papers", "SUPPORT"))
@@ -97,6 +109,22 @@ def test_the_learner_learns_reach_fits_the_sensor_and_survives_a_restart():
     assert replayed.reach.mean == pytest.approx(models.reach.mean)
     assert replayed.sensor.table == pytest.approx(models.sensor.table)
     assert restarted.metrics().queries == 22
+
+
+def test_a_step_repeated_after_a_crash_is_learned_from_once_and_other_feature_sets_are_not_replayed():
+    log = MemoryLog()
+    learning = asyncio.run(CorpusInquiryLearning.open(log))
+    once = query("s1", True, (0.2, 0.1, 0.7))
+    asyncio.run(learning.record(once))
+    asyncio.run(learning.record(once))  # the same session and turn again
+    assert learning.metrics().queries == 1 and len(log.rows) == 2
+    stale = ExecutedQuery(
+        **{**once.__dict__, "session_id": "old", "features": [1.0, 0.5], "feature_set": "older"}
+    )
+    log.rows.append(stale)
+    restarted = asyncio.run(CorpusInquiryLearning.open(log))
+    assert restarted.metrics().queries == 2  # the stale row counts in the metrics, not in the model
+    assert restarted.models("papers").reach.mean == pytest.approx(learning.models("papers").reach.mean)
 
 
 def test_the_reach_features_name_every_input():

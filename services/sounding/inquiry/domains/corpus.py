@@ -43,6 +43,7 @@ from sounding.core import query_candidates, query_scoring
 from sounding.core.information import bayes_update, entropy_bits, max_entropy_bits
 from sounding.core.query_scoring import Costs
 from sounding.core.sentences import split_sentences
+from sounding.inquiry.domains import corpus_ranking
 from sounding.inquiry.domains import parameters as parameters_
 from sounding.inquiry.protocol import (
     BeliefView,
@@ -53,16 +54,16 @@ from sounding.inquiry.protocol import (
     EvidenceSentence,
     Policy,
     ScoredHypothesis,
-    ScoredQuestion,
     SearchHit,
 )
+from sounding.limits import InquiryLimits
 from sounding.store.corpus_inquiry import ExecutedQuery
 
 CORPUS_POLICIES = ("eig", "eig_softmax", "generated_order", "keywords")
 # A candidate at least this alike (cosine) to a query run or an earlier candidate is dropped.
 NEAR_DUPLICATE = 0.97
-# A candidate whose expected gain is below this (bits) is never viable for `eig`.
-MIN_VIABLE_GAIN = 1e-4
+# Sentence pairs per Entail call.
+ENTAIL_BATCH = 256
 # Sentences per Evidence event (the strongest for or against the claim).
 SHOWN_SENTENCES = 5
 # Chunks a query reads, candidates per generation strategy, and eig_softmax's temperature.
@@ -99,7 +100,12 @@ class CorpusInquiry:
 
     @classmethod
     def from_request(
-        cls, policy: Policy, context: str, hypotheses: Sequence, parameters: Mapping[str, str]
+        cls,
+        policy: Policy,
+        context: str,
+        hypotheses: Sequence,
+        parameters: Mapping[str, str],
+        limits: InquiryLimits = InquiryLimits(),
     ) -> CorpusInquiry:
         collection = parameters.get("collection", "")
         if not collection:
@@ -108,6 +114,10 @@ class CorpusInquiry:
             )
         if not context.strip():
             raise errors.InvalidArgument("the corpus domain needs the claim to verify", field="start.context")
+        if len(context.strip()) > limits.max_claim_chars:
+            raise errors.InvalidArgument(
+                f"the claim is longer than {limits.max_claim_chars} characters", field="start.context"
+            )
         priors = np.full(len(evidence.VERDICTS), 1.0 / len(evidence.VERDICTS))
         if hypotheses:
             ids = [h.id for h in hypotheses]
@@ -118,6 +128,7 @@ class CorpusInquiry:
                 )
             given = np.array([next(h.prior for h in hypotheses if h.id == v) for v in evidence.VERDICTS])
             if given.max() > 0:
+                given = given / given.max()  # finite priors, however large, sum without overflow
                 priors = given / given.sum()
         settings = {
             "hits_per_query": parameters_.integer(parameters, "hits_per_query", DEFAULT_HITS, 1, 50),
@@ -128,7 +139,9 @@ class CorpusInquiry:
                 parameters, "relevance_floor", DEFAULT_RELEVANCE_FLOOR, -1.0, 1.0
             ),
         }
-        arms = [a.strip() for a in parameters.get("arms", DEFAULT_ARMS).split(",") if a.strip()]
+        arms = list(
+            dict.fromkeys(a.strip() for a in parameters.get("arms", DEFAULT_ARMS).split(",") if a.strip())
+        )
         if not arms:
             raise errors.InvalidArgument(
                 "arms names at least one retrieval arm", field="start.domain_parameters.arms"
@@ -242,20 +255,17 @@ class CorpusInquiry:
         if not candidates:
             return None
         selection = self._setup["selection"]
-        if selection in ("generated_order", "keywords"):
-            ranked = candidates
-        else:
-            if not any(_viable(c, policy.cost_sensitivity) for c in candidates):
-                return None
-            ranked = sorted(candidates, key=lambda c: -(c["adjusted"] + c["bonus"]))
-            if selection == "eig_softmax":
-                ranked = _sampled_first(ranked, self._setup["temperature"], self._rng(turn))
+        ranked = corpus_ranking.rank(
+            candidates, selection, policy.cost_sensitivity, self._setup["temperature"], self._rng(turn)
+        )
+        if ranked is None:
+            return None
         best = ranked[0]
         rationale = (
             f"{best['strategy']} query on '{best['aspect']}': reaches new text with p={best['reach']:.2f}, "
             f"expected gain {best['expected_gain']:.3f} bits at cost {best['cost']:.3f} ({selection})"
         )
-        return Choice(_scored(best), rationale, [_scored(c) for c in ranked[1:4]])
+        return Choice(corpus_ranking.scored(best), rationale, [corpus_ranking.scored(c) for c in ranked[1:4]])
 
     def _rng(self, turn: int) -> random.Random:
         return random.Random(f"{self._setup['seed']}:{turn}")
@@ -267,7 +277,11 @@ class CorpusInquiry:
     ) -> EvidenceEvent:
         """Run the pending query, read what is new, update the belief and let the outcome model
         learn whether the query reached new text."""
-        chosen = next(c for c in (self.scored or {"candidates": []})["candidates"] if c["id"] == question_id)
+        chosen = next(
+            (c for c in (self.scored or {"candidates": []})["candidates"] if c["id"] == question_id), None
+        )
+        if chosen is None:
+            raise errors.FailedPrecondition(f"question {question_id!r} is not among this turn's candidates")
         started = time.perf_counter()
         hits = await backend.search(
             self.collection, chosen["query"], self._setup["hits_per_query"], self._setup["arms"]
@@ -278,11 +292,14 @@ class CorpusInquiry:
         relevant = await self._about_the_claim(new, backend)
         sentences = [(h, s) for h in relevant for s in _sentences(h.title, h.text)]
         started = time.perf_counter()
-        scores = (
-            await backend.entail([(s, self.claim) for _, s in sentences]) if sentences else np.zeros((0, 3))
-        )
+        pairs = [(s, self.claim) for _, s in sentences]
+        batches = [
+            await backend.entail(pairs[i : i + ENTAIL_BATCH]) for i in range(0, len(pairs), ENTAIL_BATCH)
+        ]
+        scores = np.concatenate(batches) if batches else np.zeros((0, 3))
         nli_ms = (time.perf_counter() - started) * 1000
         before = entropy_bits(self.probabilities)
+        found_before = list(self.found)
         reached = bool(relevant)
         outcome = evidence.soft_outcome(scores[:, 0], scores[:, 2]) if reached else None
         if outcome is not None:
@@ -317,6 +334,7 @@ class CorpusInquiry:
                 turn=turn,
                 strategy=chosen["strategy"],
                 features=chosen["features"],
+                feature_set=query_scoring.FEATURE_SET,
                 predicted_reach=chosen["reach"],
                 reached=reached,
                 predicted_gain=chosen["expected_gain"],
@@ -324,6 +342,7 @@ class CorpusInquiry:
                 predicted_cost_ms=chosen["cost_ms"],
                 cost_ms=search_ms + nli_ms,
                 outcome=record["outcome"],
+                found_before=found_before,
                 search_ms=search_ms,
                 nli_ms=nli_ms,
                 nli_pairs=len(sentences),
@@ -388,11 +407,6 @@ class CorpusInquiry:
         best = int(np.argmax(self.probabilities))
         return evidence.VERDICTS[best], float(self.probabilities[best])
 
-    def executed_outcomes(self) -> list[list[float]]:
-        """The soft outcomes of the executed queries that reached new text (a verdict observed
-        for the session fits the sensor table from them)."""
-        return [e["outcome"] for e in self.executed if e["reached"]]
-
 
 def _distinct(
     found: list[query_candidates.Candidate], vectors: np.ndarray, run: np.ndarray
@@ -405,32 +419,6 @@ def _distinct(
         if not len(earlier) or float((earlier @ vector).max()) < NEAR_DUPLICATE:
             kept.append(i)
     return [found[i] for i in kept], vectors[kept]
-
-
-def _viable(candidate: dict, cost_sensitivity: float) -> bool:
-    """Worth running: its value of information, expected gain − λ·cost, is positive (spec
-    §9.3), and its gain is not nil."""
-    gain = candidate["expected_gain"]
-    return gain >= MIN_VIABLE_GAIN and gain > cost_sensitivity * candidate["cost"]
-
-
-def _scored(candidate: dict) -> ScoredQuestion:
-    return ScoredQuestion(
-        candidate["id"],
-        candidate["query"],
-        candidate["expected_gain"],
-        candidate["adjusted"],
-        candidate["cost"],
-        candidate["bonus"],
-    )
-
-
-def _sampled_first(ranked: list[dict], temperature: float, rng: random.Random) -> list[dict]:
-    """The ranking with one candidate, drawn ∝ exp(score / temperature), moved to the front."""
-    scores = np.array([c["adjusted"] + c["bonus"] for c in ranked])
-    weights = np.exp((scores - scores.max()) / temperature)
-    pick = rng.choices(range(len(ranked)), weights=weights.tolist())[0]
-    return [ranked[pick], *ranked[:pick], *ranked[pick + 1 :]]
 
 
 def _sentences(title: str, text: str) -> list[str]:
