@@ -191,8 +191,8 @@ def serving(
         yield address
         return
     stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
-    stack.start()
-    try:
+    try:  # an interrupt while starting stops what had started
+        stack.start()
         yield settings.address
     finally:
         stack.stop()
