@@ -374,9 +374,9 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
                 t.EvidenceSentence(s.document_id, s.text, s.entailment, s.contradiction) for s in e.sentences
             ],
             sentences_read=e.sentences_read,
-            entailing=e.entailing,
-            contradicting=e.contradicting,
-            nothing=e.nothing,
+            outcome=e.outcome,
+            strongest_entailment=e.strongest_entailment,
+            strongest_contradiction=e.strongest_contradiction,
             reached=e.reached,
             predicted_reach=e.predicted_reach,
             expected_information_gain=e.expected_information_gain,

@@ -314,9 +314,10 @@ class Evidence:
     hits: list[EvidenceHit]
     sentences: list[EvidenceSentence]
     sentences_read: int
-    entailing: float
-    contradicting: float
-    nothing: float
+    # "entailing", "contradicting" or "nothing" ("" when nothing new about the claim was reached).
+    outcome: str
+    strongest_entailment: float
+    strongest_contradiction: float
     reached: bool
     predicted_reach: float
     expected_information_gain: float

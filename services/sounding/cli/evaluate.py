@@ -367,6 +367,9 @@ def eval_inquiry(
     split: str = typer.Option("test", help="scifact-claims: the claims measured"),
     nli_model: str = typer.Option("", help="scifact-claims: the sidecar's NLI model (default: its own)"),
     limit: int = typer.Option(None, min=1, help="scifact-claims: only the first N claims of each part"),
+    domain_parameter: list[str] = typer.Option(
+        [], help="scifact-claims: KEY=VALUE, a corpus domain parameter for every session (repeatable)"
+    ),
     out: Path = typer.Option(..., help="where to write the JSON result"),
     address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
 ) -> None:
@@ -382,7 +385,11 @@ def eval_inquiry(
 
         if data is None:
             raise typer.BadParameter("scifact-claims needs the dataset", param_hint="--data")
-        result = claims_inquiry.run(data, split, Settings(), console, nli_model, limit)
+        pairs = [p.split("=", 1) for p in domain_parameter]
+        if any(len(p) != 2 for p in pairs):
+            raise typer.BadParameter("KEY=VALUE", param_hint="--domain-parameter")
+        parameters = {key: value for key, value in pairs}
+        result = claims_inquiry.run(data, split, Settings(), console, nli_model, limit, parameters)
         write_result(result, out, Settings(), claims_inquiry.SEED)
         console.print_json(json.dumps({"policies": result["policies"], "savings": result["savings"]}))
         console.print(f"written to {out}")

@@ -10,7 +10,8 @@ and how sure it is. Then:
 - expected information gain over the verdicts (§3.1), from ν and the sensor table
   (`core.claim_evidence.predicted_outcomes`);
 - cost (§2.4): the search's latency plus inference over the sentences it is expected to bring
-  (ν × sentences per query × ms per sentence), in ms, normalised by `COST_SCALE_MS` (capped at 1);
+  (ν × sentences per query × ms per sentence), in ms, normalised by the session's cost scale
+  (`Costs.scale_ms`, capped at 1);
 - the cost-adjusted score EIG / (1 + λ·cost);
 - the exploration bonus (§3.3): novelty = 1 − the largest cosine to a query run, prediction
   uncertainty = 1 − the outcome model's confidence, coverage = 1 / (1 + queries run on the
@@ -50,7 +51,7 @@ REACH_PRIOR = {
     "similarity_to_read": -2.0,
     "first_query": 1.0,
 }
-# A candidate's cost in ms is normalised by this (and capped at 1).
+# A candidate's cost in ms is normalised by this by default (and capped at 1).
 COST_SCALE_MS = 2000.0
 # Queries at least this similar (cosine) to a candidate count as "similar" in its bonus.
 SIMILAR_QUERY = 0.8
@@ -74,11 +75,12 @@ def features(
 
 @dataclass(frozen=True)
 class Costs:
-    """What running a query costs, as measured so far."""
+    """What running a query costs, as measured so far, and the ms a cost of 1 stands for."""
 
     search_ms: float
     nli_ms_per_sentence: float
     sentences_per_query: float
+    scale_ms: float = COST_SCALE_MS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +124,7 @@ def score(
     reach, confidence = reach_model.predict(x)
     gain = information_gain(belief, predicted_outcomes(reach, table)).expected_gain
     cost_ms = costs.search_ms + reach * costs.sentences_per_query * costs.nli_ms_per_sentence
-    cost = min(cost_ms / COST_SCALE_MS, 1.0)
+    cost = min(cost_ms / costs.scale_ms, 1.0)
     return CandidateScore(
         features=x,
         reach=reach,

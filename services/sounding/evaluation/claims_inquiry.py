@@ -70,8 +70,11 @@ class Session:
         return sum(q["sentences_read"] for q in self.queries)
 
 
-def play(client, collection: str, claim: str, policy: str, target: float) -> Session:
-    """One corpus session through the API, to its answer."""
+def play(
+    client, collection: str, claim: str, policy: str, target: float, parameters: dict[str, str] | None = None
+) -> Session:
+    """One corpus session through the API, to its answer (`parameters`: domain parameters beside
+    the collection)."""
     from sounding_client import Belief, Evidence, InquiryAnswer, InquiryPolicy
 
     started = time.perf_counter()
@@ -84,7 +87,7 @@ def play(client, collection: str, claim: str, policy: str, target: float) -> Ses
             min_information_gain=0.0,
             seed=SEED,
         ),
-        domain_parameters={"collection": collection},
+        domain_parameters={**(parameters or {}), "collection": collection},
         context=claim,
     )
     queries, beliefs, answer = [], [], None
@@ -98,8 +101,9 @@ def play(client, collection: str, claim: str, policy: str, target: float) -> Ses
                     "predicted_reach": round(event.predicted_reach, 4),
                     "expected_gain": round(event.expected_information_gain, 4),
                     "actual_gain": round(event.actual_information_gain, 4),
-                    "entailing": round(event.entailing, 4),
-                    "contradicting": round(event.contradicting, 4),
+                    "outcome": event.outcome,
+                    "strongest_entailment": round(event.strongest_entailment, 4),
+                    "strongest_contradiction": round(event.strongest_contradiction, 4),
                     "sentences_read": event.sentences_read,
                     "documents": [h.document_id for h in event.hits],
                 }
@@ -190,9 +194,16 @@ def summary(sessions: list[Session], labels: list[str], target: float) -> dict:
 
 
 def run(
-    data: Path, split: str, settings: Settings, console: Console, nli_model: str, limit: int | None = None
+    data: Path,
+    split: str,
+    settings: Settings,
+    console: Console,
+    nli_model: str,
+    limit: int | None = None,
+    parameters: dict[str, str] | None = None,
 ) -> dict:
-    """The result JSON (`limit`: only the first claims of each part, for a quick look)."""
+    """The result JSON (`limit`: only the first claims of each part, for a quick look;
+    `parameters`: domain parameters for every session, to try settings other than the defaults)."""
     dataset = beir.load(data, split)
     fit_claims = [c for c in scifact_claims.load_claims(data, "train") if scifact_claims.held_out(c.id)][
         :limit
@@ -209,7 +220,7 @@ def run(
             task = progress.add_task("fit: eig sessions on held-out train claims", total=len(fit_claims))
             fitted = []
             for claim in fit_claims:
-                fitted.append(play(client, collection, claim.text, "eig", 1.0))
+                fitted.append(play(client, collection, claim.text, "eig", 1.0, parameters))
                 progress.advance(task)
         observed = client.observe(
             [InquiryOutcome(f.session_id, c.verdict) for f, c in zip(fitted, fit_claims, strict=True)]
@@ -220,7 +231,7 @@ def run(
             )
             naive = []
             for claim in fit_claims:
-                naive.append(play(client, collection, claim.text, "generated_order", 1.0))
+                naive.append(play(client, collection, claim.text, "generated_order", 1.0, parameters))
                 progress.advance(task)
         target, shares = choose_target([s.beliefs[1:] for s in naive])
         console.print(
@@ -235,7 +246,7 @@ def run(
                 # The policies take turns going first (the first warms the caches for the others).
                 order = POLICIES[index % len(POLICIES) :] + POLICIES[: index % len(POLICIES)]
                 for policy in order:
-                    runs[policy].append(play(client, collection, claim.text, policy, target))
+                    runs[policy].append(play(client, collection, claim.text, policy, target, parameters))
                 progress.advance(task)
         metrics = client.strategy_metrics().corpus_inquiry
     labels = [c.verdict for c in test_claims]
@@ -253,6 +264,7 @@ def run(
             "fit_claims": len(fit_claims),
             "observed": observed.recorded,
             "min_information_gain": 0.0,
+            "domain_parameters": parameters or {},
         },
         "target_confidence": target,
         "target_shares": shares,

@@ -161,8 +161,11 @@ class EvidenceEvent:
     # The strongest sentences for or against the claim among those newly read.
     sentences: list[EvidenceSentence]
     sentences_read: int
-    # {entailing, contradicting, nothing}: the soft outcome (empty when nothing new was reached).
-    outcome: dict[str, float]
+    # "entailing", "contradicting" or "nothing" ("" when nothing new about the claim was reached),
+    # decided by the strongest sentences' probabilities.
+    outcome: str
+    strongest_entailment: float
+    strongest_contradiction: float
     predicted_reach: float
     reached: bool
     predicted_gain: float

@@ -11,25 +11,27 @@ from sounding.core.claim_evidence import (
     NOTHING_NEW,
     SUPPORT,
     SensorModel,
+    Thresholds,
     found_strength,
     likelihood,
+    outcome,
     predicted_outcomes,
     sensor_counts,
-    soft_outcome,
 )
 from sounding.core.information import bayes_update, information_gain
 
 pytestmark = pytest.mark.unit
 
 
-def test_the_strongest_sentence_decides_the_soft_outcome():
-    # a = max(0.9, 0.2) = 0.9, b = max(0.0, 0.5) = 0.5
-    v = soft_outcome(entailment=[0.9, 0.2], contradiction=[0.0, 0.5])
-    assert v == pytest.approx([0.9 * 0.5, 0.5 * 0.1, 0.1 * 0.5 + 0.9 * 0.5])
-    assert v.sum() == pytest.approx(1.0)
-    # Many weak sentences stay weak (a noisy-OR over them would add up to near certainty).
-    assert soft_outcome([0.1] * 30, [0.0] * 30)[ENTAILING] == pytest.approx(0.1)
-    assert soft_outcome([], []) == pytest.approx([0.0, 0.0, 1.0])
+def test_the_strongest_sentences_decide_the_outcome_by_the_thresholds():
+    t = Thresholds(entailing=0.5, contradicting=0.65)
+    assert outcome([0.9, 0.2], [0.0, 0.5], t) == pytest.approx([1, 0, 0])  # 0.9 ≥ 0.5, 0.5 < 0.65
+    assert outcome([0.4], [0.7], t) == pytest.approx([0, 1, 0])
+    assert outcome([0.6], [0.7], t) == pytest.approx([0, 0, 1])  # both decide: nothing
+    assert outcome([0.49], [0.64], t) == pytest.approx([0, 0, 1])  # neither does
+    # Many weak sentences stay weak: the strongest decides, not how many there are.
+    assert outcome([0.1] * 30, [0.0] * 30, t) == pytest.approx([0, 0, 1])
+    assert outcome([], [], t) == pytest.approx([0, 0, 1])
 
 
 def test_the_likelihood_mixes_the_sensor_columns_by_the_soft_outcome():
@@ -42,7 +44,7 @@ def test_the_likelihood_mixes_the_sensor_columns_by_the_soft_outcome():
 
 
 def test_new_text_that_decides_nothing_moves_belief_to_not_enough_info():
-    v = soft_outcome([0.01], [0.01])
+    v = outcome([0.01], [0.01])
     posterior = bayes_update(np.full(3, 1 / 3), 0.0, likelihood(v, DEFAULT_SENSOR), 0.0).probabilities
     assert int(np.argmax(posterior)) == NOT_ENOUGH_INFO
 

@@ -120,7 +120,6 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
             )
         )
     if isinstance(event, q.EvidenceEvent):
-        outcome = event.outcome
         return sounding_pb2.InquireResponse(
             evidence=sounding_pb2.Evidence(
                 session_id=event.session_id,
@@ -144,9 +143,9 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                     for s in event.sentences
                 ],
                 sentences_read=event.sentences_read,
-                entailing=outcome.get("entailing", 0.0),
-                contradicting=outcome.get("contradicting", 0.0),
-                nothing=outcome.get("nothing", 0.0),
+                outcome=event.outcome,
+                strongest_entailment=event.strongest_entailment,
+                strongest_contradiction=event.strongest_contradiction,
                 reached=event.reached,
                 predicted_reach=event.predicted_reach,
                 expected_information_gain=event.predicted_gain,

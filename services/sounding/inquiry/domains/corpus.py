@@ -135,6 +135,15 @@ class CorpusInquiry:
             "per_strategy": parameters_.integer(parameters, "per_strategy", DEFAULT_PER_STRATEGY, 1, 10),
             "temperature": parameters_.number(parameters, "temperature", DEFAULT_TEMPERATURE, 1e-3, 10.0),
             "llm_queries": parameters_.integer(parameters, "llm_queries", 0, 0, 5),
+            "entailing_threshold": parameters_.number(
+                parameters, "entailing_threshold", evidence.Thresholds.entailing, 0.0, 1.0
+            ),
+            "contradicting_threshold": parameters_.number(
+                parameters, "contradicting_threshold", evidence.Thresholds.contradicting, 0.0, 1.0
+            ),
+            "cost_scale_ms": parameters_.number(
+                parameters, "cost_scale_ms", query_scoring.COST_SCALE_MS, 1.0, 1e9
+            ),
             "relevance_floor": parameters_.number(
                 parameters, "relevance_floor", DEFAULT_RELEVANCE_FLOOR, -1.0, 1.0
             ),
@@ -223,7 +232,12 @@ class CorpusInquiry:
         table = models.sensor.given_found(*self.found)
         aspects = [e["aspect"] for e in self.executed]
         scored = []
-        costs = Costs(models.search_ms, models.nli_ms_per_sentence, models.sentences_per_query)
+        costs = Costs(
+            models.search_ms,
+            models.nli_ms_per_sentence,
+            models.sentences_per_query,
+            self._setup["cost_scale_ms"],
+        )
         for index, (candidate, vector) in enumerate(zip(found, candidates, strict=True)):
             scores = query_scoring.score(
                 candidate=candidate,
@@ -301,7 +315,10 @@ class CorpusInquiry:
         before = entropy_bits(self.probabilities)
         found_before = list(self.found)
         reached = bool(relevant)
-        outcome = evidence.soft_outcome(scores[:, 0], scores[:, 2]) if reached else None
+        thresholds = evidence.Thresholds(
+            self._setup["entailing_threshold"], self._setup["contradicting_threshold"]
+        )
+        outcome = evidence.outcome(scores[:, 0], scores[:, 2], thresholds) if reached else None
         if outcome is not None:
             table = (await backend.outcome_models(self.collection)).sensor.given_found(*self.found)
             posterior = bayes_update(self.probabilities, 0.0, evidence.likelihood(outcome, table), 0.0)
@@ -366,7 +383,9 @@ class CorpusInquiry:
                 for i in strongest[:SHOWN_SENTENCES]
             ],
             sentences_read=len(sentences),
-            outcome=dict(zip(evidence.OUTCOMES, record["outcome"], strict=True)) if reached else {},
+            outcome=evidence.OUTCOMES[int(np.argmax(outcome))] if outcome is not None else "",
+            strongest_entailment=float(scores[:, 0].max(initial=0.0)),
+            strongest_contradiction=float(scores[:, 2].max(initial=0.0)),
             predicted_reach=chosen["reach"],
             reached=reached,
             predicted_gain=chosen["expected_gain"],

@@ -378,7 +378,7 @@ class InquireResponse(_message.Message):
     def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ...) -> None: ...
 
 class Evidence(_message.Message):
-    __slots__ = ("session_id", "turn", "question_id", "query", "strategy", "hits", "sentences", "sentences_read", "entailing", "contradicting", "nothing", "reached", "predicted_reach", "expected_information_gain", "actual_information_gain", "latency_ms")
+    __slots__ = ("session_id", "turn", "question_id", "query", "strategy", "hits", "sentences", "sentences_read", "strongest_entailment", "strongest_contradiction", "outcome", "reached", "predicted_reach", "expected_information_gain", "actual_information_gain", "latency_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -387,9 +387,9 @@ class Evidence(_message.Message):
     HITS_FIELD_NUMBER: _ClassVar[int]
     SENTENCES_FIELD_NUMBER: _ClassVar[int]
     SENTENCES_READ_FIELD_NUMBER: _ClassVar[int]
-    ENTAILING_FIELD_NUMBER: _ClassVar[int]
-    CONTRADICTING_FIELD_NUMBER: _ClassVar[int]
-    NOTHING_FIELD_NUMBER: _ClassVar[int]
+    STRONGEST_ENTAILMENT_FIELD_NUMBER: _ClassVar[int]
+    STRONGEST_CONTRADICTION_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
     REACHED_FIELD_NUMBER: _ClassVar[int]
     PREDICTED_REACH_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
@@ -403,15 +403,15 @@ class Evidence(_message.Message):
     hits: _containers.RepeatedCompositeFieldContainer[EvidenceHit]
     sentences: _containers.RepeatedCompositeFieldContainer[EvidenceSentence]
     sentences_read: int
-    entailing: float
-    contradicting: float
-    nothing: float
+    strongest_entailment: float
+    strongest_contradiction: float
+    outcome: str
     reached: bool
     predicted_reach: float
     expected_information_gain: float
     actual_information_gain: float
     latency_ms: float
-    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., question_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[EvidenceHit, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[EvidenceSentence, _Mapping]]] = ..., sentences_read: _Optional[int] = ..., entailing: _Optional[float] = ..., contradicting: _Optional[float] = ..., nothing: _Optional[float] = ..., reached: _Optional[bool] = ..., predicted_reach: _Optional[float] = ..., expected_information_gain: _Optional[float] = ..., actual_information_gain: _Optional[float] = ..., latency_ms: _Optional[float] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., question_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[EvidenceHit, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[EvidenceSentence, _Mapping]]] = ..., sentences_read: _Optional[int] = ..., strongest_entailment: _Optional[float] = ..., strongest_contradiction: _Optional[float] = ..., outcome: _Optional[str] = ..., reached: _Optional[bool] = ..., predicted_reach: _Optional[float] = ..., expected_information_gain: _Optional[float] = ..., actual_information_gain: _Optional[float] = ..., latency_ms: _Optional[float] = ...) -> None: ...
 
 class EvidenceHit(_message.Message):
     __slots__ = ("document_id", "chunk_id", "score", "new")
