@@ -43,8 +43,7 @@ from sounding.core import query_candidates, query_scoring
 from sounding.core.information import bayes_update, entropy_bits, max_entropy_bits
 from sounding.core.query_scoring import Costs
 from sounding.core.sentences import split_sentences
-from sounding.inquiry.domains import corpus_ranking
-from sounding.inquiry.domains import parameters as parameters_
+from sounding.inquiry.domains import corpus_ranking, corpus_setup
 from sounding.inquiry.protocol import (
     BeliefView,
     Choice,
@@ -66,14 +65,6 @@ NEAR_DUPLICATE = 0.97
 ENTAIL_BATCH = 256
 # Sentences per Evidence event (the strongest for or against the claim).
 SHOWN_SENTENCES = 5
-# Chunks a query reads, candidates per generation strategy, and eig_softmax's temperature.
-DEFAULT_HITS, DEFAULT_PER_STRATEGY, DEFAULT_TEMPERATURE = 3, 3, 0.05
-# A new chunk is read (its sentences judged) only if its embedding's cosine to the claim's is at
-# least this: of the 10 chunks nearest a SciFact train claim (all-MiniLM-L6-v2), 93% of the cited
-# abstracts are, and 68% of the others (bench/README.md).
-DEFAULT_RELEVANCE_FLOOR = 0.45
-# The retrieval arms a query runs with unless `domain_parameters["arms"]` names others.
-DEFAULT_ARMS = "dense,lexical"
 
 
 class CorpusInquiry:
@@ -107,64 +98,16 @@ class CorpusInquiry:
         parameters: Mapping[str, str],
         limits: InquiryLimits = InquiryLimits(),
     ) -> CorpusInquiry:
-        collection = parameters.get("collection", "")
-        if not collection:
-            raise errors.InvalidArgument(
-                "the corpus domain needs the collection to search", field="start.domain_parameters.collection"
-            )
-        if not context.strip():
-            raise errors.InvalidArgument("the corpus domain needs the claim to verify", field="start.context")
-        if len(context.strip()) > limits.max_claim_chars:
-            raise errors.InvalidArgument(
-                f"the claim is longer than {limits.max_claim_chars} characters", field="start.context"
-            )
-        priors = np.full(len(evidence.VERDICTS), 1.0 / len(evidence.VERDICTS))
-        if hypotheses:
-            ids = [h.id for h in hypotheses]
-            if sorted(ids) != sorted(evidence.VERDICTS):
-                raise errors.InvalidArgument(
-                    f"the corpus domain's hypotheses are the verdicts {', '.join(evidence.VERDICTS)}",
-                    field="start.hypotheses",
-                )
-            given = np.array([next(h.prior for h in hypotheses if h.id == v) for v in evidence.VERDICTS])
-            if given.max() > 0:
-                given = given / given.max()  # finite priors, however large, sum without overflow
-                priors = given / given.sum()
-        settings = {
-            "hits_per_query": parameters_.integer(parameters, "hits_per_query", DEFAULT_HITS, 1, 50),
-            "per_strategy": parameters_.integer(parameters, "per_strategy", DEFAULT_PER_STRATEGY, 1, 10),
-            "temperature": parameters_.number(parameters, "temperature", DEFAULT_TEMPERATURE, 1e-3, 10.0),
-            "llm_queries": parameters_.integer(parameters, "llm_queries", 0, 0, 5),
-            "entailing_threshold": parameters_.number(
-                parameters, "entailing_threshold", evidence.Thresholds.entailing, 0.0, 1.0
-            ),
-            "contradicting_threshold": parameters_.number(
-                parameters, "contradicting_threshold", evidence.Thresholds.contradicting, 0.0, 1.0
-            ),
-            "cost_scale_ms": parameters_.number(
-                parameters, "cost_scale_ms", query_scoring.COST_SCALE_MS, 1.0, 1e9
-            ),
-            "relevance_floor": parameters_.number(
-                parameters, "relevance_floor", DEFAULT_RELEVANCE_FLOOR, -1.0, 1.0
-            ),
-        }
-        arms = list(
-            dict.fromkeys(a.strip() for a in parameters.get("arms", DEFAULT_ARMS).split(",") if a.strip())
-        )
-        if not arms:
-            raise errors.InvalidArgument(
-                "arms names at least one retrieval arm", field="start.domain_parameters.arms"
-            )
+        collection, settings = corpus_setup.settings(context, parameters, limits)
+        probabilities = corpus_setup.priors(hypotheses)
         setup = {
-            "claim": context.strip(),
             "collection": collection,
-            "arms": arms,
             "selection": policy.question_selection,
             "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
             **settings,
         }
         state = {
-            "probabilities": priors.tolist(),
+            "probabilities": probabilities.tolist(),
             "found": [0.0, 0.0],
             "read": [],
             "seen_words": [],
