@@ -74,6 +74,8 @@ def test_a_corpus_inquiry_resumes_after_an_orchestrator_restart_and_its_verdict_
             break
     inquiry.close()
     session_id = inquiry.session_id
+    early = client.observe([InquiryOutcome(session_id, "SUPPORT")])  # it has not answered yet
+    assert early.recorded == 0 and early.rejected[0].code == "FAILED_PRECONDITION"
     stack.kill_orchestrator()
     stack.start_orchestrator()
     resumed = list(client.resume_inquiry(session_id))
