@@ -71,10 +71,29 @@ def test_calibrate_bandit_needs_outcomes_then_reports_and_versions_the_selector(
     assert report.summary.startswith("deployed" if report.deployed else "kept")
 
 
-def test_calibrate_targets_of_later_issues_are_unimplemented(client):
-    with pytest.raises(SoundingError) as refused:
-        list(client.calibrate("confidence"))
-    assert refused.value.code == grpc.StatusCode.UNIMPLEMENTED
+def test_calibrate_confidence_maps_the_stated_confidence_to_agent_success(client, demo_collection):
+    before = client.retrieve_final("demo", "chart datum", top_k=3, synthesis_confidence=0.9)
+    assert before.confidence.kind == "derived"
+    assert before.confidence.value == pytest.approx(0.9 * (1 - before.uncertainty.miss_rate.value))
+    outcomes = []
+    for i, query in enumerate([d["text"][:60] for d in demo_collection] * 5):
+        final = client.retrieve_final("demo", query, top_k=3, synthesis_confidence=0.9)
+        outcomes.append(RetrievalOutcome(final.retrieval_id, agent_success=i % 3 != 0))
+    assert client.observe(outcomes).recorded == len(outcomes)
+    events = list(client.calibrate("confidence"))
+    report = events[-1]
+    assert isinstance(report, CalibrationReport) and report.target == "confidence" and report.deployed
+    assert report.sample_size >= len(outcomes)
+    assert report.diagnostics["confidence_ece_after"] <= report.diagnostics["confidence_ece_before"]
+    assert report.diagnostics["observed_success_share"] == pytest.approx(40 / 60, abs=0.1)
+    assert [c.name for c in report.curves] == ["perfect", "confidence, stated", "confidence, calibrated"]
+    after = client.retrieve_final("demo", "chart datum", top_k=3, synthesis_confidence=0.9)
+    assert after.confidence.kind == "measured"
+    assert after.confidence.calibration_version == report.version
+    assert after.confidence.sample_size == report.sample_size
+    assert 0.0 <= after.confidence.value <= 1.0
+    # Without a synthesis confidence there is nothing to calibrate.
+    assert client.retrieve_final("demo", "chart datum", top_k=3).confidence.kind == "absent"
 
 
 def test_strategy_metrics_describe_what_ran_and_what_was_observed(client, demo_collection):

@@ -108,3 +108,25 @@ class MissRateCalibration:
             IsotonicMap(tuple(recall[0]), tuple(recall[1])) if recall else None,
             params["sample_size"],
         )
+
+
+@dataclass(frozen=True)
+class ConfidenceCalibration:
+    """A deployed Calibrate(CONFIDENCE): the conservative confidence a retrieval stated
+    (synthesis × (1 − miss rate)) -> the share of such retrievals after which the agent
+    succeeded."""
+
+    version: int
+    confidence: IsotonicMap
+    sample_size: int
+
+    def params(self) -> dict:
+        return {
+            "confidence": [list(self.confidence.stated), list(self.confidence.observed)],
+            "sample_size": self.sample_size,
+        }
+
+    @classmethod
+    def from_params(cls, version: int, params: dict) -> ConfidenceCalibration:
+        stated, observed = params["confidence"]
+        return cls(version, IsotonicMap(tuple(stated), tuple(observed)), params["sample_size"])

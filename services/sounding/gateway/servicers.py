@@ -81,6 +81,8 @@ class SoundingServicer:
             events = learned.retrieval.recalibrate()
         elif target == sounding_pb2.CALIBRATION_TARGET_MISS_RATE:
             events = learned.retrieval.calibrate_miss_rate()
+        elif target == sounding_pb2.CALIBRATION_TARGET_CONFIDENCE:
+            events = learned.retrieval.calibrate_confidence()
         elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
             events = learned.inquiry.calibrate(
                 learning_messages.stop_threshold_request(request, self._calibrate_limits.max_inline_states)

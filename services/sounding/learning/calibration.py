@@ -1,13 +1,16 @@
-"""Calibrate(MISS_RATE): monotone maps from what retrievals stated to what outcomes showed
-(retrieval-uncertainty spec, "Integration with Track F: Calibration").
+"""Calibrate(MISS_RATE) and Calibrate(CONFIDENCE): monotone maps from what retrievals stated to
+what outcomes showed (retrieval-uncertainty spec, "Integration with Track F: Calibration").
 
 From observed retrievals that stated a miss rate m:
 - missed = 1 when the caller reported missing content (missed documents or found_missing_content),
   else 0; the miss-rate map is the isotonic fit of missed against m;
 - recall = |used| / (|used| + |missed documents|) when the caller reported either; the recall map
   is the isotonic fit of recall against the stated recall 1 − m.
-The report gives the expected calibration error (10 bins) of both before and after the fit, on
-the outcomes it was fitted to, the reliability bins, and the reliability curves to draw.
+From observed retrievals that stated a conservative confidence c = synthesis × (1 − m) and whose
+outcome says whether the agent succeeded: the confidence map is the isotonic fit of success
+against c.
+The report gives the expected calibration error (10 bins) before and after the fit, on the
+outcomes it was fitted to, the reliability bins, and the reliability curves to draw.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sounding.core.calibration import (
+    ConfidenceCalibration,
     IsotonicMap,
     MissRateCalibration,
     expected_calibration_error,
@@ -82,6 +86,32 @@ def fit(
         diagnostics[f"miss_rate_bin_{b.low:.1f}.observed"] = b.mean_observed
     calibration = MissRateCalibration(version, miss_map, recall_map, len(outcomes))
     return calibration, diagnostics, reliability_curves(curves)
+
+
+def fit_confidence(
+    outcomes: Sequence[tuple[float, bool]], version: int
+) -> tuple[ConfidenceCalibration, dict[str, float], tuple[Curve, ...]]:
+    """From (stated conservative confidence, agent succeeded) pairs: the calibration, its
+    diagnostics and its reliability curves. ValueError with fewer than MIN_OUTCOMES pairs."""
+    if len(outcomes) < MIN_OUTCOMES:
+        raise ValueError(f"needs at least {MIN_OUTCOMES} observed retrievals with a stated confidence")
+    stated = [c for c, _ in outcomes]
+    succeeded = [float(s) for _, s in outcomes]
+    mapping = IsotonicMap.fit(stated, succeeded)
+    calibrated = [mapping(c) for c in stated]
+    diagnostics = {
+        "sample_size": float(len(outcomes)),
+        "confidence_ece_before": expected_calibration_error(stated, succeeded),
+        "confidence_ece_after": expected_calibration_error(calibrated, succeeded),
+        "observed_success_share": sum(succeeded) / len(succeeded),
+    }
+    for b in reliability(stated, succeeded):
+        diagnostics[f"confidence_bin_{b.low:.1f}.count"] = float(b.count)
+        diagnostics[f"confidence_bin_{b.low:.1f}.observed"] = b.mean_observed
+    curves = reliability_curves(
+        {"confidence, stated": (stated, succeeded), "confidence, calibrated": (calibrated, succeeded)}
+    )
+    return ConfidenceCalibration(version, mapping, len(outcomes)), diagnostics, curves
 
 
 def reliability_curves(series: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> tuple[Curve, ...]:

@@ -46,6 +46,20 @@ class Recalibration:
     holdout_size: int
     arm_stats: dict[str, ArmStats]
 
+    def diagnostics(self) -> dict[str, float]:
+        diagnostics = {
+            "candidate_score": self.candidate_score,
+            "incumbent_score": self.incumbent_score,
+            "holdout_size": float(self.holdout_size),
+            "training_size": float(self.training_size),
+            "pruned_arms": float(len(self.pruned_arms)),
+        }
+        for arm, stats in self.arm_stats.items():
+            diagnostics[f"{arm}.uses"] = float(stats.uses)
+            diagnostics[f"{arm}.mean_reward"] = stats.mean_reward
+            diagnostics[f"{arm}.contribution_rate"] = stats.contribution_rate
+        return diagnostics
+
     def summary(self) -> str:
         verdict = "deployed" if self.deploy else "kept the incumbent"
         pruned = ", ".join(self.pruned_arms) or "none"

@@ -29,11 +29,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sounding import errors, telemetry
-from sounding.core.bandit import contribution, reward
-from sounding.core.calibration import MissRateCalibration
+from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
+from sounding.learning.outcomes import contributions, invalid, logged_outcome, rewards
 from sounding.learning.protocol import (
     CalibrationProgress,
     CalibrationReport,
@@ -41,7 +41,7 @@ from sounding.learning.protocol import (
     Rejected,
     RetrievalOutcome,
 )
-from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, Recalibration, recalibrate
+from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, recalibrate
 from sounding.learning.selection import Plan, SelectionConfig, StrategySelector
 from sounding.offload import completed
 from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
@@ -59,7 +59,6 @@ RECENT_RETRIEVALS = 10_000
 RECENT_DOCUMENT_IDS = 1_000_000
 RETRIEVAL_FLUSH_INTERVAL_S = 1.0
 DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
-FEEDBACK_VALUES = ("", "helpful", "not_helpful")
 
 
 class LearningService:
@@ -77,6 +76,7 @@ class LearningService:
         self.selector = StrategySelector(self._arms, config)
         self.deployment: Deployment | None = None
         self.miss_rate_calibration: MissRateCalibration | None = None
+        self.confidence_calibration: ConfidenceCalibration | None = None
         self.miss_history = MissHistory(config.history_capacity)
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._recent_ids = 0
@@ -103,6 +103,9 @@ class LearningService:
         latest = await learning_log.latest_calibration("miss_rate")
         if latest is not None:
             service.miss_rate_calibration = MissRateCalibration.from_params(*latest)
+        latest = await learning_log.latest_calibration("confidence")
+        if latest is not None:
+            service.confidence_calibration = ConfidenceCalibration.from_params(*latest)
         service.selector.queries_planned = await learning_log.next_query_index()
         return service
 
@@ -160,7 +163,7 @@ class LearningService:
                     o.create_time_us,
                     r.context,
                     o.rewards,
-                    _contributions(r, o.outcome["used_document_ids"]),
+                    contributions(r, o.outcome["used_document_ids"]),
                 )
                 for o, r in logged
             ]
@@ -199,7 +202,7 @@ class LearningService:
                 result.training_size + result.holdout_size,
                 result.deploy,
                 result.summary(),
-                _bandit_diagnostics(result),
+                result.diagnostics(),
             )
 
     async def calibrate_miss_rate(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
@@ -232,12 +235,44 @@ class LearningService:
             )
             yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, curves)
 
+    async def calibrate_confidence(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+        """Fit the stated conservative confidence to whether the agent succeeded, version it,
+        persist it, and state the confidence as measured from then on. FailedPrecondition with
+        fewer than MIN_OUTCOMES observed retrievals that stated one and report agent_success."""
+        async with self._lock:
+            yield CalibrationProgress("reading the observation log", 0.0)
+            await self.wait_written()
+            outcomes = [
+                (r.stated_confidence, bool(o.outcome["agent_success"]))
+                for o, r in await self._logged()
+                if r.stated_confidence is not None and o.outcome["agent_success"] is not None
+            ]
+            if len(outcomes) < calibration.MIN_OUTCOMES:
+                raise errors.FailedPrecondition(
+                    f"Calibrate(CONFIDENCE) needs at least {calibration.MIN_OUTCOMES} observed retrievals "
+                    f"that stated a confidence and report agent_success; {len(outcomes)} are recorded",
+                    reason="TOO_FEW_OUTCOMES",
+                )
+            yield CalibrationProgress("fitting", 0.4)
+            version = (self.confidence_calibration.version if self.confidence_calibration else 0) + 1
+            fitted, diagnostics, curves = await asyncio.to_thread(
+                calibration.fit_confidence, outcomes, version
+            )
+            await self._log.append_calibration("confidence", version, fitted.params(), diagnostics)
+            self.confidence_calibration = fitted
+            summary = (
+                f"confidence map v{version} from {len(outcomes)} outcomes: ECE "
+                f"{diagnostics['confidence_ece_before']:.3f} -> {diagnostics['confidence_ece_after']:.3f} "
+                "(on the outcomes fitted)"
+            )
+            yield CalibrationReport("confidence", version, len(outcomes), True, summary, diagnostics, curves)
+
     async def metrics(self) -> StrategyMetrics:
         """§8 metrics over everything logged so far."""
         await self.wait_written()
         summaries = await self._log.retrieval_summaries()
         observed = [
-            ObservedRun(o.rewards, _contributions(r, o.outcome["used_document_ids"]))
+            ObservedRun(o.rewards, contributions(r, o.outcome["used_document_ids"]))
             for o, r in await self._logged()
         ]
         return await asyncio.to_thread(
@@ -334,7 +369,7 @@ class LearningService:
         rejected: list[Rejected] = []
         valid: list[tuple[int, RetrievalOutcome]] = []
         for index, outcome in enumerate(outcomes):
-            problem = _invalid(outcome)
+            problem = invalid(outcome)
             if problem:
                 rejected.append(Rejected(index, "INVALID_ARGUMENT", problem))
             else:
@@ -378,7 +413,7 @@ class LearningService:
     ) -> None:
         """The accepted outcomes into the log in one append, then into the selector."""
         entries = [
-            ObservationRecord(self._sequence + i, outcome.retrieval_id, _logged_outcome(outcome), arm_rewards)
+            ObservationRecord(self._sequence + i, outcome.retrieval_id, logged_outcome(outcome), arm_rewards)
             for i, (outcome, _, arm_rewards) in enumerate(accepted)
         ]
         await self._log.append_observations(entries)
@@ -387,62 +422,11 @@ class LearningService:
             for arm, value in arm_rewards.items():
                 _ARM_REWARD.record(value, {"sounding.arm": arm})
             self.selector.learn(record.context, record.embedding, arm_rewards)
-            self.miss_history.add(record.embedding, calibration.reported_missing(_logged_outcome(outcome)))
+            self.miss_history.add(record.embedding, calibration.reported_missing(logged_outcome(outcome)))
 
     async def close(self) -> None:
         await self.wait_written()
 
 
-def _bandit_diagnostics(result: Recalibration) -> dict[str, float]:
-    diagnostics = {
-        "candidate_score": result.candidate_score,
-        "incumbent_score": result.incumbent_score,
-        "holdout_size": float(result.holdout_size),
-        "training_size": float(result.training_size),
-        "pruned_arms": float(len(result.pruned_arms)),
-    }
-    for arm, stats in result.arm_stats.items():
-        diagnostics[f"{arm}.uses"] = float(stats.uses)
-        diagnostics[f"{arm}.mean_reward"] = stats.mean_reward
-        diagnostics[f"{arm}.contribution_rate"] = stats.contribution_rate
-    return diagnostics
-
-
 def _document_ids(record: RetrievalRecord) -> int:
     return 1 + sum(len(ran["document_ids"]) for ran in record.arms.values())
-
-
-def _contributions(record: RetrievalRecord, used: Sequence[str]) -> dict[str, float]:
-    return {arm: contribution(ran["document_ids"], used) for arm, ran in record.arms.items()}
-
-
-def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, float]:
-    """§5.4 for each arm that ran: the share of the used documents it found, the feedback bonus,
-    and its latency penalty, charged on the arm's cost (its latency with cached generations counted
-    at their decode time; retrievals logged before costs were kept have only their latency)."""
-    return {
-        arm: reward(
-            contribution(ran["document_ids"], outcome.used_document_ids),
-            outcome.feedback,
-            ran["cost_ms"],
-        )
-        for arm, ran in record.arms.items()
-    }
-
-
-def _invalid(outcome: RetrievalOutcome) -> str:
-    if not outcome.retrieval_id:
-        return "retrieval_id must be set"
-    if outcome.feedback not in FEEDBACK_VALUES:
-        return f"feedback must be one of {FEEDBACK_VALUES}"
-    return ""
-
-
-def _logged_outcome(outcome: RetrievalOutcome) -> dict:
-    return {
-        "used_document_ids": list(outcome.used_document_ids),
-        "feedback": outcome.feedback,
-        "agent_success": outcome.agent_success,
-        "found_missing_content": outcome.found_missing_content,
-        "missed_document_ids": list(outcome.missed_document_ids),
-    }

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sounding import errors
-from sounding.core.calibration import MissRateCalibration
+from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.store.learning import RetrievalRecord
@@ -149,13 +149,16 @@ class MissRates(Protocol):
 class RetrievalLearner(Protocol):
     """What Retrieve needs of its tenant's learned state (learning.service.LearningService): the
     query's features, a plan of arms, the miss history and calibration behind the stated miss
-    rate, and a record of what ran, kept for Observe."""
+    rate, the calibration of the stated confidence, and a record of what ran, kept for Observe."""
 
     @property
     def miss_history(self) -> MissRates: ...
 
     @property
     def miss_rate_calibration(self) -> MissRateCalibration | None: ...
+
+    @property
+    def confidence_calibration(self) -> ConfidenceCalibration | None: ...
 
     def features(self, query: str, embedding: ArrayLike, graph_entities: int = 0) -> np.ndarray: ...
 

@@ -26,12 +26,10 @@ import numpy as np
 
 from sounding import errors, telemetry
 from sounding.config import ExpansionSettings
-from sounding.core.calibration import MissRateCalibration
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
-from sounding.core.expansion import Gap, detect_gaps
+from sounding.core.expansion import detect_gaps
 from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
-from sounding.core.uncertainty import FORMULA as MISS_RATE_FORMULA
 from sounding.core.uncertainty import MissRateSignals
 from sounding.limits import RetrieveLimits
 from sounding.models.client import ModelsClient
@@ -46,21 +44,22 @@ from sounding.retrieval.protocol import (
     FusedEvent,
     FusedHit,
     PlanEvent,
-    Provenance,
     RetrievalLearner,
     RetrieveEvent,
     RetrieveQuery,
-    SemanticGap,
     StrategyResultEvent,
-    Uncertainty,
 )
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.retrieval.uncertainty import (
+    conservative_confidence,
+    loop_recall,
+    stated_confidence,
+)
+from sounding.retrieval.uncertainty import uncertainty as stated_uncertainty
 from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord
-
-UNCALIBRATED = "uncalibrated"
 
 
 def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
@@ -241,7 +240,7 @@ class RetrievalService:
                 executor=self._executor,
                 carrier=carrier,
                 fuse=lambda rankings, w: _fuse(rankings, w, fusion_k, query.top_k),
-                recall=lambda miss_rate: _loop_recall(miss_rate, calibration),
+                recall=lambda miss_rate: loop_recall(miss_rate, calibration),
                 flow=flow,
                 step_timeout_s=self._limits.arm_timeout_s,
             ):
@@ -251,8 +250,9 @@ class RetrievalService:
             failed.extend(loop.failures)
             if not query.omit_text:
                 fused = await self._with_text(collection, fused)
-            uncertainty = _uncertainty(collection_stats, signals, loop, gaps, dense, calibration)
+            uncertainty = stated_uncertainty(collection_stats, signals, loop, gaps, dense, calibration)
             stated_miss_rate = signals.miss_rate()
+            confidence = conservative_confidence(query, uncertainty, learning.confidence_calibration)
             learning.remember(
                 RetrievalRecord(
                     retrieval_id=retrieval_id,
@@ -271,13 +271,14 @@ class RetrievalService:
                         for arm, result in landed.items()
                     },
                     stated_miss_rate=stated_miss_rate,
+                    stated_confidence=stated_confidence(confidence),
                 )
             )
             yield FinalEvent(
                 retrieval_id=retrieval_id,
                 hits=fused,
                 uncertainty=uncertainty,
-                confidence=_conservative_confidence(query, uncertainty),
+                confidence=confidence,
                 latency_ms=(time.perf_counter() - started) * 1000,
                 failed_arms=failed,
             )
@@ -325,108 +326,3 @@ def _fuse(
         best = min(item.contributions, key=attrgetter("rank"))
         fused.append(FusedHit(item.key, chunks[best.arm][item.key], item.score, item.contributions))
     return fused
-
-
-def _loop_recall(miss_rate: float, calibration: MissRateCalibration | None) -> Provenance:
-    """The recall the loop acts on: measured once calibrated, else derived as 1 − miss rate."""
-    if calibration is None:
-        return Provenance(
-            "derived", value=1.0 - miss_rate, formula="1 - miss_rate", inputs={"miss_rate": miss_rate}
-        )
-    return _measured_recall(miss_rate, calibration)
-
-
-def _measured_recall(miss_rate: float, calibration: MissRateCalibration) -> Provenance:
-    value = (
-        calibration.recall(1.0 - miss_rate)
-        if calibration.recall is not None
-        else 1.0 - calibration.miss_rate(miss_rate)
-    )
-    return Provenance(
-        "measured",
-        value=value,
-        calibration_version=str(calibration.version),
-        sample_size=calibration.sample_size,
-    )
-
-
-def _uncertainty(
-    stats,
-    signals: MissRateSignals,
-    loop: LoopState,
-    gaps: list[Gap],
-    dense: ArmResult | None,
-    calibration: MissRateCalibration | None,
-) -> Uncertainty:
-    """What the result may have missed, each value with its provenance.
-
-    - corpus coverage: deterministic, from index statistics;
-    - miss rate: the spec's heuristic (`core.uncertainty`) over what the arms found, derived
-      with its inputs until Calibrate(MISS_RATE) fitted it to outcomes, then measured. It is
-      about the result as ranked: the expansion loop never reorders its head and only adds
-      below it, so the loop's own running estimate (in its Expansion events, which decides
-      when it stops) is not the stated one;
-    - estimated recall: measured after a calibration, absent(uncalibrated) before;
-    - coverage estimate: corpus coverage × (1 − miss rate), derived;
-    - query difficulty: 0.5·query complexity + 0.5·(1 − best dense similarity), derived;
-    - each semantic gap's miss likelihood: absent(uncalibrated) (no outcome says which gap
-      caused a miss)."""
-    if stats.chunk_count == 0:
-        coverage_value, coverage_basis = 0.0, "the collection holds no chunks"
-    else:
-        coverage_value = stats.fts_indexed_chunk_count / stats.chunk_count
-        coverage_basis = "share of chunks embedded and full-text indexed (every ingested chunk is embedded)"
-    coverage = Provenance.deterministic(coverage_value, coverage_basis)
-    uncalibrated = Provenance.absent(UNCALIBRATED)
-    stated = signals.miss_rate()
-    miss_rate = Provenance("derived", value=stated, formula=MISS_RATE_FORMULA, inputs=signals.inputs())
-    recall = uncalibrated
-    miss_value = stated
-    if calibration is not None:
-        miss_value = calibration.miss_rate(stated)
-        miss_rate = Provenance(
-            "measured",
-            value=miss_value,
-            calibration_version=str(calibration.version),
-            sample_size=calibration.sample_size,
-        )
-        recall = _measured_recall(stated, calibration)
-    top_similarity = max((h.score for h in dense.hits), default=0.0) if dense else 0.0
-    difficulty = Provenance(
-        "derived",
-        value=0.5 * signals.complexity + 0.5 * (1.0 - min(max(top_similarity, 0.0), 1.0)),
-        formula="0.5*query_complexity + 0.5*(1 - top_dense_similarity)",
-        inputs={"query_complexity": signals.complexity, "top_dense_similarity": top_similarity},
-    )
-    coverage_estimate = Provenance(
-        "derived",
-        value=coverage_value * (1.0 - miss_value),
-        formula="corpus_coverage * (1 - miss_rate)",
-        inputs={"corpus_coverage": coverage_value, "miss_rate": miss_value},
-    )
-    return Uncertainty(
-        miss_rate=miss_rate,
-        coverage_estimate=coverage_estimate,
-        estimated_recall=recall,
-        query_difficulty=difficulty,
-        corpus_coverage=coverage,
-        query_expansions=list(loop.expansions),
-        semantic_gaps=[
-            SemanticGap(g.kind, g.description, g.severity, g.mitigation, uncalibrated) for g in gaps
-        ],
-    )
-
-
-def _conservative_confidence(query: RetrieveQuery, uncertainty: Uncertainty) -> Provenance:
-    """synthesis × (1 − miss_rate), derived, with both inputs (retrieval-uncertainty spec)."""
-    if query.synthesis_confidence is None:
-        return Provenance.absent("no synthesis_confidence in the request")
-    miss_rate = uncertainty.miss_rate.value
-    if miss_rate is None:
-        return Provenance.absent("the result has no miss rate")
-    return Provenance(
-        "derived",
-        value=query.synthesis_confidence * (1 - miss_rate),
-        formula="synthesis_confidence * (1 - miss_rate)",
-        inputs={"synthesis_confidence": query.synthesis_confidence, "miss_rate": miss_rate},
-    )

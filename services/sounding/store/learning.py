@@ -63,6 +63,7 @@ class RetrievalRecord:
     embedding: ArrayLike
     arms: dict[str, dict]
     stated_miss_rate: float | None = None
+    stated_confidence: float | None = None
 
     def row(self) -> dict:
         return {
@@ -75,6 +76,7 @@ class RetrievalRecord:
             "arms": [{"arm": arm, **ran} for arm, ran in self.arms.items()],
             "create_time_us": int(time.time() * 1e6),
             "stated_miss_rate": self.stated_miss_rate,
+            "stated_confidence": self.stated_confidence,
         }
 
     @classmethod
@@ -88,6 +90,7 @@ class RetrievalRecord:
             embedding=row["embedding"],
             arms=arms_of(row["arms"]),
             stated_miss_rate=row.get("stated_miss_rate"),
+            stated_confidence=row.get("stated_confidence"),
         )
 
 

@@ -42,6 +42,9 @@ RETRIEVALS_SCHEMA = pa.schema(
         ("create_time_us", pa.int64()),
         # The miss rate the retrieval stated, before any calibration (what Calibrate fits).
         ("stated_miss_rate", pa.float64()),
+        # The conservative confidence it stated, synthesis × (1 − miss rate), before any
+        # calibration; null when the request gave no synthesis confidence.
+        ("stated_confidence", pa.float64()),
     ]
 )
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from sounding.core.calibration import MissRateCalibration
-from sounding.learning.calibration import MIN_OUTCOMES, Outcome, fit, outcome
+from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
+from sounding.learning.calibration import MIN_OUTCOMES, Outcome, fit, fit_confidence, outcome
 
 pytestmark = pytest.mark.unit
 
@@ -38,3 +38,20 @@ def test_fit_lowers_the_calibration_error_and_round_trips():
     assert calibration.miss_rate(0.5) > 0.5  # corrected upwards
     again = MissRateCalibration.from_params(3, calibration.params())
     assert again == calibration
+
+
+def test_the_confidence_map_learns_how_often_agents_succeed_at_each_stated_confidence():
+    with pytest.raises(ValueError, match=str(MIN_OUTCOMES)):
+        fit_confidence([(0.9, True)] * (MIN_OUTCOMES - 1), 1)
+    # Stated 0.9 succeeds half the time, stated 0.3 a quarter of the time: overconfident.
+    outcomes = [(0.9, i % 2 == 0) for i in range(40)] + [(0.3, i % 4 == 0) for i in range(40)]
+    calibration, diagnostics, curves = fit_confidence(outcomes, version=2)
+    assert calibration.confidence(0.9) == pytest.approx(0.5)
+    assert calibration.confidence(0.3) == pytest.approx(0.25)
+    # ECE before: half the outcomes 0.4 off, half 0.05 off; after: none.
+    assert diagnostics["confidence_ece_before"] == pytest.approx(0.5 * 0.4 + 0.5 * 0.05)
+    assert diagnostics["confidence_ece_after"] == pytest.approx(0.0, abs=1e-9)
+    assert diagnostics["observed_success_share"] == pytest.approx(0.375)
+    assert [c.name for c in curves] == ["perfect", "confidence, stated", "confidence, calibrated"]
+    again = ConfidenceCalibration.from_params(2, calibration.params())
+    assert again == calibration and again.sample_size == 80
