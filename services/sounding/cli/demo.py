@@ -18,9 +18,9 @@ def demo(
     data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
-    with Observe, recalibrate the strategy selector and the miss rate from them, play an Inquire
-    game, verify a claim against the corpus, let Sounding's model work a detective case, route
-    requests to tools and learn from a mis-route, stop the stack."""
+    with Observe, recalibrate the strategy selector, the miss rate and the confidence from them,
+    play an Inquire game, verify a claim against the corpus, let Sounding's model work a
+    detective case, route requests to tools and learn from a mis-route, stop the stack."""
     from sounding_client import Client, RetrievalOutcome
 
     from sounding.stack import Stack
@@ -60,6 +60,14 @@ def demo(
             print_calibration(client.calibrate("bandit"))
             console.rule("Calibrate(MISS_RATE): map stated miss rates to the misses the agent reported")
             print_calibration(client.calibrate("miss_rate"))
+            console.rule("Calibrate(CONFIDENCE): map stated confidence to how often the agent succeeded")
+            print_calibration(client.calibrate("confidence"))
+            final = client.retrieve_final("demo", "what is chart datum?", top_k=1, synthesis_confidence=0.9)
+            console.print(
+                f"[bold]confidence[/bold] now {final.confidence.kind}: {final.confidence.value:.2f} "
+                f"(stated {final.confidence.inputs.get('stated_confidence', 0.0):.2f}, "
+                f"calibration v{final.confidence.calibration_version})"
+            )
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
             console.rule("Inquire (corpus): Sounding verifies a claim against the corpus, query by query")
@@ -188,8 +196,9 @@ def _print_llm_inquiry(client) -> None:
 
 def _print_agent_traffic(client, collection: str, questions: Path) -> None:
     """Each question (with the id of the document it was written from) through a Retrieve on
-    the cheap arms, its outcome through Observe: the source document used when it ranked first,
-    reported missing when it did not."""
+    the cheap arms, stating the agent's synthesis confidence 0.9; its outcome through Observe: the
+    source document used (and the agent successful) when it ranked first, reported missing when
+    it did not."""
     from sounding_client import ExpansionOptions, RetrievalOutcome
 
     asked = [json.loads(line) for line in questions.read_text().splitlines() if line.strip()]
@@ -204,6 +213,7 @@ def _print_agent_traffic(client, collection: str, questions: Path) -> None:
                 arms=("dense", "lexical"),
                 expansion=ExpansionOptions(max_iterations=0),
                 omit_text=True,
+                synthesis_confidence=0.9,
             )
             source = question["document_id"]
             found = source in {hit.document_id for hit in final.hits}
@@ -212,6 +222,7 @@ def _print_agent_traffic(client, collection: str, questions: Path) -> None:
                     final.retrieval_id,
                     (source,) if found else (),
                     feedback="helpful" if found else "not_helpful",
+                    agent_success=found,
                     found_missing_content=not found,
                     missed_document_ids=() if found else (source,),
                 )
