@@ -11,6 +11,13 @@ names the `dense` and `lexical` arms, so the run measures the uncertainty, not t
 2. Test, before calibration: each test query with the loop off, then with it on.
 3. Calibrate(MISS_RATE) on the train outcomes.
 4. Test, after calibration: each test query with the loop on (it now acts on measured recall).
+5. Calibrate(CONFIDENCE): each train query again (loop on, miss rate now measured), its outcome
+   sent with `agent_success` (a relevant document in the top k); Calibrate(CONFIDENCE) on those;
+   then each test query once more.
+
+Every Retrieve states a synthesis confidence of 1, so its conservative confidence is 1 − its miss
+rate: the confidence passes judge it against success (a relevant document in the top k), by ECE,
+before Calibrate(CONFIDENCE) (step 4's pass) and after it (step 5's).
 
 Reported per test pass: the expected calibration error (10 equal-width bins) of the stated
 recall of the top k (before calibration 1 − the derived miss rate, after it the measured
@@ -41,6 +48,7 @@ from sounding.progress import progress_bar
 
 TOP_K = 100
 ARMS = ("dense", "lexical")
+SYNTHESIS_CONFIDENCE = 1.0
 IN_FLIGHT = 2
 
 
@@ -53,6 +61,8 @@ class Retrieved:
     recall: float | None
     expansions: int
     latency_ms: float
+    confidence: float
+    confidence_kind: str
 
 
 def run(
@@ -82,7 +92,13 @@ def run(
             started = time.perf_counter()
             final, expansions = None, 0
             for event in client.retrieve(
-                collection, text, top_k=TOP_K + 1, arms=ARMS, omit_text=True, expansion=expansion
+                collection,
+                text,
+                top_k=TOP_K + 1,
+                arms=ARMS,
+                omit_text=True,
+                expansion=expansion,
+                synthesis_confidence=SYNTHESIS_CONFIDENCE,
             ):
                 if isinstance(event, Expansion):
                     expansions += 1
@@ -100,6 +116,8 @@ def run(
                 u.estimated_recall.value,
                 expansions,
                 (time.perf_counter() - started) * 1000,
+                float(final.confidence.value or 0.0),
+                final.confidence.kind,
             )
 
         def each(queries, label: str, work: Callable[[str, str], Retrieved]) -> dict[str, Retrieved]:
@@ -112,7 +130,8 @@ def run(
                     progress.advance(task)
             return out
 
-        def train_one(query_id: str, text: str) -> Retrieved:
+        def train_one(query_id: str, text: str, success: bool = False) -> Retrieved:
+            """The query retrieved and its outcome observed (with agent_success, if asked)."""
             retrieved = retrieve(query_id, text, None)
             relevant = _relevant(train.qrels[query_id])
             top = set(retrieved.ranking[:k])
@@ -121,6 +140,7 @@ def run(
                     RetrievalOutcome(
                         retrieved.retrieval_id,
                         tuple(d for d in retrieved.ranking[:k] if d in relevant),
+                        agent_success=bool(relevant & top) if success else None,
                         found_missing_content=bool(relevant - top),
                         missed_document_ids=tuple(sorted(relevant - top)),
                     )
@@ -137,6 +157,13 @@ def run(
         if not isinstance(report, CalibrationReport):
             raise RuntimeError("Calibrate(MISS_RATE) ended without its report")
         after = each(test_queries, f"{split}, loop on, calibrated", lambda q, t: retrieve(q, t, None))
+        each(
+            train_queries, f"train ({train_split}), observed with success", lambda q, t: train_one(q, t, True)
+        )
+        confidence_report = list(client.calibrate("confidence"))[-1]
+        if not isinstance(confidence_report, CalibrationReport):
+            raise RuntimeError("Calibrate(CONFIDENCE) ended without its report")
+        confident = each(test_queries, f"{split}, confidence calibrated", lambda q, t: retrieve(q, t, None))
 
     test_ids = [q for q, _ in test_queries]
     train_recall = _recall({q: r.ranking for q, r in trained.items()}, train.qrels, list(trained), k)
@@ -144,6 +171,7 @@ def run(
         "loop_off_uncalibrated": without_loop,
         "loop_on_uncalibrated": before,
         "loop_on_calibrated": after,
+        "confidence_calibrated": confident,
     }
     result = {
         "dataset": train.name,
@@ -164,6 +192,17 @@ def run(
                 key: round(value, 4) for key, value in report.diagnostics.items() if "bin" not in key
             },
         },
+        "confidence_calibration": {
+            "version": confidence_report.version,
+            "sample_size": confidence_report.sample_size,
+            "diagnostics_on_train": {
+                key: round(value, 4)
+                for key, value in confidence_report.diagnostics.items()
+                if "bin" not in key
+            },
+            f"ece_confidence_for_success@{k}_before": _confidence_ece(after, test, test_ids, k),
+            f"ece_confidence_for_success@{k}_after": _confidence_ece(confident, test, test_ids, k),
+        },
         "passes": {name: _pass_metrics(p, test, test_ids, k) for name, p in passes.items()},
         "loop_effect": {
             "uncalibrated": _loop_effect(without_loop, before, test, test_ids),
@@ -180,6 +219,8 @@ def run(
                     "miss_rate_kind": r.miss_rate_kind,
                     "recall": r.recall,
                     "expansions": r.expansions,
+                    "confidence": r.confidence,
+                    "confidence_kind": r.confidence_kind,
                 }
                 for q, r in p.items()
             }
@@ -197,6 +238,12 @@ def _recall(rankings: dict[str, list[str]], qrels, ids: list[str], k: int) -> np
     """recall@k of each query of `ids`, in that order."""
     values = per_query(rankings, qrels, ids, (f"recall@{k}",))
     return np.array([values[q][f"recall@{k}"] for q in ids])
+
+
+def _confidence_ece(retrieved: dict[str, Retrieved], dataset, ids: list[str], k: int) -> float:
+    """ECE of the stated confidence against success: a relevant document in the top k."""
+    success = [bool(_relevant(dataset.qrels[q]) & set(retrieved[q].ranking[:k])) for q in ids]
+    return round(expected_calibration_error([retrieved[q].confidence for q in ids], success), 4)
 
 
 def _pass_metrics(retrieved: dict[str, Retrieved], dataset, ids: list[str], k: int) -> dict:
