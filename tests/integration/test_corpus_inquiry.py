@@ -64,8 +64,11 @@ def test_a_corpus_inquiry_resumes_after_an_orchestrator_restart_and_its_verdict_
     client, stack, demo_collection
 ):
     before = client.strategy_metrics().corpus_inquiry
+    # Queries cost next to nothing, so whatever the NLI model makes of the first one, the session
+    # goes on querying (up to max_turns) instead of answering at once.
+    parameters = {"collection": "demo", "cost_scale_ms": "1e9"}
     inquiry = client.inquire(
-        "corpus", POLICY, domain_parameters={"collection": "demo"}, context=CLAIM, timeout=FIRST_CALL_S
+        "corpus", POLICY, domain_parameters=parameters, context=CLAIM, timeout=FIRST_CALL_S
     )
     partial = []
     for event in inquiry:

@@ -235,6 +235,9 @@ async def serve(settings: Settings) -> None:
                 models=models,
                 store=store,
                 graphs=graphs,
+                search_timeout_s=limits.deadlines.retrieve_s,
+                models_timeout_s=limits.deadlines.models_unary_s,
+                generate_timeout_s=limits.deadlines.generate_s,
             )
         return Models(
             models,

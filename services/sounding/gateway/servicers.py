@@ -1,6 +1,7 @@
 """SoundingService, CorpusService and ToolService servicers: each method converts its request, delegates, and
 converts what comes back (registered through `sounding.rpc.service_handler`, which adds the
-limits, deadlines, spans and error statuses)."""
+limits, deadlines, spans and error statuses). A service's event stream is closed however the
+response stream ends, so nothing it holds (a calibration's lock) outlives the call."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ class SoundingServicer:
         tenant = context.principal.tenant
         query = replace(retrieval_messages.retrieve_query(request, context.time_remaining()), tenant=tenant)
         learning = (await self._tenants.of(tenant)).retrieval
-        async for event in self._retrieval.retrieve(query, learning):
-            yield retrieval_messages.retrieve_response(event)
+        async with aclosing(self._retrieval.retrieve(query, learning)) as events:
+            async for event in events:
+                yield retrieval_messages.retrieve_response(event)
 
     async def Inquire(self, request_iterator, context):
         async def requests():
@@ -55,8 +57,9 @@ class SoundingServicer:
 
         tenant = context.principal.tenant
         thresholds = (await self._tenants.of(tenant)).inquiry.thresholds
-        async for event in self._inquiry.run(requests(), tenant, thresholds):
-            yield inquiry_messages.inquire_response(event)
+        async with aclosing(self._inquiry.run(requests(), tenant, thresholds)) as events:
+            async for event in events:
+                yield inquiry_messages.inquire_response(event)
 
     async def Observe(self, request_iterator, context):
         observations = []
@@ -90,8 +93,9 @@ class SoundingServicer:
         else:
             name = sounding_pb2.CalibrationTarget.Name(target)
             raise errors.Unimplemented(f"Calibrate for {name} is not implemented yet")
-        async for event in events:
-            yield learning_messages.calibrate_response(event)
+        async with aclosing(events):
+            async for event in events:
+                yield learning_messages.calibrate_response(event)
 
     async def GetStrategyMetrics(self, request, context):
         learned = await self._tenants.of(context.principal.tenant)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -79,7 +79,7 @@ class InquiryService:
         requests: AsyncIterator[InquiryRequest | None],
         tenant: str = schema.DEFAULT_TENANT,
         thresholds: Thresholds | None = None,
-    ) -> AsyncIterator[InquiryEvent]:
+    ) -> AsyncGenerator[InquiryEvent, None]:
         """The tenant's stream (None: a message naming no request); `thresholds(task, regime)`
         gives the tenant's calibrated stop thresholds of the llm domain when a session starts."""
         first = await anext(requests, None)

@@ -36,7 +36,9 @@ class CorpusTools:
         models: ModelsClient,
         store: Store,
         graphs: GraphStore,
-        timeout_s: float = 60.0,
+        search_timeout_s: float,
+        models_timeout_s: float,
+        generate_timeout_s: float,
     ):
         self._tenant = tenant
         self._session_id = session_id
@@ -45,7 +47,11 @@ class CorpusTools:
         self._models = models
         self._store = store
         self._graphs = graphs
-        self._timeout_s = timeout_s
+        # A query's retrieval runs under the Retrieve deadline; the sidecar's calls under its own
+        # (the first Entail of a fresh sidecar trains the NLI model).
+        self._search_timeout_s = search_timeout_s
+        self._models_timeout_s = models_timeout_s
+        self._generate_timeout_s = generate_timeout_s
 
     def _scoped(self, collection: str) -> str:
         return schema.scoped(self._tenant, collection)
@@ -72,7 +78,7 @@ class CorpusTools:
             top_k=top_k,
             arms=tuple(arms),
             expansion=ExpansionOptions(max_iterations=0),
-            timeout_s=self._timeout_s,
+            timeout_s=self._search_timeout_s,
             tenant=self._tenant,
         )
         learning = (await self._learning()).retrieval
@@ -82,16 +88,16 @@ class CorpusTools:
         raise errors.SoundingError("the retrieval ended without a result")
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._models.embed(texts, timeout=self._timeout_s)
+        return await self._models.embed(texts, timeout=self._models_timeout_s)
 
     async def entail(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        return await self._models.entail(pairs, timeout=self._timeout_s)
+        return await self._models.entail(pairs, timeout=self._models_timeout_s)
 
     async def generate(self, messages: Sequence[dict[str, str]], max_tokens: int) -> str:
         pieces = self._models.generate(
             messages,
             max_new_tokens=max_tokens,
-            timeout=self._timeout_s * 10,
+            timeout=self._generate_timeout_s,
             flow=f"inquiry:{self._session_id}",
             cache_scope=self._tenant,
         )

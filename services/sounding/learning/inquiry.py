@@ -13,7 +13,7 @@ Thresholds are stored in the calibrations table under
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from sounding import errors
@@ -159,7 +159,7 @@ class InquiryLearning:
 
     async def calibrate(
         self, request: StopThresholdRequest
-    ) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+    ) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         _validate(request)
         async with self._lock:
             yield CalibrationProgress("reading the recorded states", 0.0)

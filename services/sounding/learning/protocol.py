@@ -4,6 +4,10 @@ calibration progress and reports."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+CalibrationTarget = Literal["bandit", "miss_rate", "confidence", "stop_threshold"]
+CALIBRATION_TARGETS: tuple[CalibrationTarget, ...] = get_args(CalibrationTarget)
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,7 @@ class CalibrationProgress:
 
 @dataclass(frozen=True)
 class CalibrationReport:
-    # "bandit" or "miss_rate".
-    target: str
+    target: CalibrationTarget
     # The version in use afterwards (0: never calibrated).
     version: int
     sample_size: int

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -150,7 +150,7 @@ class LearningService:
         self.selector = selector
         self.miss_history = history
 
-    async def recalibrate(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+    async def recalibrate(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         """§6.3–§6.4: retrain on the recent window without pruned arms, validate on the latest
         observations, deploy if at least 95% as good as the incumbent. Streams progress, then the
         outcome. FailedPrecondition with too few observations."""
@@ -205,7 +205,7 @@ class LearningService:
                 result.diagnostics(),
             )
 
-    async def calibrate_miss_rate(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+    async def calibrate_miss_rate(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         """Fit the stated miss rate (and recall) to the observed outcomes, version it, persist it,
         and report miss rate and recall as measured from then on. FailedPrecondition with fewer
         than MIN_OUTCOMES usable outcomes."""
@@ -235,7 +235,7 @@ class LearningService:
             )
             yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, curves)
 
-    async def calibrate_confidence(self) -> AsyncIterator[CalibrationProgress | CalibrationReport]:
+    async def calibrate_confidence(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         """Fit the stated conservative confidence to whether the agent succeeded, version it,
         persist it, and state the confidence as measured from then on. FailedPrecondition with
         fewer than MIN_OUTCOMES observed retrievals that stated one and report agent_success."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -133,7 +133,7 @@ class RetrievalService:
 
     async def retrieve(
         self, query: RetrieveQuery, learning: RetrievalLearner
-    ) -> AsyncIterator[RetrieveEvent]:
+    ) -> AsyncGenerator[RetrieveEvent, None]:
         """The query's events, on the collection of the query's tenant; `learning` is that
         tenant's (its selector plans the arms, its history and calibration state the miss rate,
         and it remembers the retrieval for Observe)."""

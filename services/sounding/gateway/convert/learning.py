@@ -83,6 +83,7 @@ def observe_response(result) -> sounding_pb2.ObserveResponse:
 _TARGETS = {
     "bandit": sounding_pb2.CALIBRATION_TARGET_BANDIT,
     "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
+    "confidence": sounding_pb2.CALIBRATION_TARGET_CONFIDENCE,
     "stop_threshold": sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD,
 }
 
