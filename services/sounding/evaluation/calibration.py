@@ -195,6 +195,8 @@ def run(
         "confidence_calibration": {
             "version": confidence_report.version,
             "sample_size": confidence_report.sample_size,
+            "deployed": confidence_report.deployed,
+            "summary": confidence_report.summary,
             "diagnostics_on_train": {
                 key: round(value, 4)
                 for key, value in confidence_report.diagnostics.items()

@@ -8,7 +8,9 @@ From observed retrievals that stated a miss rate m:
   is the isotonic fit of recall against the stated recall 1 − m.
 From observed retrievals that stated a conservative confidence c = synthesis × (1 − m) and whose
 outcome says whether the agent succeeded: the confidence map is the isotonic fit of success
-against c.
+against c. It is deployed only if it validates: mapped by fits on the other folds (5-fold cross
+validation), the outcomes' ECE must be lower than the stated confidence's, since a confidence
+that already matches success gains nothing from a map fitted to noise.
 The report gives the expected calibration error (10 bins) before and after the fit, on the
 outcomes it was fitted to, the reliability bins, and the reliability curves to draw.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from sounding.core.calibration import (
     ConfidenceCalibration,
@@ -28,6 +32,8 @@ from sounding.core.calibration import (
 from sounding.learning.protocol import Curve
 
 MIN_OUTCOMES = 50
+# Folds of the cross validation that decides whether a confidence map is deployed.
+VALIDATION_FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -88,21 +94,31 @@ def fit(
     return calibration, diagnostics, reliability_curves(curves)
 
 
-def fit_confidence(
-    outcomes: Sequence[tuple[float, bool]], version: int
-) -> tuple[ConfidenceCalibration, dict[str, float], tuple[Curve, ...]]:
-    """From (stated conservative confidence, agent succeeded) pairs: the calibration, its
-    diagnostics and its reliability curves. ValueError with fewer than MIN_OUTCOMES pairs."""
+@dataclass(frozen=True)
+class ConfidenceFit:
+    calibration: ConfidenceCalibration
+    # Whether the map validated (cross-validated ECE below the stated confidence's).
+    deploy: bool
+    diagnostics: dict[str, float]
+    curves: tuple[Curve, ...]
+
+
+def fit_confidence(outcomes: Sequence[tuple[float, bool]], version: int) -> ConfidenceFit:
+    """From (stated conservative confidence, agent succeeded) pairs: the calibration, whether it
+    validates, its diagnostics and its reliability curves. ValueError with fewer than MIN_OUTCOMES
+    pairs."""
     if len(outcomes) < MIN_OUTCOMES:
         raise ValueError(f"needs at least {MIN_OUTCOMES} observed retrievals with a stated confidence")
     stated = [c for c, _ in outcomes]
     succeeded = [float(s) for _, s in outcomes]
     mapping = IsotonicMap.fit(stated, succeeded)
     calibrated = [mapping(c) for c in stated]
+    held_out = cross_validated_map(stated, succeeded)
     diagnostics = {
         "sample_size": float(len(outcomes)),
         "confidence_ece_before": expected_calibration_error(stated, succeeded),
         "confidence_ece_after": expected_calibration_error(calibrated, succeeded),
+        "confidence_ece_cross_validated": expected_calibration_error(held_out, succeeded),
         "observed_success_share": sum(succeeded) / len(succeeded),
     }
     for b in reliability(stated, succeeded):
@@ -111,7 +127,20 @@ def fit_confidence(
     curves = reliability_curves(
         {"confidence, stated": (stated, succeeded), "confidence, calibrated": (calibrated, succeeded)}
     )
-    return ConfidenceCalibration(version, mapping, len(outcomes)), diagnostics, curves
+    deploy = diagnostics["confidence_ece_cross_validated"] < diagnostics["confidence_ece_before"]
+    return ConfidenceFit(ConfidenceCalibration(version, mapping, len(outcomes)), deploy, diagnostics, curves)
+
+
+def cross_validated_map(stated: Sequence[float], observed: Sequence[float]) -> np.ndarray:
+    """Each stated value mapped by the isotonic fit on the other folds (VALIDATION_FOLDS, shuffled
+    with seed 0)."""
+    from sklearn.model_selection import KFold
+
+    x, y = np.asarray(stated, dtype=float), np.asarray(observed, dtype=float)
+    mapped = np.empty(len(x))
+    for fitted, held in KFold(VALIDATION_FOLDS, shuffle=True, random_state=0).split(x):
+        mapped[held] = IsotonicMap.fit(x[fitted], y[fitted])(x[held])
+    return mapped
 
 
 def reliability_curves(series: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> tuple[Curve, ...]:

@@ -236,8 +236,9 @@ class LearningService:
             yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, curves)
 
     async def calibrate_confidence(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
-        """Fit the stated conservative confidence to whether the agent succeeded, version it,
-        persist it, and state the confidence as measured from then on. FailedPrecondition with
+        """Fit the stated conservative confidence to whether the agent succeeded; if the map
+        validates, version it, persist it, and state the confidence as measured from then on
+        (learning.calibration: the validation). FailedPrecondition with
         fewer than MIN_OUTCOMES observed retrievals that stated one and report agent_success."""
         async with self._lock:
             yield CalibrationProgress("reading the observation log", 0.0)
@@ -253,19 +254,25 @@ class LearningService:
                     f"that stated a confidence and report agent_success; {len(outcomes)} are recorded",
                     reason="TOO_FEW_OUTCOMES",
                 )
-            yield CalibrationProgress("fitting", 0.4)
-            version = (self.confidence_calibration.version if self.confidence_calibration else 0) + 1
-            fitted, diagnostics, curves = await asyncio.to_thread(
-                calibration.fit_confidence, outcomes, version
+            yield CalibrationProgress("fitting and validating", 0.4)
+            incumbent = self.confidence_calibration.version if self.confidence_calibration else 0
+            fit = await asyncio.to_thread(calibration.fit_confidence, outcomes, incumbent + 1)
+            d = fit.diagnostics
+            figures = (
+                f"ECE {d['confidence_ece_before']:.3f} stated, {d['confidence_ece_cross_validated']:.3f} "
+                f"mapped by fits on the other folds, {d['confidence_ece_after']:.3f} on the outcomes fitted"
             )
-            await self._log.append_calibration("confidence", version, fitted.params(), diagnostics)
-            self.confidence_calibration = fitted
-            summary = (
-                f"confidence map v{version} from {len(outcomes)} outcomes: ECE "
-                f"{diagnostics['confidence_ece_before']:.3f} -> {diagnostics['confidence_ece_after']:.3f} "
-                "(on the outcomes fitted)"
-            )
-            yield CalibrationReport("confidence", version, len(outcomes), True, summary, diagnostics, curves)
+            if fit.deploy:
+                await self._log.append_calibration("confidence", incumbent + 1, fit.calibration.params(), d)
+                self.confidence_calibration = fit.calibration
+                summary = f"deployed confidence map v{incumbent + 1} from {len(outcomes)} outcomes: {figures}"
+            else:
+                kept = f"confidence map v{incumbent}" if incumbent else "the confidence as stated"
+                summary = (
+                    f"kept {kept}: the map fitted to {len(outcomes)} outcomes does not validate ({figures})"
+                )
+            version = incumbent + 1 if fit.deploy else incumbent
+            yield CalibrationReport("confidence", version, len(outcomes), fit.deploy, summary, d, fit.curves)
 
     async def metrics(self) -> StrategyMetrics:
         """§8 metrics over everything logged so far."""

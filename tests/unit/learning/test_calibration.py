@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
-from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
-from sounding.learning.calibration import MIN_OUTCOMES, Outcome, fit, fit_confidence, outcome
+from sounding.core.calibration import ConfidenceCalibration, IsotonicMap, MissRateCalibration
+from sounding.learning.calibration import (
+    MIN_OUTCOMES,
+    Outcome,
+    cross_validated_map,
+    fit,
+    fit_confidence,
+    outcome,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +52,11 @@ def test_the_confidence_map_learns_how_often_agents_succeed_at_each_stated_confi
         fit_confidence([(0.9, True)] * (MIN_OUTCOMES - 1), 1)
     # Stated 0.9 succeeds half the time, stated 0.3 a quarter of the time: overconfident.
     outcomes = [(0.9, i % 2 == 0) for i in range(40)] + [(0.3, i % 4 == 0) for i in range(40)]
-    calibration, diagnostics, curves = fit_confidence(outcomes, version=2)
+    fit = fit_confidence(outcomes, version=2)
+    calibration, diagnostics, curves = fit.calibration, fit.diagnostics, fit.curves
+    # Mapped by fits on the other folds, the outcomes are closer to calibrated than as stated.
+    assert diagnostics["confidence_ece_cross_validated"] < diagnostics["confidence_ece_before"]
+    assert fit.deploy
     assert calibration.confidence(0.9) == pytest.approx(0.5)
     assert calibration.confidence(0.3) == pytest.approx(0.25)
     # ECE before: half the outcomes 0.4 off, half 0.05 off; after: none.
@@ -55,3 +66,24 @@ def test_the_confidence_map_learns_how_often_agents_succeed_at_each_stated_confi
     assert [c.name for c in curves] == ["perfect", "confidence, stated", "confidence, calibrated"]
     again = ConfidenceCalibration.from_params(2, calibration.params())
     assert again == calibration and again.sample_size == 80
+
+
+def test_a_confidence_map_that_does_not_validate_is_not_deployed():
+    # Stated 0.8 succeeds 80% of the time and stated 0.5 half the time: nothing to correct, so a
+    # map fitted to the other folds can only add their noise.
+    outcomes = [(0.8, i % 5 != 0) for i in range(50)] + [(0.5, i % 2 == 0) for i in range(50)]
+    fit = fit_confidence(outcomes, version=1)
+    assert fit.diagnostics["confidence_ece_before"] == pytest.approx(0.0, abs=1e-9)
+    assert fit.diagnostics["confidence_ece_cross_validated"] > 0.0
+    assert not fit.deploy
+
+
+def test_cross_validation_maps_each_outcome_by_a_fit_that_did_not_see_it():
+    # Two stated levels, each succeeding always; one outcome at 0.2 fails. Held out, its fold's
+    # fit has never seen a failure at 0.2, so it maps to 1 there, where the in-sample fit would not.
+    stated = [0.2] * 10 + [0.9] * 10
+    observed = [1.0] * 20
+    observed[0] = 0.0
+    mapped = cross_validated_map(stated, observed)
+    assert mapped[0] == pytest.approx(1.0)
+    assert IsotonicMap.fit(stated, observed)(0.2) == pytest.approx(0.9)
