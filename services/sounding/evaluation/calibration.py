@@ -5,15 +5,20 @@ On a stack of its own (data directory `<cache>/eval/calibration`; the collection
 once and kept, the learning log and calibrations are emptied at every start), every Retrieve
 names the `dense` and `lexical` arms, so the run measures the uncertainty, not the selector:
 
-1. Train: each train query is retrieved (expansion loop on, the deployment's defaults) and its
-   ground-truth outcome sent through Observe: the relevant documents in the top k are "used",
-   the relevant ones outside it "missed".
+The train queries are split in two (seeded shuffle): half for each calibration, so the
+confidence map learns from retrievals whose stated confidence is as new to the service as a
+test query's (a query observed before has its own outcome in the miss history and in the
+miss-rate map's fit).
+
+1. Train: each query of the miss-rate half is retrieved (expansion loop on, the deployment's
+   defaults) and its ground-truth outcome sent through Observe: the relevant documents in the top
+   k are "used", the relevant ones outside it "missed".
 2. Test, before calibration: each test query with the loop off, then with it on.
 3. Calibrate(MISS_RATE) on the train outcomes.
 4. Test, after calibration: each test query with the loop on (it now acts on measured recall).
-5. Calibrate(CONFIDENCE): each train query again (loop on, miss rate now measured), its outcome
-   sent with `agent_success` (a relevant document in the top k); Calibrate(CONFIDENCE) on those;
-   then each test query once more.
+5. Calibrate(CONFIDENCE): each query of the confidence half (loop on, miss rate now measured),
+   its outcome sent with `agent_success` (a relevant document in the top k);
+   Calibrate(CONFIDENCE) on those; then each test query once more.
 
 Every Retrieve states a synthesis confidence of 1, so its conservative confidence is 1 − its miss
 rate: the confidence passes judge it against success (a relevant document in the top k), by ECE,
@@ -50,6 +55,10 @@ TOP_K = 100
 ARMS = ("dense", "lexical")
 SYNTHESIS_CONFIDENCE = 1.0
 IN_FLIGHT = 2
+# The share of the train queries that calibrates the confidence (the rest: the miss rate), and
+# the seed of their split.
+CONFIDENCE_SHARE = 0.5
+SPLIT_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ def run(
     from sounding_client import CalibrationReport, Expansion, ExpansionOptions, Final, RetrievalOutcome
 
     train, test = beir.load(data, train_split), beir.load(data, split)
-    train_queries = list(train.queries.items())[:train_limit]
+    train_queries, confidence_queries = split_train(list(train.queries.items())[:train_limit])
     test_queries = list(test.queries.items())[:test_limit]
     loop_off = ExpansionOptions(max_iterations=0)
 
@@ -150,7 +159,7 @@ def run(
                 raise RuntimeError(f"Observe did not record {query_id}: {ack.rejected}")
             return retrieved
 
-        trained = each(train_queries, f"train ({train_split}), observed", train_one)
+        trained = each(train_queries, f"train ({train_split}), miss-rate half, observed", train_one)
         without_loop = each(test_queries, f"{split}, loop off", lambda q, t: retrieve(q, t, loop_off))
         before = each(test_queries, f"{split}, loop on, uncalibrated", lambda q, t: retrieve(q, t, None))
         report = list(client.calibrate("miss_rate"))[-1]
@@ -158,7 +167,9 @@ def run(
             raise RuntimeError("Calibrate(MISS_RATE) ended without its report")
         after = each(test_queries, f"{split}, loop on, calibrated", lambda q, t: retrieve(q, t, None))
         each(
-            train_queries, f"train ({train_split}), observed with success", lambda q, t: train_one(q, t, True)
+            confidence_queries,
+            f"train ({train_split}), confidence half, observed with success",
+            lambda q, t: train_one(q, t, True),
         )
         confidence_report = list(client.calibrate("confidence"))[-1]
         if not isinstance(confidence_report, CalibrationReport):
@@ -177,7 +188,13 @@ def run(
         "dataset": train.name,
         "train_split": train_split,
         "split": split,
-        "train_queries": len(train_queries),
+        "train_queries": len(train_queries) + len(confidence_queries),
+        "train_split_halves": {
+            "miss_rate": len(train_queries),
+            "confidence": len(confidence_queries),
+            "confidence_share": CONFIDENCE_SHARE,
+            "seed": SPLIT_SEED,
+        },
         "test_queries": len(test_queries),
         "arms": list(ARMS),
         "k": k,
@@ -230,6 +247,17 @@ def run(
         },
     }
     return result, calibration_png(report.curves, f"Calibrate(MISS_RATE) v{report.version}: reliability")
+
+
+def split_train(queries: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The miss-rate half and the confidence half (CONFIDENCE_SHARE of the queries), each in the
+    dataset's order; a seeded shuffle decides which query goes where."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(queries))
+    chosen = set(order[: round(len(queries) * CONFIDENCE_SHARE)].tolist())
+    return (
+        [q for i, q in enumerate(queries) if i not in chosen],
+        [q for i, q in enumerate(queries) if i in chosen],
+    )
 
 
 def _relevant(qrels: dict[str, int]) -> set[str]:

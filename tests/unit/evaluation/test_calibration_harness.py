@@ -4,7 +4,7 @@ against success (a relevant document in the top k)."""
 from types import SimpleNamespace
 
 import pytest
-from sounding.evaluation.calibration import Retrieved, _confidence_ece
+from sounding.evaluation.calibration import Retrieved, _confidence_ece, split_train
 
 pytestmark = pytest.mark.unit
 
@@ -27,3 +27,12 @@ def test_the_confidence_ece_judges_the_stated_confidence_against_success_in_the_
     assert _confidence_ece(passes, dataset, ["q1", "q2", "q3"], 3) == pytest.approx(
         1 / 3 * 0.2 + 2 / 3 * 0.1, abs=1e-4
     )
+
+
+def test_the_train_queries_split_into_two_disjoint_halves_the_same_way_every_run():
+    queries = [(f"q{i}", f"text {i}") for i in range(11)]
+    miss_rate, confidence = split_train(queries)
+    assert len(confidence) == 6 and len(miss_rate) == 5  # round(5.5): the confidence half
+    assert sorted(miss_rate + confidence) == sorted(queries)
+    assert miss_rate == [q for q in queries if q in miss_rate]  # the dataset's order kept
+    assert split_train(queries) == (miss_rate, confidence)
