@@ -95,6 +95,8 @@ def test_calibrate_confidence_maps_the_stated_confidence_to_agent_success(client
     assert after.confidence.kind == "measured"
     assert after.confidence.calibration_version == report.version
     assert after.confidence.sample_size == report.sample_size
+    stated = 0.9 * (1 - after.uncertainty.miss_rate.value)
+    assert after.confidence.inputs["stated_confidence"] == pytest.approx(stated)
     assert 0.0 <= after.confidence.value <= 1.0
     # Without a synthesis confidence there is nothing to calibrate.
     assert client.retrieve_final("demo", "chart datum", top_k=3).confidence.kind == "absent"
@@ -145,6 +147,7 @@ def test_calibrate_miss_rate_turns_stated_rates_into_measured_ones(client, demo_
     after = client.retrieve_final("demo", "lead line", top_k=3)
     assert after.uncertainty.miss_rate.kind == "measured"
     assert after.uncertainty.miss_rate.calibration_version == report.version
+    assert 0.0 <= after.uncertainty.miss_rate.inputs["stated_miss_rate"] <= 1.0
     assert after.uncertainty.estimated_recall.kind == "measured"
     assert after.uncertainty.estimated_recall.sample_size == report.sample_size
     # The CLI calibrates again and draws the curves the server returned.

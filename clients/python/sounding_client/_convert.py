@@ -90,6 +90,7 @@ def confidence(message: common_pb2.Confidence) -> t.Confidence:
         value=m.value,
         calibration_version=m.calibration_version,
         sample_size=m.sample_size,
+        inputs=dict(m.inputs),
     )
 
 

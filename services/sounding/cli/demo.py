@@ -71,6 +71,7 @@ def demo(
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
             console.rule("Inquire (corpus): Sounding verifies a claim against the corpus, query by query")
+            _train_nli_model(settings)
             _print_corpus_inquiry(client, "demo", DEMO_CLAIM)
             console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
             _print_llm_inquiry(client)
@@ -108,6 +109,30 @@ def _print_bulls_and_cows(client, secret: str) -> None:
 
 
 DEMO_CLAIM = "Depths on nautical charts are reduced to a low-water level called chart datum."
+
+
+def _train_nli_model(settings: Settings) -> None:
+    """The sidecar trains its NLI model on the first Entail when no adequate copy is cached;
+    the demo trains it here first, in view, so the inquiry's first Entail finds it."""
+    from sounding.models.nli import TRAINED_DIR, ensure_trained, trained_budget_minutes
+
+    config = settings.models.nli
+    own = settings.models.cache_dir / TRAINED_DIR
+    if config.model or trained_budget_minutes(own) >= config.train_max_minutes:
+        return
+    console.print(
+        f"first use on this machine: training the NLI model behind Entail for up to "
+        f"{config.train_max_minutes:g} minutes (SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES), kept in {own}",
+        highlight=False,
+    )
+    with progress_bar(console) as progress:
+        task = progress.add_task("training the NLI model", total=None)
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            description = f"training the NLI model, loss {loss:.3f}"
+            progress.update(task, completed=step, total=total, description=description)
+
+        ensure_trained(own, config.train_max_minutes, on_step=on_step)
 
 
 def _print_corpus_inquiry(client, collection: str, claim: str) -> None:

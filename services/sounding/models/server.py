@@ -53,35 +53,38 @@ class ModelServicer:
         self._encode_thread = encode_thread
         self._generator: Generator | None = None
         self._generator_lock = asyncio.Lock()
-        self._nli: tuple[NliModel, MicroBatcher] | None = None
+        self._nli_load: asyncio.Task[tuple[NliModel, MicroBatcher]] | None = None
         self._generations = Admission(self._limits.max_queued_generations, self._limits.max_queued_per_flow)
-        self._nli_lock = asyncio.Lock()
 
     async def nli(self) -> tuple[NliModel, MicroBatcher]:
         """The NLI model and its batcher, loaded on first use; Sounding's own model is trained
-        first (on a thread of its own, so Embed keeps serving) when no adequate copy is cached."""
-        async with self._nli_lock:
-            if self._nli is None:
-                config = self._settings.models.nli
-                path = config.model
-                if not path:
-                    own = self._settings.models.cache_dir / TRAINED_DIR
-                    log.info("NLI: using %s (training it first if needed)", own)
-                    path = await asyncio.to_thread(ensure_trained, own, config.train_max_minutes)
-                device = select_device(self._settings.models.device)
-                model = await asyncio.get_running_loop().run_in_executor(
-                    self._encode_thread, NliModel, path, device, config.forward_batch_size
-                )
-                batcher = MicroBatcher(
-                    model.predict, config.max_batch_size, config.max_wait_ms, self._encode_thread
-                )
-                batcher.start()
-                self._nli = (model, batcher)
-            return self._nli
+        first (on a thread of its own, so Embed keeps serving) when no adequate copy is cached.
+        One load serves every caller, and a caller that gives up (its deadline) does not stop
+        it: the next call finds it done or still under way (or, if it failed, starts another)."""
+        load = self._nli_load
+        if load is None or (load.done() and (load.cancelled() or load.exception() is not None)):
+            load = self._nli_load = asyncio.create_task(self._load_nli())
+        return await asyncio.shield(load)
+
+    async def _load_nli(self) -> tuple[NliModel, MicroBatcher]:
+        config = self._settings.models.nli
+        path = config.model
+        if not path:
+            own = self._settings.models.cache_dir / TRAINED_DIR
+            log.info("NLI: using %s (training it first if needed)", own)
+            path = await asyncio.to_thread(ensure_trained, own, config.train_max_minutes)
+        device = select_device(self._settings.models.device)
+        model = await asyncio.get_running_loop().run_in_executor(
+            self._encode_thread, NliModel, path, device, config.forward_batch_size
+        )
+        batcher = MicroBatcher(model.predict, config.max_batch_size, config.max_wait_ms, self._encode_thread)
+        batcher.start()
+        return model, batcher
 
     async def close(self) -> None:
-        if self._nli is not None:
-            await self._nli[1].close()
+        load = self._nli_load
+        if load is not None and load.done() and not load.cancelled() and load.exception() is None:
+            await load.result()[1].close()
 
     async def generator(self) -> Generator:
         async with self._generator_lock:

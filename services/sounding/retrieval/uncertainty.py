@@ -75,6 +75,7 @@ def uncertainty(
         miss_rate = Provenance(
             "measured",
             value=miss_value,
+            inputs={"stated_miss_rate": stated},
             calibration_version=str(calibration.version),
             sample_size=calibration.sample_size,
         )

@@ -46,6 +46,7 @@ def confidence(value: Provenance) -> common_pb2.Confidence:
                 value=value.value,
                 calibration_version=value.calibration_version,
                 sample_size=value.sample_size,
+                inputs=dict(value.inputs),
             )
         )
     return common_pb2.Confidence(absent=common_pb2.Absent(reason=value.reason))

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sounding_client.api.buf.validate import validate_pb2 as buf_dot_validate_dot_validate__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sounding/v1/common.proto\x12\x0bsounding.v1\x1a\x1b\x62uf/validate/validate.proto\"\xf4\x01\n\nConfidence\x12-\n\x06\x61\x62sent\x18\x01 \x01(\x0b\x32\x13.sounding.v1.AbsentH\x00R\x06\x61\x62sent\x12\x42\n\rdeterministic\x18\x02 \x01(\x0b\x32\x1a.sounding.v1.DeterministicH\x00R\rdeterministic\x12\x30\n\x07\x64\x65rived\x18\x03 \x01(\x0b\x32\x14.sounding.v1.DerivedH\x00R\x07\x64\x65rived\x12\x33\n\x08measured\x18\x04 \x01(\x0b\x32\x15.sounding.v1.MeasuredH\x00R\x08measuredB\x0c\n\nprovenance\" \n\x06\x41\x62sent\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\"=\n\rDeterministic\x12\x14\n\x05value\x18\x01 \x01(\x01R\x05value\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"\xae\x01\n\x07\x44\x65rived\x12\x14\n\x05value\x18\x01 \x01(\x01R\x05value\x12\x18\n\x07\x66ormula\x18\x02 \x01(\tR\x07\x66ormula\x12\x38\n\x06inputs\x18\x03 \x03(\x0b\x32 .sounding.v1.Derived.InputsEntryR\x06inputs\x1a\x39\n\x0bInputsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\x01R\x05value:\x02\x38\x01\"r\n\x08Measured\x12\x14\n\x05value\x18\x01 \x01(\x01R\x05value\x12/\n\x13\x63\x61libration_version\x18\x02 \x01(\tR\x12\x63\x61librationVersion\x12\x1f\n\x0bsample_size\x18\x03 \x01(\x03R\nsampleSize\"\x8f\x02\n\x08\x44ocument\x12\x1b\n\x02id\x18\x01 \x01(\tB\x0b\xbaH\x08r\x06\x10\x01\xba\x01\x01#R\x02id\x12R\n\x04text\x18\x02 \x01(\tB>\xbaH;\xba\x01\x38\n\x0etext.not_blank\x12\x11must not be empty\x1a\x13this.matches(\'\\\\S\')R\x04text\x12\x14\n\x05title\x18\x03 \x01(\tR\x05title\x12?\n\x08metadata\x18\x04 \x03(\x0b\x32#.sounding.v1.Document.MetadataEntryR\x08metadata\x1a;\n\rMetadataEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x30Z.sounding.dev/client/gen/sounding/v1;soundingv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sounding/v1/common.proto\x12\x0bsounding.v1\x1a\x1b\x62uf/validate/validate.proto\"\xf4\x01\n\nConfidence\x12-\n\x06\x61\x62sent\x18\x01 \x01(\x0b\x32\x13.sounding.v1.AbsentH\x00R\x06\x61\x62sent\x12\x42\n\rdeterministic\x18\x02 \x01(\x0b\x32\x1a.sounding.v1.DeterministicH\x00R\rdeterministic\x12\x30\n\x07\x64\x65rived\x18\x03 \x01(\x0b\x32\x14.sounding.v1.DerivedH\x00R\x07\x64\x65rived\x12\x33\n\x08measured\x18\x04 \x01(\x0b\x32\x15.sounding.v1.MeasuredH\x00R\x08measuredB\x0c\n\nprovenance\" \n\x06\x41\x62sent\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\"=\n\rDeterministic\x12\x14\n\x05value\x18\x01 \x01(\x01R\x05value\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"\xae\x01\n\x07\x44\x65rived\x12\x14\n\x05value\x18\x01 \x01(\x01R\x05value\x12\x18\n\x07\x66ormula\x18\x02 \x01(\tR\x07\x66ormula\x12\x38\n\x06inputs\x18\x03 \x03(\x0b\x32 .sounding.v1.Derived.InputsEntryR\x06inputs\x1a\x39\n\x0bInputsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\x01R\x05value:\x02\x38\x01\"\xe8\x01\n\x08Measured\x12\x14\n\x05value\x18\x01 \x01(\x01R\x05value\x12/\n\x13\x63\x61libration_version\x18\x02 \x01(\tR\x12\x63\x61librationVersion\x12\x1f\n\x0bsample_size\x18\x03 \x01(\x03R\nsampleSize\x12\x39\n\x06inputs\x18\x04 \x03(\x0b\x32!.sounding.v1.Measured.InputsEntryR\x06inputs\x1a\x39\n\x0bInputsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\x01R\x05value:\x02\x38\x01\"\x8f\x02\n\x08\x44ocument\x12\x1b\n\x02id\x18\x01 \x01(\tB\x0b\xbaH\x08r\x06\x10\x01\xba\x01\x01#R\x02id\x12R\n\x04text\x18\x02 \x01(\tB>\xbaH;\xba\x01\x38\n\x0etext.not_blank\x12\x11must not be empty\x1a\x13this.matches(\'\\\\S\')R\x04text\x12\x14\n\x05title\x18\x03 \x01(\tR\x05title\x12?\n\x08metadata\x18\x04 \x03(\x0b\x32#.sounding.v1.Document.MetadataEntryR\x08metadata\x1a;\n\rMetadataEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x30Z.sounding.dev/client/gen/sounding/v1;soundingv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z.sounding.dev/client/gen/sounding/v1;soundingv1'
   _globals['_DERIVED_INPUTSENTRY']._loaded_options = None
   _globals['_DERIVED_INPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_MEASURED_INPUTSENTRY']._loaded_options = None
+  _globals['_MEASURED_INPUTSENTRY']._serialized_options = b'8\001'
   _globals['_DOCUMENT_METADATAENTRY']._loaded_options = None
   _globals['_DOCUMENT_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_DOCUMENT'].fields_by_name['id']._loaded_options = None
@@ -51,10 +53,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DERIVED']._serialized_end=589
   _globals['_DERIVED_INPUTSENTRY']._serialized_start=532
   _globals['_DERIVED_INPUTSENTRY']._serialized_end=589
-  _globals['_MEASURED']._serialized_start=591
-  _globals['_MEASURED']._serialized_end=705
-  _globals['_DOCUMENT']._serialized_start=708
-  _globals['_DOCUMENT']._serialized_end=979
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=920
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=979
+  _globals['_MEASURED']._serialized_start=592
+  _globals['_MEASURED']._serialized_end=824
+  _globals['_MEASURED_INPUTSENTRY']._serialized_start=532
+  _globals['_MEASURED_INPUTSENTRY']._serialized_end=589
+  _globals['_DOCUMENT']._serialized_start=827
+  _globals['_DOCUMENT']._serialized_end=1098
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=1039
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=1098
 # @@protoc_insertion_point(module_scope)

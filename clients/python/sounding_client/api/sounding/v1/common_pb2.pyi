@@ -51,14 +51,23 @@ class Derived(_message.Message):
     def __init__(self, value: _Optional[float] = ..., formula: _Optional[str] = ..., inputs: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Measured(_message.Message):
-    __slots__ = ("value", "calibration_version", "sample_size")
+    __slots__ = ("value", "calibration_version", "sample_size", "inputs")
+    class InputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     VALUE_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_VERSION_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
     value: float
     calibration_version: str
     sample_size: int
-    def __init__(self, value: _Optional[float] = ..., calibration_version: _Optional[str] = ..., sample_size: _Optional[int] = ...) -> None: ...
+    inputs: _containers.ScalarMap[str, float]
+    def __init__(self, value: _Optional[float] = ..., calibration_version: _Optional[str] = ..., sample_size: _Optional[int] = ..., inputs: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ("id", "text", "title", "metadata")
