@@ -83,7 +83,11 @@ class ModelServicer:
 
     async def close(self) -> None:
         load = self._nli_load
-        if load is not None and load.done() and not load.cancelled() and load.exception() is None:
+        if load is None:
+            return
+        if not load.done():
+            load.cancel()  # a training thread runs to its end; the load does not go on after it
+        elif not load.cancelled() and load.exception() is None:
             await load.result()[1].close()
 
     async def generator(self) -> Generator:

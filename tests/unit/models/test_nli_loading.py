@@ -53,3 +53,17 @@ def test_a_failed_load_is_tried_again_by_the_next_call():
         return loads.started
 
     assert asyncio.run(scenario()) == 2
+
+
+def test_closing_during_a_load_cancels_it():
+    async def scenario():
+        s = servicer(SlowLoads(delay_s=10.0))
+        waiting = asyncio.create_task(s.nli())
+        await asyncio.sleep(0.01)
+        await s.close()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return s._nli_load
+
+    load = asyncio.run(scenario())
+    assert load is not None and load.cancelled()
