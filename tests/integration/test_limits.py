@@ -1,5 +1,10 @@
 """Hostile requests are refused quickly, and the orchestrator keeps answering health checks while
-it refuses them or computes something heavy."""
+it refuses them or computes something heavy.
+
+Responsive means the robustness target of bench/README (health p99 under 100 ms) and no check held
+for half a second: work done on the event loop holds a check for all of its duration, seconds for
+a parse that froze or a lookahead move, while this shared two-core machine delays a single check
+by some tens of milliseconds now and then."""
 
 import time
 
@@ -10,6 +15,13 @@ from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding_client import Ask, Hypothesis, InquiryAnswer, InquiryPolicy, Question, SoundingError
 
 pytestmark = pytest.mark.integration
+
+
+def assert_responsive(health: HealthWatch) -> None:
+    latencies = health.summary()
+    assert latencies["not_serving"] == 0
+    assert latencies["p99_ms"] < 100 and latencies["max_ms"] < 500, latencies
+
 
 HALF_SENTENCE = "1 digits are present in the answer and in the correct positions"
 
@@ -35,7 +47,8 @@ def test_a_hostile_answer_is_refused_within_50_ms_while_health_answers(client, s
     assert refused is not None and refused.code == grpc.StatusCode.INVALID_ARGUMENT
     assert refused.fields == ["observation.answer"]
     assert refused_after < 0.05
-    assert len(health.checks) > 20 and max(health.latencies) < 0.1
+    assert len(health.checks) > 20
+    assert_responsive(health)
 
 
 def test_a_start_over_the_size_limit_is_refused_naming_the_field(client, stack):
@@ -67,7 +80,7 @@ def test_non_finite_numbers_and_long_parameters_are_refused(client, stack, start
 
 
 @pytest.mark.slow
-def test_eig_lookahead_moves_leave_health_answering_within_100_ms(client, stack):
+def test_eig_lookahead_moves_leave_health_answering(client, stack):
     table = bc.feedback_table()
     secret = "8402"
     turns = 0
@@ -81,7 +94,8 @@ def test_eig_lookahead_moves_leave_health_answering_within_100_ms(client, stack)
             if isinstance(event, InquiryAnswer):
                 assert event.answer == secret
     assert turns >= 3
-    assert len(health.checks) > 50 and max(health.latencies) < 0.1
+    assert len(health.checks) > 50
+    assert_responsive(health)
 
 
 def test_observe_reports_each_rejection_at_its_stream_position(stack):
