@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -20,7 +21,8 @@ def demo(
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
     with Observe, recalibrate the strategy selector, the miss rate and the confidence from them,
     play an Inquire game, verify a claim against the corpus, let Sounding's model work a
-    detective case, route requests to tools and learn from a mis-route, stop the stack."""
+    detective case, fit stop thresholds from simulated guessing games, route requests to tools
+    and learn from a mis-route, stop the stack."""
     from sounding_client import Client, RetrievalOutcome
 
     from sounding.stack import Stack
@@ -75,6 +77,8 @@ def demo(
             _print_corpus_inquiry(client, "demo", DEMO_CLAIM)
             console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
             _print_llm_inquiry(client)
+            console.rule("Calibrate(STOP_THRESHOLD): a robust-MI threshold from SIMULATED guessing games")
+            _print_simulated_stop_threshold(client)
             console.rule("RouteTool and Observe(ToolUse): a terse tool description, a mis-route, a lesson")
             _print_tool_routing(client)
             console.rule()
@@ -180,8 +184,8 @@ DEMO_CASE = (
 
 
 def _print_llm_inquiry(client) -> None:
-    """A detective case for Sounding's own model (two samples per state, one question), its
-    outcome through Observe, and a stop-threshold calibration from the recorded states."""
+    """A detective case for Sounding's own model (two samples per state, one question) and its
+    outcome through Observe."""
     from sounding_client import (
         Ask,
         Belief,
@@ -216,7 +220,55 @@ def _print_llm_inquiry(client) -> None:
             console.print(f"[bold]answer[/bold] {event.answer or '(none)'} ({event.stopping_reason})")
     ack = client.observe([InquiryOutcome(inquiry.session_id, "Victor Crane")])
     console.print(f"[bold]observe[/bold] the true culprit: recorded {ack.recorded} session's states")
-    print_calibration(client.calibrate("stop_threshold", task="dc", regime="normal"))
+
+
+def _print_simulated_stop_threshold(client) -> None:
+    """Guessing games played by the SIMULATED policy model (its answers drawn from the secrets
+    consistent so far; under collapse nine draws in ten land on one of them) in both regimes,
+    their outcomes through Observe, a robust-MI stop threshold per regime fitted from their
+    states, and one more game that stops by the normal regime's."""
+    from sounding_client import Ask, Belief, InquiryAnswer, InquiryPolicy
+
+    from sounding.evaluation import robust_mi_simulated as simulated
+    from sounding.inquiry.domains import bulls_and_cows
+    from sounding.inquiry.llm.tasks import SIMULATED_GN
+
+    calibrating, (secret,) = simulated.split_secrets(120, 1, seed=0)
+    for regime in simulated.REGIMES:
+        with progress_bar(console) as progress:
+            task = progress.add_task(f"simulated games, {regime}", total=len(calibrating))
+            played = simulated.play_episodes(
+                client, calibrating, regime, 0, functools.partial(progress.advance, task)
+            )
+        console.print(
+            f"[bold]observe[/bold] {sum(p['outcome_recorded'] for p in played)} {regime} games' secrets"
+        )
+        print_calibration(client.calibrate("stop_threshold", task=SIMULATED_GN, regime=regime))
+    table = bulls_and_cows.feedback_table()
+    inquiry = client.inquire(
+        "llm",
+        InquiryPolicy(stop_rule="robust_mi_risk", max_turns=12, seed=1),
+        domain_parameters={"task": "gn", "policy_model": "simulated", "signals": "all"},
+    )
+    for event in inquiry:
+        if isinstance(event, Belief):
+            signals = {s.rule: s for s in event.stop_signals}
+            robust, plain = signals["robust_mi_risk"], signals["self_consistency"]
+            console.print(
+                f"[bold]belief[/bold] answer now {event.current_answer}: robust MI {robust.score:.3f} vs "
+                f"threshold {robust.threshold:.3f} (v{robust.calibration_version}: "
+                f"{'answer' if robust.answers else 'ask'}); plain sampling would "
+                f"{'answer' if plain.answers else 'ask'} (p_max {1 - plain.score:.2f})"
+            )
+        elif isinstance(event, Ask):
+            code = int(table.table[table.index[event.question], table.index[secret]])
+            bulls, cows = divmod(code, bulls_and_cows.CODES_PER_FEEDBACK)
+            console.print(f"[bold]ask[/bold] {event.question} -> {bulls} bulls, {cows} cows")
+            inquiry.answer(bulls_and_cows.feedback_sentence(bulls, cows))
+        elif isinstance(event, InquiryAnswer):
+            console.print(
+                f"[bold]answer[/bold] {event.answer} ({event.stopping_reason}; the secret was {secret})"
+            )
 
 
 def _print_agent_traffic(client, collection: str, questions: Path) -> None:

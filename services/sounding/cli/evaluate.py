@@ -21,11 +21,13 @@ from sounding.cli.eval_choices import (
     ToolConfig,
 )
 from sounding.cli.evaluate_nli import eval_nli
+from sounding.cli.evaluate_simulated import eval_robust_mi_simulated
 from sounding.config import Settings
 from sounding.progress import progress_bar
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("nli")(eval_nli)
+eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
 
 
 @eval_app.callback()

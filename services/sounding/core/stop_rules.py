@@ -12,10 +12,11 @@ rule answers when its score is at most its threshold:
 - `verbalized_confidence`: 1 − c, c the stated confidence (1–10 scaled to [0, 1]) or its
   isotonic map to accuracy once calibrated (§3.3); default answers at c ≥ 0.8.
 - `knowno_set_size`: the split-conformal prediction set C(h) = {y : p(y) ≥ 1 − q}; answer iff
-  |C| = 1 (§3.5). Score |C| (0 for an empty set, which never answers).
-- `cip_lite`: the same sets; answer iff |C| ≤ 1 (§3.6 stopping-only; the spec's C-IP-lite and
-  KnowNo stop alike on |C| = 1, and differ here only in that an empty set, where no answer is
-  plausible enough, ends the questioning).
+  |C| = 1 (§3.5). Score |C|.
+- `cip_lite`: the same sets and the same rule (§3.6, stopping only). An empty set is not
+  certainty: no answer is plausible enough to stand alone, so both rules ask on. The methods
+  differ in how they choose questions (C-IP-full minimises the expected set size), not in when
+  they stop.
 """
 
 from __future__ import annotations
@@ -85,5 +86,6 @@ def prediction_set(distribution: Mapping[Hashable, float], quantile: float) -> l
     return [label for label, p in distribution.items() if 1 - p <= quantile + 1e-12]
 
 
-def set_rule_answers(rule: str, set_size: int) -> bool:
-    return set_size == 1 if rule == "knowno_set_size" else set_size <= 1
+def set_rule_answers(set_size: int) -> bool:
+    """Both set rules answer on a singleton set only (an empty set asks on)."""
+    return set_size == 1

@@ -88,7 +88,7 @@ class InquiryService:
         if isinstance(first, Start):
             calibrated = None
             if first.domain == LlmInquiry.name and thresholds is not None:
-                calibrated = await thresholds(*LlmInquiry.task_and_regime(first.domain_parameters))
+                calibrated = await thresholds(*LlmInquiry.calibration_scope(first.domain_parameters))
             # Validated and set up in the pool: a start may hold a million outcome cells.
             started: engine.Session = await self._compute(engine.start, first, calibrated, self._limits)
             session = started

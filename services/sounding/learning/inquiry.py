@@ -202,8 +202,10 @@ def _inline(request: StopThresholdRequest, state: InlineState) -> InquiryState:
 
 
 def _validate(request: StopThresholdRequest) -> None:
-    if request.task not in tasks.TASKS:
-        raise errors.InvalidArgument(f"task must be one of {', '.join(tasks.TASKS)}", field="task")
+    if request.task not in tasks.CALIBRATION_TASKS:
+        raise errors.InvalidArgument(
+            f"task must be one of {', '.join(tasks.CALIBRATION_TASKS)}", field="task"
+        )
     if request.regime not in REGIMES:
         raise errors.InvalidArgument("regime must be normal or collapse", field="regime")
     if request.bucket and request.bucket not in homogeneity.BUCKETS:

@@ -8,7 +8,9 @@ AR-Bench harness uses to judge all rules on the same trajectory), and, unless th
 generates the next question. The measurements are kept in the session state, so a resumed
 session repeats nothing. The answer is the largest cluster of the revised answers.
 
-Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `samples` (k),
+Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `policy_model`
+(sidecar: Sounding's generator; simulated: the SIMULATED gn policy of `inquiry.llm.simulated`,
+whose states and thresholds are kept under the task `gn_simulated`), `samples` (k),
 `diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
 `question_tokens`, and `run_to_max_turns` ("true": the stop rule is scored but never ends the
 session early, so an evaluation can replay every rule on one full trajectory). Thresholds come
@@ -32,6 +34,7 @@ from sounding.core import stop_rules
 from sounding.inquiry.domains import parameters as parameters_
 from sounding.inquiry.llm import assessment, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
+from sounding.inquiry.llm.simulated import SimulatedGuesser
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
 from sounding.limits import InquiryLimits
 
@@ -102,6 +105,7 @@ class LlmInquiry:
         limits: InquiryLimits = InquiryLimits(),
     ) -> LlmInquiry:
         task, regime = cls.task_and_regime(parameters)
+        policy_model = parameters.get("policy_model") or "sidecar"
         if not context.strip() and task != "gn":
             raise errors.InvalidArgument("the llm domain needs a context", field="start.context")
         if len(hypotheses) > limits.llm_max_hypotheses:
@@ -154,6 +158,7 @@ class LlmInquiry:
             "context": context,
             "choices": choices,
             "regime": regime,
+            "policy_model": policy_model,
             "sampling": asdict(sampling),
             "rules": rules,
             "stop_rule": policy.stop_rule,
@@ -168,11 +173,18 @@ class LlmInquiry:
 
     @staticmethod
     def task_and_regime(parameters: Mapping[str, str]) -> tuple[str, assessment.Regime]:
-        """The task and decoding regime the domain parameters name (InvalidArgument if unknown)."""
+        """The task and decoding regime the domain parameters name (InvalidArgument if unknown, or
+        if the simulated policy is asked to play anything but gn)."""
         task = parameters.get("task", "generic")
         if task not in tasks.TASKS:
             raise errors.InvalidArgument(
                 f"task must be one of {', '.join(tasks.TASKS)}", field="start.domain_parameters.task"
+            )
+        policy_model = parameters.get("policy_model") or "sidecar"
+        if policy_model not in tasks.POLICY_MODELS or (policy_model == "simulated" and task != "gn"):
+            raise errors.InvalidArgument(
+                "policy_model must be sidecar, or simulated with task gn",
+                field="start.domain_parameters.policy_model",
             )
         regime = parameters.get("regime", "normal")
         if regime == "normal" or regime == "collapse":
@@ -180,6 +192,12 @@ class LlmInquiry:
         raise errors.InvalidArgument(
             "regime must be normal or collapse", field="start.domain_parameters.regime"
         )
+
+    @classmethod
+    def calibration_scope(cls, parameters: Mapping[str, str]) -> tuple[str, assessment.Regime]:
+        """The task and regime whose stop thresholds a session of these parameters uses."""
+        task, regime = cls.task_and_regime(parameters)
+        return tasks.calibration_task(task, parameters.get("policy_model") or "sidecar"), regime
 
     def setup(self) -> dict[str, Any]:
         return self._setup
@@ -198,7 +216,7 @@ class LlmInquiry:
         threshold = self.threshold(rule, current["bucket"])
         score = current["scores"][rule]
         if rule in stop_rules.SET_RULES:
-            answers = stop_rules.set_rule_answers(rule, int(score))
+            answers = stop_rules.set_rule_answers(int(score))
         else:
             answers = score <= threshold.value
         return StopSignal(rule, score, threshold.value, answers, threshold.version)
@@ -208,6 +226,13 @@ class LlmInquiry:
         question."""
         if (self.assessments and self.assessments[-1]["turn"] == turn) or self._guessed():
             return
+        if self._setup.get("policy_model") == "simulated":
+            backend = SimulatedGuesser(
+                self.problem,
+                [(question, answer) for question, answer in self.turns],
+                self.sampling.question_candidates,
+                self._rng(turn, "simulate"),
+            )
         knowno = self.threshold("knowno_set_size", "") if "knowno_set_size" in self.rules else None
         quantile = (knowno or self.threshold("cip_lite", "")).value
         verbal = self.threshold("verbalized_confidence", "")

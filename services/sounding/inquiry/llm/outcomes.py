@@ -37,7 +37,7 @@ def state_records(session_id: str, setup: dict, state: dict, truth: str) -> list
         records.append(
             InquiryState(
                 session_id=session_id,
-                task=setup["task"],
+                task=tasks.calibration_task(setup["task"], setup.get("policy_model", "sidecar")),
                 regime=setup["regime"],
                 bucket=assessed["bucket"],
                 turn=assessed["turn"],

@@ -22,6 +22,11 @@ from sounding.inquiry.domains.bulls_and_cows import parse_feedback
 
 TaskName = Literal["dc", "sp", "gn", "generic"]
 TASKS: tuple[TaskName, ...] = ("dc", "sp", "gn", "generic")
+# Where a session's states and stop thresholds are kept: its task's name, but a `gn` session
+# played by the simulated policy (`inquiry.llm.simulated`) is kept apart from real models' ones.
+SIMULATED_GN = "gn_simulated"
+CALIBRATION_TASKS: tuple[str, ...] = (*TASKS, SIMULATED_GN)
+POLICY_MODELS = ("sidecar", "simulated")
 Variant = Literal["base", "skeptical", "alternative"]
 VARIANTS: tuple[Variant, ...] = ("base", "skeptical", "alternative")
 
@@ -115,6 +120,10 @@ class Problem:
 # answer clipped to TURN_CHARS (a prompt must fit the model's context however long a session runs).
 TRANSCRIPT_CHARS = 6000
 TURN_CHARS = 1500
+
+
+def calibration_task(task: str, policy_model: str) -> str:
+    return SIMULATED_GN if policy_model == "simulated" else task
 
 
 def _transcript(turns: Sequence[tuple[str, str]]) -> str:

@@ -140,6 +140,8 @@ def test_gn_ends_when_the_feedback_says_four_digits_are_in_place():
         ({"task": "dc", "regime": "hot"}, "start.domain_parameters.regime"),
         ({"task": "dc", "samples": "1"}, "start.domain_parameters.samples"),
         ({"task": "dc", "diversity": "max"}, "start.domain_parameters.diversity"),
+        ({"task": "dc", "policy_model": "simulated"}, "start.domain_parameters.policy_model"),
+        ({"task": "gn", "policy_model": "oracle"}, "start.domain_parameters.policy_model"),
     ],
 )
 def test_bad_parameters_name_the_field(parameters, field):

@@ -1,0 +1,320 @@
+"""`sounding eval robust-mi-simulated`: every stop rule on SIMULATED guessing-number episodes,
+played through Inquire's `llm` domain with `policy_model=simulated` (`inquiry.llm.simulated`: a
+policy whose beliefs are exact, with a collapse knob), so the error of every state is known
+(issue 21, item 5; robust-MI spec §4.1, §4.3 item 6, §6.1 criteria 2-4).
+
+Protocol, fixed before the first run:
+- Secrets: the 5,040 shuffled with `seed`; the first `calibration` calibrate, the next `secrets`
+  are the test episodes. Both regimes play the same secrets.
+- An episode: task gn, k = `SAMPLES`, every rule scored at every state (`signals=all`) on one
+  trajectory (`run_to_max_turns`) of at most `MAX_TURNS` guesses; the harness gives the true
+  feedback and sends the secret through Observe at the end.
+- Per regime, after its calibration episodes: Calibrate(STOP_THRESHOLD) of every rule for
+  (`gn_simulated`, regime) at δ = `DELTA`, α = `ALPHA`; the test episodes start afterwards, so
+  their signals carry the calibrated thresholds.
+- A rule answers at the first state of a test trajectory whose signal answers, with that
+  state's answer; one that never does goes on guessing (a guess that hits solves the game) and
+  is forced at the cap. Premature: answering at a state where more than one secret is
+  consistent (its answer is then wrong with probability at least one half, above δ).
+- Per rule and regime: accuracy, premature rate, mean questions; paired bootstrap 95% intervals
+  (`RESAMPLES`, over episodes) of robust_mi_risk minus each other rule. Over the test states of
+  the high homogeneity bucket: Spearman(score, error) per rule, and the difference robust MI
+  minus set size with a block bootstrap over episodes.
+- §6.1 criteria, each in the collapse regime: (2) robust_mi_risk's premature rate is below every
+  other rule's (each interval's upper end < 0); (3) in the high bucket, the score-error
+  correlation of robust MI exceeds that of the set size (the interval's lower end > 0); (4) robust
+  MI's accuracy exceeds naive MI's (`mi_only`; the interval's lower end > 0).
+
+Question selection is direct prompting throughout (the other methods of issue 21 item 1 are not
+built yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy.stats import bootstrap, spearmanr
+
+from sounding.core.stop_rules import STOP_RULES
+from sounding.evaluation import arbench
+from sounding.evaluation.harness import run_concurrently
+from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm.simulated import consistent_guesses
+
+SAMPLES = 4
+MAX_TURNS = 12
+DELTA = 0.1
+ALPHA = 0.05
+RESAMPLES = 2000
+IN_FLIGHT = 4
+REGIMES = ("normal", "collapse")
+
+
+def split_secrets(calibration: int, test: int, seed: int) -> tuple[list[str], list[str]]:
+    secrets = list(bc.feedback_table().strings)
+    random.Random(seed).shuffle(secrets)
+    if calibration + test > len(secrets):
+        raise ValueError(f"at most {len(secrets)} secrets in all")
+    return secrets[:calibration], secrets[calibration : calibration + test]
+
+
+def play_episodes(
+    client, secrets: Sequence[str], regime: str, seed: int, on_each: Callable[[], object]
+) -> list[dict]:
+    """Each secret's episode through Inquire and its outcome through Observe, in secret order."""
+    from sounding_client import InquiryOutcome, InquiryPolicy
+
+    parameters = {
+        "task": "gn",
+        "policy_model": "simulated",
+        "regime": regime,
+        "samples": str(SAMPLES),
+        "signals": "all",
+        "run_to_max_turns": "true",
+    }
+    played: dict[int, dict] = {}
+
+    def one(index: int, secret: str) -> None:
+        episode = arbench._episode(secret, arbench.GN_RULES, [], secret, secret)
+        policy = InquiryPolicy(stop_rule="robust_mi_risk", max_turns=MAX_TURNS, seed=seed * 100_003 + index)
+        loop = asyncio.new_event_loop()
+        try:
+            record = arbench.play(client, None, "gn", episode, policy, parameters, loop)
+        finally:
+            loop.close()
+        ack = client.observe([InquiryOutcome(record["session_id"], secret)])
+        record["outcome_recorded"] = ack.recorded == 1
+        played[index] = record
+
+    run_concurrently(one, list(enumerate(secrets)), IN_FLIGHT, on_each)
+    return [played[i] for i in range(len(secrets))]
+
+
+def rule_outcome(rule: str, episode: dict) -> dict:
+    """Where a rule answers on an episode's trajectory: whether it was right, after how many
+    questions, whether prematurely (more than one secret consistent) or forced at the cap."""
+    states, turns, secret = episode["states"], [tuple(q) for q in episode["questions"]], episode["_truth"]
+    for index, state in enumerate(states):
+        if state["signals"][rule][2]:
+            return {
+                "correct": state["answer"] == secret,
+                "questions": index,
+                "premature": len(consistent_guesses(turns[:index])) > 1,
+                "forced": False,
+            }
+    solved = bool(turns) and turns[-1][0] == secret
+    last = states[-1]["answer"] if states else tasks.UNPARSED
+    return {
+        "correct": solved or last == secret,
+        "questions": len(turns),
+        "premature": not solved and len(consistent_guesses(turns)) > 1,
+        "forced": not solved,
+    }
+
+
+def _paired(a: np.ndarray, b: np.ndarray, seed: int) -> dict:
+    """mean(a − b) over episodes and its paired percentile bootstrap 95% interval."""
+    difference = a.astype(float) - b.astype(float)
+    if np.all(difference == difference[0]):
+        low = high = float(difference[0])
+    else:
+        found = bootstrap(
+            (difference,),
+            np.mean,
+            n_resamples=RESAMPLES,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+        low, high = found.confidence_interval
+    return {
+        "difference": round(float(difference.mean()), 4),
+        "interval_95": [round(float(low), 4), round(float(high), 4)],
+    }
+
+
+def _high_bucket_states(episodes: list[dict]) -> list[tuple[int, dict[str, float], bool]]:
+    """(episode index, rule scores, erred) of every test state in the high homogeneity bucket."""
+    return [
+        (i, {rule: s["signals"][rule][0] for rule in STOP_RULES}, s["answer"] != e["_truth"])
+        for i, e in enumerate(episodes)
+        for s in e["states"]
+        if s["bucket"] == "high"
+    ]
+
+
+def _spearman(scores: Sequence[float], erred: Sequence[bool]) -> float | None:
+    if len(set(scores)) < 2 or len(set(erred)) < 2:
+        return None
+    return float(spearmanr(scores, np.asarray(erred, dtype=float)).statistic)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def correlations(episodes: list[dict], seed: int) -> dict:
+    """Spearman(score, error) per rule over the high-bucket states, and robust MI minus set size
+    with a block bootstrap over episodes (a resample whose states leave either undefined is
+    skipped)."""
+    states = _high_bucket_states(episodes)
+    result: dict = {"states": len(states)}
+    for rule in STOP_RULES:
+        value = _spearman([s[1][rule] for s in states], [s[2] for s in states])
+        result[rule] = None if value is None else round(value, 4)
+    by_episode: dict[int, list] = {}
+    for state in states:
+        by_episode.setdefault(state[0], []).append(state)
+    blocks = list(by_episode.values())
+    rng = np.random.default_rng(seed)
+    differences = []
+    for _ in range(RESAMPLES if blocks else 0):
+        drawn = [s for b in rng.integers(0, len(blocks), len(blocks)) for s in blocks[b]]
+        erred = [s[2] for s in drawn]
+        robust = _spearman([s[1]["robust_mi_risk"] for s in drawn], erred)
+        size = _spearman([s[1]["knowno_set_size"] for s in drawn], erred)
+        if robust is not None and size is not None:
+            differences.append(robust - size)
+    if differences:
+        low, high = np.percentile(differences, [2.5, 97.5])
+        result["robust_mi_minus_set_size"] = {
+            "interval_95": [round(float(low), 4), round(float(high), 4)],
+            "resamples_defined": len(differences),
+        }
+    return result
+
+
+def judge(episodes: list[dict], seed: int) -> dict:
+    outcomes = {rule: [rule_outcome(rule, e) for e in episodes] for rule in STOP_RULES}
+    arrays = {
+        rule: {
+            key: np.asarray([o[key] for o in found])
+            for key in ("correct", "questions", "premature", "forced")
+        }
+        for rule, found in outcomes.items()
+    }
+    rules = {
+        rule: {
+            "accuracy": round(float(a["correct"].mean()), 4),
+            "premature_rate": round(float(a["premature"].mean()), 4),
+            "mean_questions": round(float(a["questions"].mean()), 3),
+            "forced_rate": round(float(a["forced"].mean()), 4),
+        }
+        for rule, a in arrays.items()
+    }
+    robust = arrays["robust_mi_risk"]
+    measures = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
+    paired = {
+        rule: {name: _paired(robust[key], arrays[rule][key], seed) for name, key in measures.items()}
+        for rule in STOP_RULES
+        if rule != "robust_mi_risk"
+    }
+    buckets = [s["bucket"] for e in episodes for s in e["states"]]
+    return {
+        "episodes": len(episodes),
+        "rules": rules,
+        "robust_mi_minus": paired,
+        "high_bucket_correlations": correlations(episodes, seed),
+        "states_by_bucket": {b: buckets.count(b) for b in ("high", "medium", "low")},
+    }
+
+
+def criteria(collapse: dict) -> dict:
+    """§6.1 criteria 2-4 on the collapse regime's judgement."""
+    paired = collapse["robust_mi_minus"]
+    premature_upper = {rule: v["premature"]["interval_95"][1] for rule, v in paired.items()}
+    correlation = collapse["high_bucket_correlations"].get("robust_mi_minus_set_size")
+    return {
+        "2_lower_premature_rate_than_every_other_rule": {
+            "holds": all(upper < 0 for upper in premature_upper.values()),
+            "upper_ends": premature_upper,
+        },
+        "3_mi_error_correlation_above_set_size_in_high_bucket": {
+            "holds": bool(correlation and correlation["interval_95"][0] > 0),
+            "interval_95": correlation["interval_95"] if correlation else None,
+        },
+        "4_robust_mi_accuracy_above_naive_mi": {
+            "holds": paired["mi_only"]["accuracy"]["interval_95"][0] > 0,
+            "interval_95": paired["mi_only"]["accuracy"]["interval_95"],
+        },
+    }
+
+
+def _compact(episode: dict) -> dict:
+    """An episode as the result keeps it: the secret, the guesses, and per state its answer,
+    homogeneity bucket, consistent secrets and every rule's [score, threshold, answers]."""
+    turns = [tuple(q) for q in episode["questions"]]
+    return {
+        "secret": episode["_truth"],
+        "guesses": [guess for guess, _ in turns],
+        "states": [
+            {
+                "answer": s["answer"],
+                "bucket": s["bucket"],
+                "consistent": len(consistent_guesses(turns[:index])),
+                "signals": {
+                    rule: [round(v, 4) for v in s["signals"][rule][:2]] + [s["signals"][rule][2]]
+                    for rule in STOP_RULES
+                },
+            }
+            for index, s in enumerate(episode["states"])
+        ],
+    }
+
+
+def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
+    """Both regimes: calibration episodes, a stop threshold per rule, test episodes, judgement.
+    `progress(label, total)` gives the callable advanced as each episode ends."""
+    from sounding_client import CalibrationReport
+
+    calibrating, testing = split_secrets(calibration, secrets, seed)
+    regimes = {}
+    for regime in REGIMES:
+        played = play_episodes(
+            client, calibrating, regime, seed, progress(f"{regime}: calibration episodes", len(calibrating))
+        )
+        thresholds = {}
+        for rule in STOP_RULES:
+            (report,) = [
+                e
+                for e in client.calibrate(
+                    "stop_threshold",
+                    task=tasks.SIMULATED_GN,
+                    regime=regime,
+                    stop_rule=rule,
+                    risk=DELTA,
+                    alpha=ALPHA,
+                )
+                if isinstance(e, CalibrationReport)
+            ]
+            thresholds[rule] = {
+                "version": report.version,
+                "summary": report.summary,
+                "diagnostics": dict(report.diagnostics),
+            }
+        tested = play_episodes(
+            client, testing, regime, seed, progress(f"{regime}: test episodes", len(testing))
+        )
+        regimes[regime] = {
+            "calibration_outcomes_recorded": sum(p["outcome_recorded"] for p in played),
+            "calibration_states": sum(len(p["states"]) for p in played),
+            "thresholds": thresholds,
+            "test_outcomes_recorded": sum(p["outcome_recorded"] for p in tested),
+            **judge(tested, seed),
+            "episodes_played": [_compact(p) for p in tested],
+        }
+    return {
+        "simulation": "SIMULATED policy (inquiry/llm/simulated.py): answer samples drawn from the "
+        "secrets consistent with the feedback; not a language model",
+        "protocol": {
+            "calibration_secrets": calibration,
+            "test_secrets": secrets,
+            "samples": SAMPLES,
+            "max_turns": MAX_TURNS,
+            "delta": DELTA,
+            "alpha": ALPHA,
+            "resamples": RESAMPLES,
+            "question_selection": "direct prompting",
+        },
+        "regimes": regimes,
+        "criteria_6_1": criteria(regimes["collapse"]),
+    }

@@ -1,0 +1,114 @@
+"""A SIMULATED policy model for guessing numbers (`gn`): not a language model (issue 21, item 5).
+
+It answers the prompts of `inquiry.llm.tasks` for one state of a session, knowing exactly which
+secrets are consistent with the feedback so far, so that the error of every state is known and
+the stop rules can be told apart on thousands of episodes in seconds:
+
+- `normal`: every answer sample is a secret drawn uniformly from the consistent ones; a
+  self-revision keeps the initial answer with probability `NORMAL_KEEP`, else draws again; the
+  stated confidence is the answer's true probability (1 / consistent secrets, on the 1-10 scale).
+- `collapse`: one arbitrary consistent secret (drawn once per state) takes `COLLAPSE_MASS` of
+  every draw and the rest is uniform; a revision keeps its answer with probability
+  `COLLAPSE_KEEP`; the stated confidence is 10 with a rationale of certainty (overconfident).
+
+Prompt variants change nothing, so what robust MI gains here comes from diversity-steered
+sampling alone. A question prompt lists consistent secrets (under collapse the collapsed one
+first). Embeddings are one-hot digit positions, so distinct guesses are never near-duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from sounding.core.clustering import exact_clusters
+from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm.tasks import Problem
+
+NORMAL_KEEP = 0.5
+COLLAPSE_MASS = 0.9
+COLLAPSE_KEEP = 0.9
+_DIGITS = re.compile(r"\d")
+
+
+class SimulatedGuesser:
+    """`assessment.Backend` for one state of a `gn` session (`turns`: its (guess, feedback)
+    pairs); a prompt it does not recognise is a bug and raises ValueError."""
+
+    def __init__(
+        self, problem: Problem, turns: Sequence[tuple[str, str]], question_count: int, rng: random.Random
+    ):
+        if problem.task.name != "gn":
+            raise ValueError("the simulated policy plays gn only")
+        self._problem, self._turns, self._count, self._rng = problem, list(turns), question_count, rng
+        self.consistent = consistent_guesses(self._turns)
+        self._collapsed = rng.choice(self.consistent)
+
+    def _draw(self) -> str:
+        if self._problem.collapse and self._rng.random() < COLLAPSE_MASS:
+            return self._collapsed
+        return self._rng.choice(self.consistent)
+
+    def _guess(self, guess: str, rationale: str = "") -> str:
+        return json.dumps({"guess": guess, **({"rationale": rationale} if rationale else {})})
+
+    async def text(self, messages, temperature, top_p, max_tokens) -> str:
+        problem, turns = self._problem, self._turns
+        messages = list(messages)
+        if messages == tasks.question_prompt(problem, turns, self._count):
+            ordered = self._rng.sample(self.consistent, min(self._count, len(self.consistent)))
+            if problem.collapse:
+                ordered = [self._collapsed, *(g for g in ordered if g != self._collapsed)][: self._count]
+            return json.dumps(ordered)
+        if messages == tasks.verbalized_prompt(problem, turns):
+            guess = self._draw()
+            if problem.collapse:
+                return json.dumps(
+                    {"guess": guess, "rationale": "This is certainly the secret.", "confidence": 10}
+                )
+            return json.dumps({"guess": guess, "confidence": max(1, round(10 / len(self.consistent)))})
+        for variant in tasks.VARIANTS:
+            initial = tasks.initial_prompt(problem, turns, variant)
+            if messages == initial:
+                return self._guess(self._draw())
+            if messages[: len(initial)] == initial and len(messages) == len(initial) + 2:
+                answered = "".join(_DIGITS.findall(messages[len(initial)]["content"]))[:4]
+                keep = COLLAPSE_KEEP if problem.collapse else NORMAL_KEEP
+                if answered in self.consistent and self._rng.random() < keep:
+                    return self._guess(answered)
+                return self._guess(self._draw())
+        raise ValueError("the simulated policy does not know this prompt")
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), 4 * 10 + 1), dtype=np.float32)
+        for row, text in zip(rows, texts, strict=True):
+            digits = [int(d) for d in _DIGITS.findall(text)[:4]]
+            for position, digit in enumerate(digits):
+                row[position * 10 + digit] = 1.0
+            if not digits:
+                row[-1] = 1.0
+            row /= np.linalg.norm(row)
+        return rows
+
+    async def cluster(self, texts: Sequence[str], method: str) -> list[int]:
+        return exact_clusters(texts)
+
+
+def consistent_guesses(turns: Sequence[tuple[str, str]]) -> list[str]:
+    """The secrets consistent with every turn whose guess and feedback parse (every secret not yet
+    guessed, if the feedback contradicts itself)."""
+    table = bc.feedback_table()
+    history, guessed = [], set()
+    for guess, feedback in turns:
+        parsed = tasks.bulls_and_cows(feedback)
+        if guess in table.index:
+            guessed.add(guess)
+            if parsed is not None:
+                history.append((table.index[guess], parsed[0] * bc.CODES_PER_FEEDBACK + parsed[1]))
+    found = [table.strings[i] for i in bc.consistent_secrets(history)]
+    return found or [s for s in table.strings if s not in guessed]

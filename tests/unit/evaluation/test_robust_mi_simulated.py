@@ -1,0 +1,83 @@
+import numpy as np
+import pytest
+from sounding.core.stop_rules import STOP_RULES
+from sounding.evaluation import robust_mi_simulated as harness
+from sounding.inquiry.domains import bulls_and_cows as bc
+
+pytestmark = pytest.mark.unit
+
+SECRET = "4567"
+TURNS = [["0123", bc.feedback_sentence(0, 0)], ["4568", bc.feedback_sentence(3, 0)], ["4567", "solved"]]
+
+
+def state(answer: str, answering: set[str], score: float = 0.5, bucket: str = "high") -> dict:
+    return {
+        "answer": answer,
+        "bucket": bucket,
+        "signals": {rule: [score, 0.1, rule in answering] for rule in STOP_RULES},
+    }
+
+
+def episode(states: list[dict], turns=TURNS) -> dict:
+    return {"states": states, "questions": turns, "_truth": SECRET}
+
+
+def test_a_rule_answering_early_is_premature_and_one_that_waits_is_right_when_the_game_solves():
+    played = episode([state("9876", {"self_consistency"}), state("4568", set()), state("4567", set())])
+    early = harness.rule_outcome("self_consistency", played)
+    assert early == {"correct": False, "questions": 0, "premature": True, "forced": False}
+    waiting = harness.rule_outcome("robust_mi_risk", played)
+    assert waiting == {"correct": True, "questions": 3, "premature": False, "forced": False}
+
+
+def test_answering_where_one_secret_is_left_is_not_premature_and_a_cap_forces_the_last_answer():
+    # After 0123 (no digit) and 4568 (three in place), 4567 and 4569 remain: two secrets.
+    two_left = episode([state("9876", set()), state("4568", set()), state("4567", {"mi_only"})])
+    assert harness.rule_outcome("mi_only", two_left)["premature"]
+    capped = episode([state("9876", set()), state("4569", set())], TURNS[:2])
+    assert harness.rule_outcome("mi_only", capped) == {
+        "correct": False,
+        "questions": 2,
+        "premature": True,
+        "forced": True,
+    }
+    solved_from_one = [["0123", bc.feedback_sentence(0, 0)], ["4567", bc.feedback_sentence(4, 0)]]
+    assert len(harness.consistent_guesses(solved_from_one)) == 1
+
+
+def test_the_split_is_seeded_and_disjoint():
+    calibration, test = harness.split_secrets(30, 50, seed=1)
+    assert (calibration, test) == harness.split_secrets(30, 50, seed=1)
+    assert len(set(calibration) | set(test)) == 80
+    with pytest.raises(ValueError):
+        harness.split_secrets(5000, 100, seed=1)
+
+
+def test_paired_intervals_and_the_criteria_read_the_collapse_regime():
+    robust = np.array([0, 0, 0, 1] * 25)
+    other = np.array([1, 1, 0, 1] * 25)
+    found = harness._paired(robust, other, seed=0)
+    assert found["difference"] == -0.5 and found["interval_95"][1] < 0
+    assert harness._paired(robust, robust, seed=0) == {"difference": 0.0, "interval_95": [0.0, 0.0]}
+
+    lower = {"premature": {"interval_95": [-0.6, -0.4]}, "accuracy": {"interval_95": [0.1, 0.3]}}
+    collapse = {
+        "robust_mi_minus": {rule: lower for rule in STOP_RULES if rule != "robust_mi_risk"},
+        "high_bucket_correlations": {"robust_mi_minus_set_size": {"interval_95": [-0.1, 0.2]}},
+    }
+    judged = harness.criteria(collapse)
+    assert judged["2_lower_premature_rate_than_every_other_rule"]["holds"]
+    assert not judged["3_mi_error_correlation_above_set_size_in_high_bucket"]["holds"]
+    assert judged["4_robust_mi_accuracy_above_naive_mi"]["holds"]
+
+
+def test_high_bucket_correlations_separate_a_score_that_tracks_error_from_one_that_does_not():
+    episodes = []
+    for i in range(40):
+        wrong, right = state("0000", set(), score=1.0 + i / 100), state(SECRET, set(), score=0.0)
+        for s, size in ((wrong, 1.0), (right, 1.0 + (i % 2))):
+            s["signals"]["knowno_set_size"][0] = size
+        episodes.append(episode([wrong, right, state(SECRET, set(), bucket="low")]))
+    found = harness.correlations(episodes, seed=0)
+    assert found["states"] == 80 and found["robust_mi_risk"] > 0.8
+    assert found["robust_mi_minus_set_size"]["interval_95"][0] > 0.5
