@@ -44,8 +44,11 @@ def eval_robust_mi_simulated(
         result = robust_mi_simulated.run(client, calibration, secrets, seed, advance)
     write_result(result, out, settings, seed)
     summary = {
-        regime: {rule: v["rules"][rule] for rule in ("robust_mi_risk", "mi_only", "self_consistency")}
+        f"{regime}, {method}": {
+            rule: m["rules"][rule] for rule in ("robust_mi_risk", "mi_only", "self_consistency")
+        }
         for regime, v in result["regimes"].items()
+        for method, m in v["methods"].items()
     }
     console.print_json(json.dumps({"summary": summary, "criteria": result["criteria_6_1"]}, default=str))
     console.print(f"written to {out}")

@@ -9,24 +9,23 @@ Protocol, fixed before the first run:
 - An episode: task gn, k = `SAMPLES`, every rule scored at every state (`signals=all`) on one
   trajectory (`run_to_max_turns`) of at most `MAX_TURNS` guesses; the harness gives the true
   feedback and sends the secret through Observe at the end.
-- Per regime, after its calibration episodes: Calibrate(STOP_THRESHOLD) of every rule for
-  (`gn_simulated`, regime) at δ = `DELTA`, α = `ALPHA`; the test episodes start afterwards, so
-  their signals carry the calibrated thresholds.
+- Per regime, after its calibration episodes (questions by direct prompting): Calibrate
+  (STOP_THRESHOLD) of every rule for (`gn_simulated`, regime) at δ = `DELTA`, α = `ALPHA`; the
+  test episodes start afterwards, so their signals carry the calibrated thresholds. The test
+  secrets are played once per question-selection method (`METHODS`: direct prompting, VoI).
 - A rule answers at the first state of a test trajectory whose signal answers, with that
   state's answer; one that never does goes on guessing (a guess that hits solves the game) and
   is forced at the cap. Premature: answering at a state where more than one secret is
   consistent (its answer is then wrong with probability at least one half, above δ).
-- Per rule and regime: accuracy, premature rate, mean questions; paired bootstrap 95% intervals
-  (`RESAMPLES`, over episodes) of robust_mi_risk minus each other rule. Over the test states of
-  the high homogeneity bucket: Spearman(score, error) per rule, and the difference robust MI
-  minus set size with a block bootstrap over episodes.
-- §6.1 criteria, each in the collapse regime: (2) robust_mi_risk's premature rate is below every
-  other rule's (each interval's upper end < 0); (3) in the high bucket, the score-error
+- Per method, rule and regime: accuracy, premature rate, mean questions; paired bootstrap 95%
+  intervals (`RESAMPLES`, over episodes) of robust_mi_risk minus each other rule, and per rule of
+  VoI minus direct prompting. Over the test states of the high homogeneity bucket: Spearman
+  (score, error) per rule, and the difference robust MI minus set size with a block bootstrap over
+  episodes.
+- §6.1 criteria, per method in the collapse regime: (2) robust_mi_risk's premature rate is below
+  every other rule's (each interval's upper end < 0); (3) in the high bucket, the score-error
   correlation of robust MI exceeds that of the set size (the interval's lower end > 0); (4) robust
   MI's accuracy exceeds naive MI's (`mi_only`; the interval's lower end > 0).
-
-Question selection is direct prompting throughout (the other methods of issue 21 item 1 are not
-built yet).
 """
 
 from __future__ import annotations
@@ -52,6 +51,8 @@ ALPHA = 0.05
 RESAMPLES = 2000
 IN_FLIGHT = 4
 REGIMES = ("normal", "collapse")
+METHODS = ("direct_prompting", "voi")
+MEASURES = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
 
 
 def split_secrets(calibration: int, test: int, seed: int) -> tuple[list[str], list[str]]:
@@ -63,9 +64,15 @@ def split_secrets(calibration: int, test: int, seed: int) -> tuple[list[str], li
 
 
 def play_episodes(
-    client, secrets: Sequence[str], regime: str, seed: int, on_each: Callable[[], object]
+    client,
+    secrets: Sequence[str],
+    regime: str,
+    seed: int,
+    on_each: Callable[[], object],
+    method: str = "direct_prompting",
 ) -> list[dict]:
-    """Each secret's episode through Inquire and its outcome through Observe, in secret order."""
+    """Each secret's episode through Inquire (questions chosen by `method`) and its outcome
+    through Observe, in secret order."""
     from sounding_client import InquiryOutcome, InquiryPolicy
 
     parameters = {
@@ -80,7 +87,12 @@ def play_episodes(
 
     def one(index: int, secret: str) -> None:
         episode = arbench._episode(secret, arbench.GN_RULES, [], secret, secret)
-        policy = InquiryPolicy(stop_rule="robust_mi_risk", max_turns=MAX_TURNS, seed=seed * 100_003 + index)
+        policy = InquiryPolicy(
+            question_selection=method,
+            stop_rule="robust_mi_risk",
+            max_turns=MAX_TURNS,
+            seed=seed * 100_003 + index,
+        )
         loop = asyncio.new_event_loop()
         try:
             record = arbench.play(client, None, "gn", episode, policy, parameters, loop)
@@ -202,9 +214,8 @@ def judge(episodes: list[dict], seed: int) -> dict:
         for rule, a in arrays.items()
     }
     robust = arrays["robust_mi_risk"]
-    measures = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
     paired = {
-        rule: {name: _paired(robust[key], arrays[rule][key], seed) for name, key in measures.items()}
+        rule: {name: _paired(robust[key], arrays[rule][key], seed) for name, key in MEASURES.items()}
         for rule in STOP_RULES
         if rule != "robust_mi_risk"
     }
@@ -216,6 +227,19 @@ def judge(episodes: list[dict], seed: int) -> dict:
         "high_bucket_correlations": correlations(episodes, seed),
         "states_by_bucket": {b: buckets.count(b) for b in ("high", "medium", "low")},
     }
+
+
+def compare_methods(episodes: list[dict], baseline: list[dict], seed: int) -> dict:
+    """Per rule, one method's outcomes minus another's on the same secrets (paired intervals)."""
+    result = {}
+    for rule in STOP_RULES:
+        ours = [rule_outcome(rule, e) for e in episodes]
+        theirs = [rule_outcome(rule, e) for e in baseline]
+        result[rule] = {
+            name: _paired(np.asarray([o[key] for o in ours]), np.asarray([o[key] for o in theirs]), seed)
+            for name, key in MEASURES.items()
+        }
+    return result
 
 
 def criteria(collapse: dict) -> dict:
@@ -291,16 +315,27 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
                 "summary": report.summary,
                 "diagnostics": dict(report.diagnostics),
             }
-        tested = play_episodes(
-            client, testing, regime, seed, progress(f"{regime}: test episodes", len(testing))
-        )
+        judged, tested = {}, {}
+        for method in METHODS:
+            tested[method] = play_episodes(
+                client,
+                testing,
+                regime,
+                seed,
+                progress(f"{regime}: test episodes, {method}", len(testing)),
+                method,
+            )
+            judged[method] = {
+                "test_outcomes_recorded": sum(p["outcome_recorded"] for p in tested[method]),
+                **judge(tested[method], seed),
+                "episodes_played": [_compact(p) for p in tested[method]],
+            }
         regimes[regime] = {
             "calibration_outcomes_recorded": sum(p["outcome_recorded"] for p in played),
             "calibration_states": sum(len(p["states"]) for p in played),
             "thresholds": thresholds,
-            "test_outcomes_recorded": sum(p["outcome_recorded"] for p in tested),
-            **judge(tested, seed),
-            "episodes_played": [_compact(p) for p in tested],
+            "methods": judged,
+            "voi_minus_direct_prompting": compare_methods(tested["voi"], tested["direct_prompting"], seed),
         }
     return {
         "simulation": "SIMULATED policy (inquiry/llm/simulated.py): answer samples drawn from the "
@@ -313,8 +348,9 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
             "delta": DELTA,
             "alpha": ALPHA,
             "resamples": RESAMPLES,
-            "question_selection": "direct prompting",
+            "calibration_question_selection": "direct_prompting",
+            "methods": list(METHODS),
         },
         "regimes": regimes,
-        "criteria_6_1": criteria(regimes["collapse"]),
+        "criteria_6_1": {method: criteria(regimes["collapse"]["methods"][method]) for method in METHODS},
     }

@@ -12,15 +12,18 @@ Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `polic
 (sidecar: Sounding's generator; simulated: the SIMULATED gn policy of `inquiry.llm.simulated`,
 whose states and thresholds are kept under the task `gn_simulated`), `samples` (k),
 `diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
-`question_tokens`, and `run_to_max_turns` ("true": the stop rule is scored but never ends the
-session early, so an evaluation can replay every rule on one full trajectory). Thresholds come
-from the latest Calibrate(STOP_THRESHOLD) for the task,
-regime and rule when the session starts (the homogeneity bucket's own calibration, if any,
-takes precedence), else the rule's default.
+`question_tokens`, `question_cost` (nats; what `voi` subtracts from a question's expected robust-MI
+reduction) and `run_to_max_turns` ("true": the stop rule is scored but never ends the session
+early, so an evaluation can replay every rule on one full trajectory). Question selection
+(`InquiryPolicy.question_selection`): `direct_prompting` or `voi` (`inquiry.llm.selection`).
+Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task, regime and rule when the
+session starts (the homogeneity bucket's own calibration, if any, takes precedence), else the
+rule's default.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -31,14 +34,15 @@ import numpy as np
 
 from sounding import errors
 from sounding.core import stop_rules
+from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.domains import parameters as parameters_
-from sounding.inquiry.llm import assessment, tasks
+from sounding.inquiry.llm import assessment, selection, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.llm.simulated import SimulatedGuesser
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
 from sounding.limits import InquiryLimits
 
-LLM_POLICIES = ("direct_prompting",)
+LLM_POLICIES = ("direct_prompting", "voi")
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,7 @@ class LlmInquiry:
             answer_tokens=parameters_.integer(parameters, "answer_tokens", 0, 0, limits.llm_max_tokens),
             question_tokens=parameters_.integer(parameters, "question_tokens", 0, 0, limits.llm_max_tokens),
         )
+        question_cost = parameters_.number(parameters, "question_cost", 0.0, 0.0, 100.0)
         run_to_max_turns = parameters.get("run_to_max_turns", "false")
         if run_to_max_turns not in ("true", "false"):
             raise errors.InvalidArgument(
@@ -145,12 +150,17 @@ class LlmInquiry:
             )
         rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
         problem = tasks.Problem(tasks.TASK_SPECS[task], context, tuple(choices), regime == "collapse")
-        budget = assessment.worst_case_tokens(problem, sampling, set(rules), policy.max_turns + 1)
-        if budget > limits.llm_max_session_tokens:
+        per_state = (
+            selection.voi_tokens_per_state(problem, sampling) if policy.question_selection == "voi" else 0
+        )
+        budget = assessment.worst_case_tokens(
+            problem, sampling, set(rules), policy.max_turns + 1
+        ) + per_state * (policy.max_turns + 1)
+        if policy_model == "sidecar" and budget > limits.llm_max_session_tokens:
             raise errors.InvalidArgument(
                 f"with these settings the session may generate {budget} tokens (samples x prompt "
-                f"variants x turns x tokens); at most {limits.llm_max_session_tokens}: lower samples, "
-                "answer_tokens or max_turns",
+                f"variants x turns x tokens, and voi's lookahead); at most {limits.llm_max_session_tokens}: "
+                "lower samples, answer_tokens or max_turns",
                 field="start.domain_parameters.samples",
             )
         setup = {
@@ -163,6 +173,7 @@ class LlmInquiry:
             "rules": rules,
             "stop_rule": policy.stop_rule,
             "run_to_max_turns": run_to_max_turns == "true",
+            "question_cost": question_cost,
             "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
             "thresholds": {
                 rule: {b: asdict(t) for b, t in thresholds.get(rule, {"": default_threshold(rule)}).items()}
@@ -223,16 +234,19 @@ class LlmInquiry:
 
     async def think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
         """Assess the state (once per turn) and, unless the stop rule answers, find the next
-        question."""
+        question. The simulated policy computes instead of waiting for a model, so its thinking
+        runs on a worker thread (with a loop of its own), off the server's event loop."""
         if (self.assessments and self.assessments[-1]["turn"] == turn) or self._guessed():
             return
         if self._setup.get("policy_model") == "simulated":
-            backend = SimulatedGuesser(
-                self.problem,
-                [(question, answer) for question, answer in self.turns],
-                self.sampling.question_candidates,
-                self._rng(turn, "simulate"),
+            simulation = SimulatedGuesser(
+                self.problem, self.sampling.question_candidates, self._rng(turn, "simulate")
             )
+            await asyncio.to_thread(asyncio.run, self._think(policy, turn, simulation))
+        else:
+            await self._think(policy, turn, backend)
+
+    async def _think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
         knowno = self.threshold("knowno_set_size", "") if "knowno_set_size" in self.rules else None
         quantile = (knowno or self.threshold("cip_lite", "")).value
         verbal = self.threshold("verbalized_confidence", "")
@@ -256,10 +270,23 @@ class LlmInquiry:
         self.assessments.append(current)
         self.next = None
         if not self._rule_answers(current) and turn < policy.max_turns:
-            question, rationale = await assessment.next_question(
-                backend, self.problem, [tuple(t) for t in self.turns], self.sampling, self._rng(turn, "ask")
-            )
-            self.next = {"question": question, "rationale": rationale}
+            turns = [(question, answer) for question, answer in self.turns]
+            rng = self._rng(turn, "ask")
+            if policy.question_selection == "voi":
+                now = current["scores"].get("robust_mi_risk")
+                if now is None:
+                    now = await selection.robust_mi(backend, self.problem, turns, self.sampling, rng)
+                cost = self._setup.get("question_cost", 0.0)
+                chosen = await selection.value_of_information(
+                    backend, self.problem, turns, self.sampling, rng, now, cost
+                )
+            else:
+                chosen = await selection.direct_prompting(backend, self.problem, turns, self.sampling, rng)
+            self.next = {
+                "question": chosen.question,
+                "rationale": chosen.rationale,
+                "scored": [[c.question, c.reduction, c.value] for c in chosen.scored],
+            }
 
     def _rule_answers(self, current: dict) -> bool:
         if self._setup["run_to_max_turns"]:
@@ -290,12 +317,27 @@ class LlmInquiry:
     def choose(self, policy: Policy, turn: int) -> Choice | None:
         if self.next is None:
             return None
-        chosen = ScoredQuestion(f"q{turn}", self.next["question"], 0.0, 0.0)
-        return Choice(chosen, self.next["rationale"], [])
+        cost = self._setup.get("question_cost", 0.0)
+        scored = [
+            ScoredQuestion(f"q{turn}" if i == 0 else f"q{turn}-{i}", question, reduction, value, cost)
+            for i, (question, reduction, value) in enumerate(self.next.get("scored", []))
+        ]
+        if not scored:  # direct prompting scores nothing
+            return Choice(
+                ScoredQuestion(f"q{turn}", self.next["question"], 0.0, 0.0, cost), self.next["rationale"], []
+            )
+        return Choice(scored[0], self.next["rationale"], scored[1:])
 
     def observe(self, question_id: str, question: str, answer: str) -> None:
         if not answer.strip():
             raise errors.InvalidArgument("the answer must not be empty", field="observation.answer")
+        if self._setup.get("policy_model") == "simulated":  # the simulation reads its transcript back
+            feedback = tasks.bulls_and_cows(answer)
+            if feedback is None:
+                raise errors.InvalidArgument(
+                    "the simulated policy needs the feedback (bulls and cows)", field="observation.answer"
+                )
+            answer = bulls_and_cows.feedback_sentence(*feedback)
         self.turns.append([question, answer])
         self.next = None
 

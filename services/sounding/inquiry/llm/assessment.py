@@ -32,11 +32,6 @@ from sounding.inquiry.llm.tasks import Problem, Variant
 Diversity = Literal["weighted", "unweighted", "off"]
 Regime = Literal["normal", "collapse"]
 REGIMES: dict[Regime, tuple[float, float]] = {"normal": (0.7, 0.95), "collapse": (0.1, 1.0)}
-FALLBACK_QUESTIONS = {
-    "dc": "Where were you and what were you doing when the murder happened?",
-    "sp": "Did the person's death happen because of something they did themselves?",
-    "generic": "What else should I know about this problem?",
-}
 
 
 class Backend(Protocol):
@@ -103,7 +98,7 @@ class SamplingSettings:
 
 
 def worst_case_tokens(problem: Problem, settings: SamplingSettings, rules: set[str], states: int) -> int:
-    """The most tokens `assess` and `next_question` can generate over `states` states: per
+    """The most tokens `assess` and direct prompting can generate over `states` states: per
     state, k plain answers and their revisions; for robust MI, each of the three variants'
     diversity-steered draws (at most max_tries rounds of k) and k revisions; the verbalized
     confidence; and two attempts at a question list."""
@@ -252,6 +247,22 @@ async def label_answers(backend: Backend, problem: Problem, answers: Sequence[st
     return labels
 
 
+async def score_pairs(backend: Backend, problem: Problem, sampled: Sequence[PairSamples]) -> None:
+    """Cluster every answer of the samples at once and set each one's labels and self-revision
+    MI."""
+    answers = [a for s in sampled for a in (*s.initial, *s.revised)]
+    labels = await label_answers(backend, problem, answers)
+    offset = 0
+    for samples in sampled:
+        k = len(samples.initial)
+        samples.initial_labels = labels[offset : offset + k]
+        samples.revised_labels = labels[offset + k : offset + 2 * k]
+        offset += 2 * k
+        samples.mutual_information = mutual_information(
+            samples.initial_labels, samples.revised_labels, weights=samples.weights
+        )
+
+
 async def assess(
     backend: Backend,
     problem: Problem,
@@ -286,17 +297,7 @@ async def assess(
     )
     sampled, verbal_text = await asyncio.gather(asyncio.gather(*jobs), verbal_job)
     sampled[0].variant = "plain"  # the base prompt without diversity steering
-    answers = [a for s in sampled for a in (*s.initial, *s.revised)]
-    labels = await label_answers(backend, problem, answers)
-    offset = 0
-    for samples in sampled:
-        k = len(samples.initial)
-        samples.initial_labels = labels[offset : offset + k]
-        samples.revised_labels = labels[offset + k : offset + 2 * k]
-        offset += 2 * k
-        samples.mutual_information = mutual_information(
-            samples.initial_labels, samples.revised_labels, weights=samples.weights
-        )
+    await score_pairs(backend, problem, sampled)
     plain = sampled[0]
     distribution = stop_rules.cluster_distribution(plain.initial_labels)
     representative = {label: plain.initial[plain.initial_labels.index(label)] for label in distribution}
@@ -351,36 +352,3 @@ def _majority(items: Sequence[tuple[str, int, float]]) -> tuple[str, float]:
     )
     answer = next(a for a, label, _ in items if label == best and a != tasks.UNPARSED)
     return answer, totals[best] / sum(w for _, _, w in items)
-
-
-async def next_question(
-    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
-) -> tuple[str, str]:
-    """Direct prompting (§2.6): the first valid, unasked candidate, with a rationale; a task
-    fallback (a fresh random guess for gn) when the model offers none in two attempts."""
-    temperature, top_p = REGIMES[settings.regime]
-    tokens = settings.question_tokens or problem.task.question_tokens
-    prompt = tasks.question_prompt(problem, turns, settings.question_candidates)
-    for attempt_temperature in (temperature, 0.7):
-        text = await backend.text(prompt, attempt_temperature, top_p, tokens)
-        candidates = tasks.unasked(tasks.parse_questions(problem, text, rng), turns)
-        if candidates:
-            return candidates[0], f"direct prompting: first of {len(candidates)} valid candidates"
-    return _fallback(problem, turns, rng), "fallback: the model offered no valid, unasked question"
-
-
-def _fallback(problem: Problem, turns, rng: random.Random) -> str:
-    asked = {clustering.canonical(q) for q, _ in turns}
-    if problem.task.name == "gn":
-        while True:
-            guess = "".join(rng.sample("0123456789", 4))
-            if guess not in asked:
-                return guess
-    if problem.task.name == "dc":
-        for suspect in problem.choices:
-            question = f"{suspect}: {FALLBACK_QUESTIONS['dc']}"
-            if clustering.canonical(question) not in asked:
-                return question
-        return f"{problem.choices[len(turns) % len(problem.choices)]}: Is there anything else you saw?"
-    base = FALLBACK_QUESTIONS[problem.task.name if problem.task.name in FALLBACK_QUESTIONS else "generic"]
-    return base if clustering.canonical(base) not in asked else f"{base[:-1]} (turn {len(turns) + 1})?"

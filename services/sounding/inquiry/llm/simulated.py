@@ -13,7 +13,9 @@ the stop rules can be told apart on thousands of episodes in seconds:
 
 Prompt variants change nothing, so what robust MI gains here comes from diversity-steered
 sampling alone. A question prompt lists consistent secrets (under collapse the collapsed one
-first). Embeddings are one-hot digit positions, so distinct guesses are never near-duplicates.
+first). Asked to imagine the feedback a guess would get (§2.7.2), it scores the guess against a
+secret drawn as an answer is. Embeddings are one-hot digit positions, so distinct guesses are
+never near-duplicates.
 """
 
 from __future__ import annotations
@@ -34,54 +36,69 @@ NORMAL_KEEP = 0.5
 COLLAPSE_MASS = 0.9
 COLLAPSE_KEEP = 0.9
 _DIGITS = re.compile(r"\d")
+_TURN = re.compile(r"^Q(\d+): (.*?)\nA\1: (.*?)(?=\nQ\d+: |\n\n|\Z)", re.DOTALL | re.MULTILINE)
+_SIMULATED_QUESTION = re.compile(r"answer to the next question: (.*)\n")
 
 
 class SimulatedGuesser:
-    """`assessment.Backend` for one state of a `gn` session (`turns`: its (guess, feedback)
-    pairs); a prompt it does not recognise is a bug and raises ValueError."""
+    """`assessment.Backend` for the states of a `gn` session: the state a prompt is about is read
+    back from its transcript (a prompt it does not recognise is a bug and raises ValueError), so
+    imagined states (the VoI lookahead's) are answered like real ones."""
 
-    def __init__(
-        self, problem: Problem, turns: Sequence[tuple[str, str]], question_count: int, rng: random.Random
-    ):
+    def __init__(self, problem: Problem, question_count: int, rng: random.Random):
         if problem.task.name != "gn":
             raise ValueError("the simulated policy plays gn only")
-        self._problem, self._turns, self._count, self._rng = problem, list(turns), question_count, rng
-        self.consistent = consistent_guesses(self._turns)
-        self._collapsed = rng.choice(self.consistent)
+        self._problem, self._count, self._rng = problem, question_count, rng
+        self._beliefs: dict[tuple, tuple[list[str], str]] = {}
 
-    def _draw(self) -> str:
+    def belief(self, turns: Sequence[tuple[str, str]]) -> tuple[list[str], str]:
+        """The secrets consistent with `turns` and the state's collapsed one (drawn once)."""
+        key = tuple(turns)
+        if key not in self._beliefs:
+            consistent = consistent_guesses(turns)
+            self._beliefs[key] = (consistent, self._rng.choice(consistent))
+        return self._beliefs[key]
+
+    def _draw(self, turns) -> str:
+        consistent, collapsed = self.belief(turns)
         if self._problem.collapse and self._rng.random() < COLLAPSE_MASS:
-            return self._collapsed
-        return self._rng.choice(self.consistent)
+            return collapsed
+        return self._rng.choice(consistent)
 
     def _guess(self, guess: str, rationale: str = "") -> str:
         return json.dumps({"guess": guess, **({"rationale": rationale} if rationale else {})})
 
     async def text(self, messages, temperature, top_p, max_tokens) -> str:
-        problem, turns = self._problem, self._turns
-        messages = list(messages)
+        problem, messages = self._problem, list(messages)
+        turns = transcript_turns(messages[1]["content"] if len(messages) > 1 else "")
+        consistent, collapsed = self.belief(turns)
         if messages == tasks.question_prompt(problem, turns, self._count):
-            ordered = self._rng.sample(self.consistent, min(self._count, len(self.consistent)))
+            ordered = self._rng.sample(consistent, min(self._count, len(consistent)))
             if problem.collapse:
-                ordered = [self._collapsed, *(g for g in ordered if g != self._collapsed)][: self._count]
+                ordered = [collapsed, *(g for g in ordered if g != collapsed)][: self._count]
             return json.dumps(ordered)
         if messages == tasks.verbalized_prompt(problem, turns):
-            guess = self._draw()
+            guess = self._draw(turns)
             if problem.collapse:
                 return json.dumps(
                     {"guess": guess, "rationale": "This is certainly the secret.", "confidence": 10}
                 )
-            return json.dumps({"guess": guess, "confidence": max(1, round(10 / len(self.consistent)))})
+            return json.dumps({"guess": guess, "confidence": max(1, round(10 / len(consistent)))})
+        question = _SIMULATED_QUESTION.search(messages[-1]["content"])
+        if question and messages == tasks.simulator_prompt(problem, turns, question.group(1)):
+            secret, guess = self._draw(turns), question.group(1)
+            bulls = sum(a == b for a, b in zip(secret, guess, strict=False))
+            return bc.feedback_sentence(bulls, len(set(secret) & set(guess)) - bulls)
         for variant in tasks.VARIANTS:
             initial = tasks.initial_prompt(problem, turns, variant)
             if messages == initial:
-                return self._guess(self._draw())
+                return self._guess(self._draw(turns))
             if messages[: len(initial)] == initial and len(messages) == len(initial) + 2:
                 answered = "".join(_DIGITS.findall(messages[len(initial)]["content"]))[:4]
                 keep = COLLAPSE_KEEP if problem.collapse else NORMAL_KEEP
-                if answered in self.consistent and self._rng.random() < keep:
+                if answered in consistent and self._rng.random() < keep:
                     return self._guess(answered)
-                return self._guess(self._draw())
+                return self._guess(self._draw(turns))
         raise ValueError("the simulated policy does not know this prompt")
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -97,6 +114,12 @@ class SimulatedGuesser:
 
     async def cluster(self, texts: Sequence[str], method: str) -> list[int]:
         return exact_clusters(texts)
+
+
+def transcript_turns(prompt: str) -> list[tuple[str, str]]:
+    """The (question, answer) turns of a prompt's transcript (`tasks._transcript`'s format; a
+    transcript clipped for length loses its earliest turns)."""
+    return [(m.group(2), m.group(3)) for m in _TURN.finditer(prompt)]
 
 
 def consistent_guesses(turns: Sequence[tuple[str, str]]) -> list[str]:

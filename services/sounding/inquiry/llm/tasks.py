@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sounding.core.clustering import canonical
-from sounding.inquiry.domains.bulls_and_cows import parse_feedback
+from sounding.inquiry.domains.bulls_and_cows import feedback_sentence, parse_feedback
 
 TaskName = Literal["dc", "sp", "gn", "generic"]
 TASKS: tuple[TaskName, ...] = ("dc", "sp", "gn", "generic")
@@ -211,6 +211,37 @@ def question_prompt(problem: Problem, turns, count: int) -> list[dict[str, str]]
             + problem.task.question_instruction.format(m=count),
         },
     ]
+
+
+def simulator_prompt(problem: Problem, turns, question: str) -> list[dict[str, str]]:
+    """§2.7.2: the policy model imagines the other side's answer to a candidate question."""
+    answer_as = {
+        "dc": "Answer in one or two sentences, as the suspect addressed would.",
+        "sp": "Answer with exactly one word: Yes, No or Unknown.",
+        "gn": "Answer as the feedback: '<b> digits are present in the answer and in the correct "
+        "positions, <c> digits are present in the answer but in the different positions'.",
+        "generic": "Answer in one or two sentences.",
+    }[problem.task.name]
+    return [
+        {"role": "system", "content": _system(problem)},
+        {
+            "role": "user",
+            "content": f"{_situation(problem, turns)}\n\nImagine the other side of this conversation and "
+            f"give a plausible answer to the next question: {question}\n{answer_as}",
+        },
+    ]
+
+
+def parse_outcome(problem: Problem, text: str) -> str:
+    """A simulated answer in canonical form: gn, the feedback sentence of the (bulls, cows) it
+    states; sp, Yes, No or Unknown; otherwise the stripped text (UNPARSED if empty)."""
+    if problem.task.name == "gn":
+        feedback = bulls_and_cows(text)
+        return UNPARSED if feedback is None else feedback_sentence(*feedback)
+    if problem.task.name == "sp":
+        lowered = text.strip().lower()
+        return next((w.capitalize() for w in ("yes", "no") if lowered.startswith(w)), "Unknown")
+    return text.strip()
 
 
 def _outermost(text: str, opening: str, closing: str) -> str | None:

@@ -107,16 +107,3 @@ def test_verbalized_confidence_is_read_and_mapped():
     measured, _ = assess(reply, ["verbalized_confidence"])
     assert measured.verbalized_confidence == pytest.approx(0.9)
     assert measured.scores["verbalized_confidence"] == pytest.approx(0.1)
-
-
-def test_next_question_falls_back_when_the_model_offers_nothing_valid():
-    backend = FakeBackend(lambda messages, _: "I would ask many things.")
-    question, rationale = asyncio.run(
-        assessment.next_question(backend, DC, [], SamplingSettings(), random.Random(0))
-    )
-    assert question.startswith("Alice Archer: ") and rationale.startswith("fallback")
-    good = FakeBackend(lambda messages, _: '[{"suspect": "Clara", "question": "Did you see the knife?"}]')
-    question, rationale = asyncio.run(
-        assessment.next_question(good, DC, [], SamplingSettings(), random.Random(0))
-    )
-    assert question == "Clara Cole: Did you see the knife?" and rationale.startswith("direct prompting")

@@ -21,7 +21,10 @@ def gn(collapse=False) -> tasks.Problem:
 
 
 def guesser(turns, collapse=False, seed=0) -> SimulatedGuesser:
-    return SimulatedGuesser(gn(collapse), turns, 5, random.Random(seed))
+    """A simulation, and `consistent`: the secrets consistent with `turns`."""
+    backend = SimulatedGuesser(gn(collapse), 5, random.Random(seed))
+    backend.consistent = backend.belief(turns)[0]
+    return backend
 
 
 def answers(backend, messages, n):
@@ -88,7 +91,7 @@ def test_an_unknown_prompt_is_refused_and_guesses_embed_by_digit_positions():
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert vectors[0] @ vectors[1] == pytest.approx(0.5) and vectors[0] @ vectors[2] == 0.0
     with pytest.raises(ValueError, match="gn only"):
-        SimulatedGuesser(tasks.Problem(tasks.TASK_SPECS["dc"], "case", ("a", "b")), [], 5, random.Random(0))
+        SimulatedGuesser(tasks.Problem(tasks.TASK_SPECS["dc"], "case", ("a", "b")), 5, random.Random(0))
 
 
 def play(secret: str, regime: str, max_turns: int = 12):
@@ -149,3 +152,35 @@ def test_before_the_first_guess_only_collapse_fools_the_plain_rules_and_robust_m
     else:
         assert answered["self_consistency"] == answered["verbalized_confidence"] == 0
     assert answered["robust_mi_risk"] == 0
+
+
+def test_the_transcript_is_read_back_from_a_prompt_and_imagined_feedback_scores_a_guess():
+    turns = [("0123", bc.feedback_sentence(0, 0)), ("4567", bc.feedback_sentence(2, 1))]
+    from sounding.inquiry.llm.simulated import transcript_turns
+
+    assert transcript_turns(tasks.initial_prompt(gn(), turns)[1]["content"]) == turns
+    backend = guesser(turns)
+    prompt = tasks.simulator_prompt(gn(), turns, "4598")
+    imagined = [tasks.bulls_and_cows(asyncio.run(backend.text(prompt, 0.7, 0.95, 32))) for _ in range(50)]
+    possible = {
+        divmod(
+            int(bc.feedback_table().table[bc.feedback_table().index["4598"], bc.feedback_table().index[s]]), 5
+        )
+        for s in backend.consistent
+    }
+    assert set(imagined) <= possible and len(set(imagined)) > 1
+
+
+def test_a_simulated_session_refuses_an_answer_that_is_not_feedback():
+    from sounding import errors
+
+    start = Start(
+        "llm",
+        Policy(stop_rule="robust_mi_risk", max_turns=3, seed=0),
+        {"task": "gn", "policy_model": "simulated"},
+    )
+    session = engine.start(start)
+    ask = asyncio.run(engine.advance(session))[-1]
+    with pytest.raises(errors.InvalidArgument) as raised:
+        asyncio.run(engine.observe(session, ask.chosen.question_id, "warmer"))
+    assert raised.value.field == "observation.answer"

@@ -1,0 +1,182 @@
+"""How the `llm` domain chooses its next question (robust-MI spec §2.6, §2.7, §3.1).
+
+- `direct_prompting`: the first valid, unasked candidate the model lists.
+- `voi`: value of information by expected robust-MI reduction. The candidates are thinned to a
+  diverse slate by greedy DPP (`core.dpp`, uniform quality); for each, the policy model imagines
+  `SIMULATED_ANSWERS` answers (§2.7.2), canonical ones grouped into outcomes o with frequencies
+  p(o); each outcome's next history h ⊕ (q, o) gets its robust MI from `K_FUTURE` samples of the
+  first `FUTURE_VARIANTS` prompt variants (the spec's compute savings); VoI(q) = robust MI now −
+  Σ p(o) robust MI(h ⊕ (q, o)) − the question's cost. The highest VoI is asked; the others are
+  its runners-up.
+
+Either falls back to a task default (a fresh random guess for gn) when the model offers no valid,
+unasked question in two attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sounding.core import clustering, dpp
+from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm.assessment import REGIMES, Backend, SamplingSettings, sample_pairs, score_pairs
+from sounding.inquiry.llm.tasks import Problem
+
+SIMULATED_ANSWERS = 8
+K_FUTURE = 4
+FUTURE_VARIANTS: tuple[tasks.Variant, ...] = ("base", "skeptical")
+FALLBACK_QUESTIONS = {
+    "dc": "Where were you and what were you doing when the murder happened?",
+    "sp": "Did the person's death happen because of something they did themselves?",
+    "generic": "What else should I know about this problem?",
+}
+
+
+@dataclass(frozen=True)
+class ScoredCandidate:
+    question: str
+    # Robust MI now minus its expectation after the question; VoI is this minus the cost.
+    reduction: float
+    value: float
+    # The imagined outcomes and their probabilities.
+    outcomes: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Selection:
+    question: str
+    rationale: str
+    # Every scored candidate, best first (empty for direct prompting and the fallback).
+    scored: list[ScoredCandidate]
+
+
+def voi_tokens_per_state(problem: Problem, settings: SamplingSettings) -> int:
+    """The most tokens `value_of_information` generates beyond the candidate list: per slate
+    candidate, the imagined answers and, per outcome, the future variants' diversity-steered
+    draws (at most max_tries rounds of K_FUTURE) and K_FUTURE revisions."""
+    answer_tokens = settings.answer_tokens or problem.task.answer_tokens
+    future = len(FUTURE_VARIANTS) * (settings.max_tries + 1) * K_FUTURE
+    return dpp.DEFAULT_SLATE * SIMULATED_ANSWERS * (1 + future) * answer_tokens
+
+
+async def candidates(backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng) -> list[str]:
+    """The valid, unasked questions the model lists (§2.6), at a second temperature if the first
+    attempt gives none."""
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.question_tokens or problem.task.question_tokens
+    prompt = tasks.question_prompt(problem, turns, settings.question_candidates)
+    for attempt_temperature in (temperature, 0.7):
+        text = await backend.text(prompt, attempt_temperature, top_p, tokens)
+        found = tasks.unasked(tasks.parse_questions(problem, text, rng), turns)
+        if found:
+            return found
+    return []
+
+
+async def direct_prompting(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
+) -> Selection:
+    found = await candidates(backend, problem, turns, settings, rng)
+    if found:
+        return Selection(found[0], f"direct prompting: first of {len(found)} valid candidates", [])
+    return _fallback(problem, turns, rng)
+
+
+async def robust_mi(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
+) -> float:
+    """Robust MI of a (possibly imagined) history: the max over `FUTURE_VARIANTS` of the
+    diversity-steered self-revision MI with `K_FUTURE` samples."""
+    future = replace(settings, samples=K_FUTURE)
+    sampled = await asyncio.gather(
+        *(sample_pairs(backend, problem, turns, v, future, settings.diversity, rng) for v in FUTURE_VARIANTS)
+    )
+    await score_pairs(backend, problem, sampled)
+    return max(s.mutual_information for s in sampled)
+
+
+async def imagined_outcomes(
+    backend: Backend, problem: Problem, turns, question: str, settings: SamplingSettings
+) -> dict[str, float]:
+    """p(o | h, q) from the policy model's imagined answers; unparsed ones are left out (none
+    parsed: no outcome)."""
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.answer_tokens or problem.task.answer_tokens
+    prompt = tasks.simulator_prompt(problem, turns, question)
+    texts = await asyncio.gather(
+        *(backend.text(prompt, temperature, top_p, tokens) for _ in range(SIMULATED_ANSWERS))
+    )
+    answers = [a for a in (tasks.parse_outcome(problem, t) for t in texts) if a != tasks.UNPARSED]
+    if not answers:
+        return {}
+    if problem.task.name in ("gn", "sp"):
+        counts = Counter(answers)
+    else:  # free text: the first answer of each semantic cluster stands for it
+        labels = await backend.cluster(answers, "embedding")
+        first = {label: answers[labels.index(label)] for label in labels}
+        counts = Counter(first[label] for label in labels)
+    return {outcome: count / len(answers) for outcome, count in counts.items()}
+
+
+async def value_of_information(
+    backend: Backend,
+    problem: Problem,
+    turns,
+    settings: SamplingSettings,
+    rng: random.Random,
+    current: float,
+    cost: float,
+) -> Selection:
+    """§2.7: the slate's candidate of largest VoI (`current`: the state's robust MI)."""
+    found = await candidates(backend, problem, turns, settings, rng)
+    if not found:
+        return _fallback(problem, turns, rng)
+    vectors = np.asarray(await backend.embed(found), dtype=float)
+    slate = [found[i] for i in dpp.greedy_slate(vectors, np.ones(len(found)))]
+    scored = []
+    for question in slate:
+        outcomes = await imagined_outcomes(backend, problem, turns, question, settings)
+        after = [
+            await robust_mi(backend, problem, [*turns, (question, outcome)], settings, rng)
+            for outcome in outcomes
+        ]
+        expected = (
+            sum(p * mi for p, mi in zip(outcomes.values(), after, strict=True)) if outcomes else current
+        )
+        scored.append(ScoredCandidate(question, current - expected, current - expected - cost, outcomes))
+    scored.sort(key=lambda c: -c.value)
+    best = scored[0]
+    return Selection(
+        best.question,
+        f"voi: {best.value:.3f} nats over {len(scored) - 1} other candidates of a DPP slate of "
+        f"{len(found)} ({len(best.outcomes)} imagined outcomes)",
+        scored,
+    )
+
+
+def _fallback(problem: Problem, turns, rng: random.Random) -> Selection:
+    rationale = "fallback: the model offered no valid, unasked question"
+    asked = {clustering.canonical(q) for q, _ in turns}
+    if problem.task.name == "gn":
+        while True:
+            guess = "".join(rng.sample("0123456789", 4))
+            if guess not in asked:
+                return Selection(guess, rationale, [])
+    if problem.task.name == "dc":
+        for suspect in problem.choices:
+            question = f"{suspect}: {FALLBACK_QUESTIONS['dc']}"
+            if clustering.canonical(question) not in asked:
+                return Selection(question, rationale, [])
+        return Selection(
+            f"{problem.choices[len(turns) % len(problem.choices)]}: Is there anything else you saw?",
+            rationale,
+            [],
+        )
+    base = FALLBACK_QUESTIONS[problem.task.name if problem.task.name in FALLBACK_QUESTIONS else "generic"]
+    question = base if clustering.canonical(base) not in asked else f"{base[:-1]} (turn {len(turns) + 1})?"
+    return Selection(question, rationale, [])

@@ -1,0 +1,95 @@
+import asyncio
+import itertools
+import json
+import random
+
+import pytest
+from sounding.inquiry import engine
+from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.inquiry.llm import selection, tasks
+from sounding.inquiry.llm.assessment import SamplingSettings
+from sounding.inquiry.protocol import AskEvent, Policy, Start
+
+from .fake_backend import FakeBackend
+
+pytestmark = pytest.mark.unit
+
+SUSPECTS = ("Alice Archer", "Bruno Baker", "Clara Cole")
+DC = tasks.Problem(tasks.TASK_SPECS["dc"], "A case.", SUSPECTS)
+ASK_ALICE, ASK_BRUNO = "Alice Archer: Where were you?", "Bruno Baker: Did you see it?"
+
+
+def test_direct_prompting_takes_the_first_valid_candidate_and_falls_back_when_there_is_none():
+    backend = FakeBackend(lambda messages, _: "I would ask many things.")
+    chosen = asyncio.run(selection.direct_prompting(backend, DC, [], SamplingSettings(), random.Random(0)))
+    assert chosen.question.startswith("Alice Archer: ") and chosen.rationale.startswith("fallback")
+    good = FakeBackend(lambda messages, _: '[{"suspect": "Clara", "question": "Did you see the knife?"}]')
+    chosen = asyncio.run(selection.direct_prompting(good, DC, [], SamplingSettings(), random.Random(0)))
+    assert chosen.question == "Clara Cole: Did you see the knife?" and chosen.rationale.startswith("direct")
+    assert chosen.scored == []
+
+
+def decisive_alice():
+    """Asking Alice is imagined to get a confession, after which every answer is Clara (robust MI
+    0); asking Bruno gets nothing, and the answers keep cycling over the suspects, each revision
+    repeating its answer (robust MI stays high)."""
+    cycle = itertools.cycle(SUSPECTS)
+
+    def reply(messages, _):
+        last = messages[-1]["content"]
+        if "JSON list" in last:
+            return json.dumps(
+                [{"suspect": "Alice Archer", "question": "Where were you?"}]
+                + [{"suspect": "Bruno Baker", "question": "Did you see it?"}]
+            )
+        if "Imagine the other side" in last:
+            return "Clara did it." if ASK_ALICE in last else "Nothing."
+        if last.startswith("Reconsider"):
+            return messages[-2]["content"]
+        if "Clara did it." in messages[1]["content"]:
+            return json.dumps({"suspect": "Clara Cole"})
+        return json.dumps({"suspect": next(cycle)})
+
+    return reply
+
+
+def test_voi_asks_the_question_whose_imagined_answers_would_settle_the_answer():
+    backend = FakeBackend(decisive_alice())
+    settings = SamplingSettings(samples=4, max_tries=2)
+    chosen = asyncio.run(
+        selection.value_of_information(backend, DC, [], settings, random.Random(0), current=1.0, cost=0.25)
+    )
+    assert chosen.question == ASK_ALICE and chosen.rationale.startswith("voi")
+    alice, bruno = chosen.scored
+    assert alice.outcomes == {"Clara did it.": 1.0} and bruno.outcomes == {"Nothing.": 1.0}
+    # After Alice's answer every sample says Clara: robust MI 0, the whole 1.0 nats are gained.
+    assert (alice.reduction, alice.value) == (pytest.approx(1.0), pytest.approx(0.75))
+    assert bruno.reduction < 0.5 and bruno.value == pytest.approx(bruno.reduction - 0.25)
+
+
+def test_imagined_outcomes_are_canonical_and_unparsed_ones_left_out():
+    gn = tasks.Problem(tasks.TASK_SPECS["gn"], "")
+    replies = itertools.cycle(["1A2B", "1 bull and 2 cows", "no idea", "0A0B"])
+    backend = FakeBackend(lambda messages, _: next(replies))
+    outcomes = asyncio.run(selection.imagined_outcomes(backend, gn, [], "1234", SamplingSettings()))
+    assert outcomes == {
+        bc.feedback_sentence(1, 2): pytest.approx(4 / 6),
+        bc.feedback_sentence(0, 0): pytest.approx(2 / 6),
+    }
+
+
+def test_a_simulated_gn_ask_carries_its_voi_and_the_candidates_it_beat():
+    start = Start(
+        "llm",
+        Policy(question_selection="voi", stop_rule="robust_mi_risk", max_turns=3, seed=2),
+        {"task": "gn", "policy_model": "simulated"},
+    )
+    session = engine.start(start)
+    turns = [("0123", bc.feedback_sentence(0, 1))]
+    session.domain_state["turns"] = [list(t) for t in turns]
+    ask = asyncio.run(engine.advance(session))[-1]
+    assert isinstance(ask, AskEvent) and ask.rationale.startswith("voi")
+    scores = [ask.chosen.cost_adjusted_score] + [q.cost_adjusted_score for q in ask.runners_up]
+    assert len(ask.runners_up) == 4 and scores == sorted(scores, reverse=True)
+    assert ask.chosen.expected_information_gain > 0
+    assert ask.chosen.question in selection.tasks.unasked([ask.chosen.question], turns)
