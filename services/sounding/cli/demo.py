@@ -226,7 +226,8 @@ def _print_simulated_stop_threshold(client) -> None:
     """Guessing games played by the SIMULATED policy model (its answers drawn from the secrets
     consistent so far; under collapse nine draws in ten land on one of them) in both regimes,
     their outcomes through Observe, a robust-MI stop threshold per regime fitted from their
-    states, and one more game that stops by the normal regime's."""
+    states, and one more game that stops by the normal regime's, its guesses chosen by value of
+    information."""
     from sounding_client import Ask, Belief, InquiryAnswer, InquiryPolicy
 
     from sounding.evaluation import robust_mi_simulated as simulated
@@ -247,7 +248,7 @@ def _print_simulated_stop_threshold(client) -> None:
     table = bulls_and_cows.feedback_table()
     inquiry = client.inquire(
         "llm",
-        InquiryPolicy(stop_rule="robust_mi_risk", max_turns=12, seed=1),
+        InquiryPolicy(question_selection="voi", stop_rule="robust_mi_risk", max_turns=12, seed=1),
         domain_parameters={"task": "gn", "policy_model": "simulated", "signals": "all"},
     )
     for event in inquiry:
@@ -263,7 +264,10 @@ def _print_simulated_stop_threshold(client) -> None:
         elif isinstance(event, Ask):
             code = int(table.table[table.index[event.question], table.index[secret]])
             bulls, cows = divmod(code, bulls_and_cows.CODES_PER_FEEDBACK)
-            console.print(f"[bold]ask[/bold] {event.question} -> {bulls} bulls, {cows} cows")
+            console.print(
+                f"[bold]ask[/bold] {event.question} (VoI {event.cost_adjusted_score:.3f} nats, best of "
+                f"{len(event.runners_up) + 1}) -> {bulls} bulls, {cows} cows"
+            )
             inquiry.answer(bulls_and_cows.feedback_sentence(bulls, cows))
         elif isinstance(event, InquiryAnswer):
             console.print(
