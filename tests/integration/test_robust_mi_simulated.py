@@ -11,12 +11,13 @@ pytestmark = pytest.mark.integration
 def test_every_rule_is_calibrated_and_judged_on_episodes_that_use_its_threshold(client):
     ticks: list[str] = []
     result = harness.run(client, 10, 6, 5, lambda label, total: lambda: ticks.append(label))
-    assert len(ticks) == 2 * (10 + 6 + 6)
+    assert len(ticks) == 2 * (10 + 3 * 6)
     for regime in result["regimes"].values():
         assert regime["calibration_outcomes_recorded"] == 10 and regime["calibration_states"] >= 10
         assert all(int(regime["thresholds"][rule]["version"]) >= 1 for rule in STOP_RULES)
         quantile = regime["thresholds"]["knowno_set_size"]["diagnostics"]["quantile"]
-        assert set(regime["voi_minus_direct_prompting"]) == set(STOP_RULES)
+        assert set(regime["minus_direct_prompting"]) == {"voi", "cip_full"}
+        assert set(regime["minus_direct_prompting"]["voi"]) == set(STOP_RULES)
         for method, judged in regime["methods"].items():
             assert judged["test_outcomes_recorded"] == 6, method
             check_episodes(judged, quantile)

@@ -12,14 +12,15 @@ Protocol, fixed before the first run:
 - Per regime, after its calibration episodes (questions by direct prompting): Calibrate
   (STOP_THRESHOLD) of every rule for (`gn_simulated`, regime) at δ = `DELTA`, α = `ALPHA`; the
   test episodes start afterwards, so their signals carry the calibrated thresholds. The test
-  secrets are played once per question-selection method (`METHODS`: direct prompting, VoI).
+  secrets are played once per question-selection method (`METHODS`: direct prompting, VoI,
+  C-IP-full).
 - A rule answers at the first state of a test trajectory whose signal answers, with that
   state's answer; one that never does goes on guessing (a guess that hits solves the game) and
   is forced at the cap. Premature: answering at a state where more than one secret is
   consistent (its answer is then wrong with probability at least one half, above δ).
 - Per method, rule and regime: accuracy, premature rate, mean questions; paired bootstrap 95%
   intervals (`RESAMPLES`, over episodes) of robust_mi_risk minus each other rule, and per rule of
-  VoI minus direct prompting. Over the test states of the high homogeneity bucket: Spearman
+  each other method minus direct prompting. Over the test states of the high homogeneity bucket: Spearman
   (score, error) per rule, and the difference robust MI minus set size with a block bootstrap over
   episodes.
 - §6.1 criteria, per method in the collapse regime: (2) robust_mi_risk's premature rate is below
@@ -51,7 +52,7 @@ ALPHA = 0.05
 RESAMPLES = 2000
 IN_FLIGHT = 4
 REGIMES = ("normal", "collapse")
-METHODS = ("direct_prompting", "voi")
+METHODS = ("direct_prompting", "voi", "cip_full")
 MEASURES = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
 
 
@@ -335,7 +336,11 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
             "calibration_states": sum(len(p["states"]) for p in played),
             "thresholds": thresholds,
             "methods": judged,
-            "voi_minus_direct_prompting": compare_methods(tested["voi"], tested["direct_prompting"], seed),
+            "minus_direct_prompting": {
+                method: compare_methods(tested[method], tested["direct_prompting"], seed)
+                for method in METHODS
+                if method != "direct_prompting"
+            },
         }
     return {
         "simulation": "SIMULATED policy (inquiry/llm/simulated.py): answer samples drawn from the "

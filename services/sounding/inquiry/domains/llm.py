@@ -15,7 +15,8 @@ whose states and thresholds are kept under the task `gn_simulated`), `samples` (
 `question_tokens`, `question_cost` (nats; what `voi` subtracts from a question's expected robust-MI
 reduction) and `run_to_max_turns` ("true": the stop rule is scored but never ends the session
 early, so an evaluation can replay every rule on one full trajectory). Question selection
-(`InquiryPolicy.question_selection`): `direct_prompting` or `voi` (`inquiry.llm.selection`).
+(`InquiryPolicy.question_selection`): `direct_prompting`, `voi` or `cip_full`
+(`inquiry.llm.selection`).
 Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task, regime and rule when the
 session starts (the homogeneity bucket's own calibration, if any, takes precedence), else the
 rule's default.
@@ -42,7 +43,7 @@ from sounding.inquiry.llm.simulated import SimulatedGuesser
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
 from sounding.limits import InquiryLimits
 
-LLM_POLICIES = ("direct_prompting", "voi")
+LLM_POLICIES = ("direct_prompting", "voi", "cip_full")
 
 
 @dataclass(frozen=True)
@@ -150,9 +151,7 @@ class LlmInquiry:
             )
         rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
         problem = tasks.Problem(tasks.TASK_SPECS[task], context, tuple(choices), regime == "collapse")
-        per_state = (
-            selection.voi_tokens_per_state(problem, sampling) if policy.question_selection == "voi" else 0
-        )
+        per_state = selection.lookahead_tokens_per_state(problem, sampling, policy.question_selection)
         budget = assessment.worst_case_tokens(
             problem, sampling, set(rules), policy.max_turns + 1
         ) + per_state * (policy.max_turns + 1)
@@ -272,7 +271,17 @@ class LlmInquiry:
         if not self._rule_answers(current) and turn < policy.max_turns:
             turns = [(question, answer) for question, answer in self.turns]
             rng = self._rng(turn, "ask")
-            if policy.question_selection == "voi":
+            if policy.question_selection == "cip_full":
+                chosen = await selection.smallest_expected_set(
+                    backend,
+                    self.problem,
+                    turns,
+                    self.sampling,
+                    rng,
+                    quantile,
+                    self._setup.get("question_cost", 0.0),
+                )
+            elif policy.question_selection == "voi":
                 now = current["scores"].get("robust_mi_risk")
                 if now is None:
                     now = await selection.robust_mi(backend, self.problem, turns, self.sampling, rng)

@@ -8,6 +8,9 @@
   first `FUTURE_VARIANTS` prompt variants (the spec's compute savings); VoI(q) = robust MI now −
   Σ p(o) robust MI(h ⊕ (q, o)) − the question's cost. The highest VoI is asked; the others are
   its runners-up.
+- `cip_full` (§3.6): every candidate scored by the expected size of the conformal prediction set
+  after its imagined answers (`K_FUTURE` plain samples per imagined history, the session's set
+  quantile); the smallest is asked.
 
 Either falls back to a task default (a fresh random guess for gn) when the model offers no valid,
 unasked question in two attempts.
@@ -18,13 +21,21 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sounding.core import clustering, dpp
+from sounding.core import clustering, dpp, stop_rules
 from sounding.inquiry.llm import tasks
-from sounding.inquiry.llm.assessment import REGIMES, Backend, SamplingSettings, sample_pairs, score_pairs
+from sounding.inquiry.llm.assessment import (
+    REGIMES,
+    Backend,
+    SamplingSettings,
+    label_answers,
+    sample_pairs,
+    score_pairs,
+)
 from sounding.inquiry.llm.tasks import Problem
 
 SIMULATED_ANSWERS = 8
@@ -55,13 +66,20 @@ class Selection:
     scored: list[ScoredCandidate]
 
 
-def voi_tokens_per_state(problem: Problem, settings: SamplingSettings) -> int:
-    """The most tokens `value_of_information` generates beyond the candidate list: per slate
-    candidate, the imagined answers and, per outcome, the future variants' diversity-steered
-    draws (at most max_tries rounds of K_FUTURE) and K_FUTURE revisions."""
+def lookahead_tokens_per_state(problem: Problem, settings: SamplingSettings, method: str) -> int:
+    """The most tokens a method generates per state beyond the candidate list: per candidate
+    scored (a VoI slate holds at most `dpp.DEFAULT_SLATE`; C-IP-full scores at most twice the
+    `question_candidates` asked for),
+    the imagined answers and, per outcome, the measure's samples (VoI: the future variants'
+    diversity-steered draws and revisions; C-IP-full: K_FUTURE plain answers)."""
     answer_tokens = settings.answer_tokens or problem.task.answer_tokens
-    future = len(FUTURE_VARIANTS) * (settings.max_tries + 1) * K_FUTURE
-    return dpp.DEFAULT_SLATE * SIMULATED_ANSWERS * (1 + future) * answer_tokens
+    if method == "voi":
+        per_outcome = len(FUTURE_VARIANTS) * (settings.max_tries + 1) * K_FUTURE
+        return dpp.DEFAULT_SLATE * SIMULATED_ANSWERS * (1 + per_outcome) * answer_tokens
+    if method == "cip_full":
+        scored = 2 * settings.question_candidates
+        return (K_FUTURE + scored * SIMULATED_ANSWERS * (1 + K_FUTURE)) * answer_tokens
+    return 0
 
 
 async def candidates(backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng) -> list[str]:
@@ -123,6 +141,27 @@ async def imagined_outcomes(
     return {outcome: count / len(answers) for outcome, count in counts.items()}
 
 
+async def _lookahead(
+    backend: Backend,
+    problem: Problem,
+    turns,
+    settings: SamplingSettings,
+    questions: list[str],
+    measure: Callable[[list], Awaitable[float]],
+    current: float,
+    cost: float,
+) -> list[ScoredCandidate]:
+    """Each question's expected reduction of `measure` (a history's uncertainty) over its
+    imagined outcomes, best first; a question with no parsed outcome reduces nothing."""
+    scored = []
+    for question in questions:
+        outcomes = await imagined_outcomes(backend, problem, turns, question, settings)
+        after = [await measure([*turns, (question, outcome)]) for outcome in outcomes]
+        expected = sum(p * v for p, v in zip(outcomes.values(), after, strict=True)) if outcomes else current
+        scored.append(ScoredCandidate(question, current - expected, current - expected - cost, outcomes))
+    return sorted(scored, key=lambda c: -c.value)
+
+
 async def value_of_information(
     backend: Backend,
     problem: Problem,
@@ -138,23 +177,57 @@ async def value_of_information(
         return _fallback(problem, turns, rng)
     vectors = np.asarray(await backend.embed(found), dtype=float)
     slate = [found[i] for i in dpp.greedy_slate(vectors, np.ones(len(found)))]
-    scored = []
-    for question in slate:
-        outcomes = await imagined_outcomes(backend, problem, turns, question, settings)
-        after = [
-            await robust_mi(backend, problem, [*turns, (question, outcome)], settings, rng)
-            for outcome in outcomes
-        ]
-        expected = (
-            sum(p * mi for p, mi in zip(outcomes.values(), after, strict=True)) if outcomes else current
-        )
-        scored.append(ScoredCandidate(question, current - expected, current - expected - cost, outcomes))
-    scored.sort(key=lambda c: -c.value)
-    best = scored[0]
+
+    async def measure(history: list) -> float:
+        return await robust_mi(backend, problem, history, settings, rng)
+
+    scored = await _lookahead(backend, problem, turns, settings, slate, measure, current, cost)
     return Selection(
-        best.question,
-        f"voi: {best.value:.3f} nats over {len(scored) - 1} other candidates of a DPP slate of "
-        f"{len(found)} ({len(best.outcomes)} imagined outcomes)",
+        scored[0].question,
+        f"voi: {scored[0].value:.3f} nats over {len(scored) - 1} other candidates of a DPP slate of "
+        f"{len(found)} ({len(scored[0].outcomes)} imagined outcomes)",
+        scored,
+    )
+
+
+async def set_size(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, quantile: float, rng: random.Random
+) -> float:
+    """|C(h)|: the conformal prediction set (§3.5) of `K_FUTURE` plain answers at a history."""
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.answer_tokens or problem.task.answer_tokens
+    prompt = tasks.initial_prompt(problem, turns)
+    texts = await asyncio.gather(*(backend.text(prompt, temperature, top_p, tokens) for _ in range(K_FUTURE)))
+    answers = [tasks.parse_answer(problem, t, rng) for t in texts]
+    labels = await label_answers(backend, problem, answers)
+    return float(len(stop_rules.prediction_set(stop_rules.cluster_distribution(labels), quantile)))
+
+
+async def smallest_expected_set(
+    backend: Backend,
+    problem: Problem,
+    turns,
+    settings: SamplingSettings,
+    rng: random.Random,
+    quantile: float,
+    cost: float,
+) -> Selection:
+    """§3.6 C-IP-full: the candidate whose imagined answers leave the smallest expected conformal
+    set; its score is the expected reduction of the set's size from now."""
+    found = await candidates(backend, problem, turns, settings, rng)
+    if not found:
+        return _fallback(problem, turns, rng)
+
+    async def measure(history: list) -> float:
+        return await set_size(backend, problem, history, settings, quantile, rng)
+
+    current = await measure(list(turns))
+    considered = found[: 2 * settings.question_candidates]
+    scored = await _lookahead(backend, problem, turns, settings, considered, measure, current, cost)
+    return Selection(
+        scored[0].question,
+        f"cip_full: expected set size {current - scored[0].reduction:.2f} (now {current:.0f}) over "
+        f"{len(scored) - 1} other candidates",
         scored,
     )
 

@@ -160,3 +160,18 @@ def test_unknown_stop_rule_and_missing_context_are_rejected():
     with pytest.raises(errors.InvalidArgument) as context:
         engine.start(Start("llm", start.policy, {"task": "sp"}))
     assert context.value.field == "start.context"
+
+
+def test_the_token_budget_counts_the_lookahead_and_spares_the_simulation():
+    def start(selection, model_parameters):
+        return Start(
+            "llm",
+            Policy(question_selection=selection, stop_rule="robust_mi_risk", max_turns=12, seed=1),
+            {"task": "gn", **model_parameters},
+        )
+
+    engine.start(start("direct_prompting", {}))
+    with pytest.raises(errors.InvalidArgument, match="voi's lookahead") as raised:
+        engine.start(start("voi", {}))
+    assert raised.value.field == "start.domain_parameters.samples"
+    engine.start(start("voi", {"policy_model": "simulated"}))  # generates no tokens

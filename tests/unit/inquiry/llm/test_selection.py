@@ -93,3 +93,17 @@ def test_a_simulated_gn_ask_carries_its_voi_and_the_candidates_it_beat():
     assert len(ask.runners_up) == 4 and scores == sorted(scores, reverse=True)
     assert ask.chosen.expected_information_gain > 0
     assert ask.chosen.question in selection.tasks.unasked([ask.chosen.question], turns)
+
+
+def test_cip_full_asks_the_question_whose_imagined_answers_leave_the_smallest_set():
+    backend = FakeBackend(decisive_alice())
+    settings = SamplingSettings(samples=4, max_tries=2)
+    # Quantile 0.8: a suspect named by at least one in five samples is in the set.
+    chosen = asyncio.run(
+        selection.smallest_expected_set(backend, DC, [], settings, random.Random(0), quantile=0.8, cost=0.0)
+    )
+    assert chosen.question == ASK_ALICE and chosen.rationale.startswith("cip_full")
+    alice, bruno = chosen.scored
+    # Now the four samples cycle over three suspects: all three are in the set. After Alice's
+    # imagined confession only Clara is; after Bruno's nothing changes.
+    assert (alice.reduction, bruno.reduction) == (pytest.approx(2.0), pytest.approx(0.0))
