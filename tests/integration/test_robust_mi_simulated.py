@@ -43,3 +43,27 @@ def check_episodes(judged: dict, quantile: float) -> None:
             stop = next((s for s in played["states"] if s["signals"][rule][2]), None)
             premature += stop is not None and stop["consistent"] > 1
         assert judged["rules"][rule]["premature_rate"] == pytest.approx(premature / 6, abs=1e-4)
+
+
+def test_a_voi_session_streams_its_prompt_sensitivity_and_simulator_divergence(client):
+    from sounding.inquiry.domains import bulls_and_cows as bc
+    from sounding_client import Ask, Belief, InquiryPolicy
+
+    table, secret = bc.feedback_table(), "3140"
+    inquiry = client.inquire(
+        "llm",
+        InquiryPolicy(question_selection="voi", stop_rule="robust_mi_risk", max_turns=2, seed=0),
+        domain_parameters={"task": "gn", "policy_model": "simulated"},
+    )
+    beliefs, asks = [], []
+    for event in inquiry:
+        if isinstance(event, Belief):
+            beliefs.append(event.homogeneity)
+        elif isinstance(event, Ask):
+            asks.append(event)
+            code = int(table.table[table.index[event.question], table.index[secret]])
+            inquiry.answer(bc.feedback_sentence(*divmod(code, bc.CODES_PER_FEEDBACK)))
+    assert len(asks) == 2 and all(a.rationale.startswith("voi") and a.runners_up for a in asks)
+    assert all(h.prompt_sensitivity is not None for h in beliefs)
+    assert beliefs[0].simulator_surprise is None
+    assert beliefs[1].simulator_surprise is not None and beliefs[1].simulator_overlap is not None

@@ -201,6 +201,11 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
     raise ValueError(f"unknown Retrieve event {kind!r}")
 
 
+def _optional(message, name: str):
+    """An optional scalar field's value, None when unset."""
+    return getattr(message, name) if message.HasField(name) else None
+
+
 def collection(message: corpus_pb2.Collection) -> t.Collection:
     return t.Collection(
         name=message.name,
@@ -321,6 +326,9 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
                     b.homogeneity.effective_rank,
                     b.homogeneity.exact_repetition_rate,
                     b.homogeneity.trigram_jaccard,
+                    _optional(b.homogeneity, "prompt_sensitivity"),
+                    _optional(b.homogeneity, "simulator_surprise"),
+                    _optional(b.homogeneity, "simulator_overlap"),
                 )
                 if b.HasField("homogeneity")
                 else None

@@ -219,6 +219,12 @@ class Homogeneity:
     effective_rank: float
     exact_repetition_rate: float
     trigram_jaccard: float
+    # 1 - agreement of the prompt variants' modal answers (None: the variants were not sampled).
+    prompt_sensitivity: float | None = None
+    # The question just answered, after voi or cip_full: -ln of the share of imagined answers
+    # that matched the real one, and whether any did (None: no imagined answers).
+    simulator_surprise: float | None = None
+    simulator_overlap: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,13 @@
-"""Homogeneity diagnostics of a set of sampled answers (robust-MI spec §4.3, axes 1 and 2).
+"""Homogeneity diagnostics of a set of sampled answers (robust-MI spec §4.3, axes 1-4).
 
 Semantic collapse: the largest cluster's share `p_max`, the mean pairwise cosine similarity of
 the samples' embeddings, and the effective rank exp(H(λ / Σλ)) of their similarity matrix.
 Surface repetition: the share of sample pairs that are identical strings, and the mean Jaccard
 similarity of their word 3-gram sets. The bucket (§4.3.6) is read from the mean similarity:
-high (≥ 0.9), medium (≥ 0.6), low.
+high (≥ 0.9), medium (≥ 0.6), low. Prompt sensitivity: 1 − the share of prompt-variant pairs
+whose modal answers agree. Simulator-NPC divergence: the surprise −ln p̂(actual) of the real
+answer under the imagined answers' distribution (p̂ floored at half an imagined answer, so an
+answer nobody imagined is finite), and whether any imagined answer matched it.
 """
 
 from __future__ import annotations
@@ -102,3 +105,17 @@ def diagnose(
         exact_repetition_rate=exact_repetition_rate(texts),
         trigram_jaccard=trigram_jaccard(texts),
     )
+
+
+def prompt_sensitivity(modal_answers: Sequence[Hashable]) -> float:
+    """1 − agreement rate of the variants' modal answers over all pairs of variants."""
+    pairs = list(itertools.combinations(modal_answers, 2))
+    if not pairs:
+        return 0.0
+    return 1.0 - float(np.mean([a == b for a, b in pairs]))
+
+
+def simulator_divergence(imagined: dict[str, float], actual: str, draws: int) -> tuple[float, bool]:
+    """(surprise, overlap) of the real answer under the distribution of `draws` imagined ones."""
+    probability = max(imagined.get(actual, 0.0), 0.5 / draws)
+    return float(-np.log(probability)), actual in imagined

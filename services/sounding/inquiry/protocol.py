@@ -95,7 +95,7 @@ class BeliefEvent:
     # What the session would answer if it stopped now.
     current_answer: str = ""
     # The llm domain: homogeneity diagnostics of the sampled answers and the stop signals.
-    homogeneity: dict[str, float] | None = None
+    homogeneity: dict[str, float | bool] | None = None
     homogeneity_bucket: str = ""
     stop_signals: list[StopSignal] = field(default_factory=list)
 
@@ -183,7 +183,7 @@ class BeliefView:
     top_hypotheses: list[ScoredHypothesis]
     unknown_mass: float
     map_probability: float
-    homogeneity: dict[str, float] | None = None
+    homogeneity: dict[str, float | bool] | None = None
     homogeneity_bucket: str = ""
     stop_signals: list[StopSignal] = field(default_factory=list)
 

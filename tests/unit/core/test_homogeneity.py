@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 from sounding.core import homogeneity
@@ -34,3 +36,17 @@ def test_hand_computed_values():
     # 3-grams of "a b c d" = {abc, bcd}; of "a b c" = {abc}: Jaccard 1/2.
     assert homogeneity.trigram_jaccard(["a b c d", "a b c"]) == pytest.approx(0.5)
     assert homogeneity.bucket(0.75) == "medium"
+
+
+def test_prompt_sensitivity_is_the_disagreement_of_the_variants_modal_answers():
+    assert homogeneity.prompt_sensitivity(["a", "a", "a"]) == 0.0
+    assert homogeneity.prompt_sensitivity(["a", "a", "b"]) == pytest.approx(2 / 3)
+    assert homogeneity.prompt_sensitivity(["a", "b", "c"]) == 1.0
+    assert homogeneity.prompt_sensitivity(["a"]) == 0.0
+
+
+def test_simulator_divergence_is_the_surprise_of_the_real_answer_and_whether_it_was_imagined():
+    imagined = {"yes": 0.75, "no": 0.25}
+    assert homogeneity.simulator_divergence(imagined, "no", 8) == (pytest.approx(math.log(4)), True)
+    # Never imagined: floored at half an imagined answer in eight.
+    assert homogeneity.simulator_divergence(imagined, "unknown", 8) == (pytest.approx(math.log(16)), False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from google.protobuf import json_format
 from sounding_client.api.sounding.v1 import sounding_pb2
 
 from sounding import errors
@@ -89,7 +90,11 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                 ],
                 unknown_mass=event.unknown_mass,
                 current_answer=event.current_answer,
-                homogeneity=sounding_pb2.Homogeneity(**event.homogeneity) if event.homogeneity else None,
+                homogeneity=(
+                    json_format.ParseDict(event.homogeneity, sounding_pb2.Homogeneity())
+                    if event.homogeneity
+                    else None
+                ),
                 homogeneity_bucket=event.homogeneity_bucket,
                 stop_signals=[
                     sounding_pb2.StopSignal(

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from sounding import errors
-from sounding.core import stop_rules
+from sounding.core import homogeneity, stop_rules
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.domains import parameters as parameters_
 from sounding.inquiry.llm import assessment, selection, tasks
@@ -94,6 +94,8 @@ class LlmInquiry:
         self.turns: list[list[str]] = state["turns"]
         self.assessments: list[dict] = state["assessments"]
         self.next: dict | None = state["next"]
+        # [turn index, surprise, overlap] of each answered question that had imagined answers.
+        self.divergence: list[list] = state.get("divergence", [])
 
     @classmethod
     def from_state(cls, setup: dict, state: dict) -> LlmInquiry:
@@ -179,7 +181,7 @@ class LlmInquiry:
                 for rule in rules
             },
         }
-        return cls(setup, {"turns": [], "assessments": [], "next": None})
+        return cls(setup, {"turns": [], "assessments": [], "next": None, "divergence": []})
 
     @staticmethod
     def task_and_regime(parameters: Mapping[str, str]) -> tuple[str, assessment.Regime]:
@@ -213,7 +215,12 @@ class LlmInquiry:
         return self._setup
 
     def state(self) -> dict[str, Any]:
-        return {"turns": self.turns, "assessments": self.assessments, "next": self.next}
+        return {
+            "turns": self.turns,
+            "assessments": self.assessments,
+            "next": self.next,
+            "divergence": self.divergence,
+        }
 
     def _rng(self, turn: int, purpose: str) -> random.Random:
         return random.Random(f"{self._setup['seed']}:{turn}:{purpose}")
@@ -265,6 +272,9 @@ class LlmInquiry:
             confidence_map,
         )
         current = measured.to_json()
+        if self.divergence and self.divergence[-1][0] == len(self.turns) - 1:
+            _, surprise, overlap = self.divergence[-1]
+            current["homogeneity"] |= {"simulator_surprise": surprise, "simulator_overlap": overlap}
         current["signals"] = [asdict(self.signal(rule, current)) for rule in self.rules]
         self.assessments.append(current)
         self.next = None
@@ -294,7 +304,7 @@ class LlmInquiry:
             self.next = {
                 "question": chosen.question,
                 "rationale": chosen.rationale,
-                "scored": [[c.question, c.reduction, c.value] for c in chosen.scored],
+                "scored": [[c.question, c.reduction, c.value, c.outcomes] for c in chosen.scored],
             }
 
     def _rule_answers(self, current: dict) -> bool:
@@ -329,7 +339,7 @@ class LlmInquiry:
         cost = self._setup.get("question_cost", 0.0)
         scored = [
             ScoredQuestion(f"q{turn}" if i == 0 else f"q{turn}-{i}", question, reduction, value, cost)
-            for i, (question, reduction, value) in enumerate(self.next.get("scored", []))
+            for i, (question, reduction, value, _) in enumerate(self.next.get("scored", []))
         ]
         if not scored:  # direct prompting scores nothing
             return Choice(
@@ -347,6 +357,12 @@ class LlmInquiry:
                     "the simulated policy needs the feedback (bulls and cows)", field="observation.answer"
                 )
             answer = bulls_and_cows.feedback_sentence(*feedback)
+        imagined = next((o for q, _, _, o in (self.next or {}).get("scored", []) if q == question), None)
+        if imagined is not None:  # §4.3 axis 4: how the real answer compares with the imagined ones
+            surprise, overlap = homogeneity.simulator_divergence(
+                imagined, tasks.parse_outcome(self.problem, answer), selection.SIMULATED_ANSWERS
+            )
+            self.divergence.append([len(self.turns), surprise, overlap])
         self.turns.append([question, answer])
         self.next = None
 

@@ -139,7 +139,7 @@ class Assessment:
     answer_share: float
     # Answer clusters of the plain initial samples: (representative answer, share), largest first.
     distribution: list[tuple[str, float]]
-    homogeneity: dict[str, float]
+    homogeneity: dict[str, float | bool]
     bucket: str
     verbalized_confidence: float | None = None
     pairs: list[dict] = field(default_factory=list)
@@ -327,13 +327,19 @@ async def assess(
         answer, share = _majority(list(zip(plain.initial, plain.initial_labels, plain.weights, strict=True)))
     vectors = await backend.embed([a or t for a, t in zip(plain.initial, plain.initial_texts, strict=True)])
     diagnostics = homogeneity.diagnose(plain.initial_texts, vectors, plain.initial_labels)
+    sensitivity = {}
+    if robust:  # each variant's modal answer: its heaviest cluster of initial answers
+        modal = [
+            _majority(list(zip(s.initial, s.initial_labels, s.weights, strict=True)))[0] for s in sampled[1:]
+        ]
+        sensitivity["prompt_sensitivity"] = homogeneity.prompt_sensitivity(modal)
     return Assessment(
         turn=turn,
         scores=scores,
         answer=answer,
         answer_share=share,
         distribution=[(representative[label], p) for label, p in distribution.items()],
-        homogeneity={k: float(v) for k, v in asdict(diagnostics).items()},
+        homogeneity={k: float(v) for k, v in asdict(diagnostics).items()} | sensitivity,
         bucket=diagnostics.bucket,
         verbalized_confidence=stated,
         pairs=[asdict(s) for s in sampled],

@@ -1,6 +1,7 @@
 import asyncio
 import itertools
 import json
+import math
 import random
 
 import pytest
@@ -107,3 +108,24 @@ def test_cip_full_asks_the_question_whose_imagined_answers_leave_the_smallest_se
     # Now the four samples cycle over three suspects: all three are in the set. After Alice's
     # imagined confession only Clara is; after Bruno's nothing changes.
     assert (alice.reduction, bruno.reduction) == (pytest.approx(2.0), pytest.approx(0.0))
+
+
+def test_after_a_voi_question_the_belief_reports_how_the_real_answer_compares_with_the_imagined_ones():
+    start = Start(
+        "llm",
+        Policy(question_selection="voi", stop_rule="robust_mi_risk", max_turns=3, seed=4),
+        {"task": "gn", "policy_model": "simulated"},
+    )
+    session = engine.start(start)
+    first = asyncio.run(engine.advance(session))
+    assert "prompt_sensitivity" in first[0].homogeneity and "simulator_surprise" not in first[0].homogeneity
+    ask = first[-1]
+    guess, secret = ask.chosen.question, "8402"
+    code = int(bc.feedback_table().table[bc.feedback_table().index[guess], bc.feedback_table().index[secret]])
+    events = asyncio.run(
+        engine.observe(session, ask.chosen.question_id, bc.feedback_sentence(*divmod(code, 5)))
+    )
+    after = events[0].homogeneity
+    assert after["simulator_surprise"] >= 0 and isinstance(after["simulator_overlap"], bool)
+    # Unseen, the surprise is ln 16 (half an imagined answer in eight); seen, at most ln 8.
+    assert after["simulator_overlap"] == (after["simulator_surprise"] < math.log(16) - 1e-9)

@@ -462,18 +462,24 @@ class Belief(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., entropy_bits: _Optional[float] = ..., normalized_uncertainty: _Optional[float] = ..., top_hypotheses: _Optional[_Iterable[_Union[ScoredHypothesis, _Mapping]]] = ..., unknown_mass: _Optional[float] = ..., homogeneity: _Optional[_Union[Homogeneity, _Mapping]] = ..., homogeneity_bucket: _Optional[str] = ..., stop_signals: _Optional[_Iterable[_Union[StopSignal, _Mapping]]] = ..., current_answer: _Optional[str] = ...) -> None: ...
 
 class Homogeneity(_message.Message):
-    __slots__ = ("p_max", "mean_pairwise_similarity", "effective_rank", "exact_repetition_rate", "trigram_jaccard")
+    __slots__ = ("p_max", "mean_pairwise_similarity", "effective_rank", "exact_repetition_rate", "trigram_jaccard", "prompt_sensitivity", "simulator_surprise", "simulator_overlap")
     P_MAX_FIELD_NUMBER: _ClassVar[int]
     MEAN_PAIRWISE_SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_RANK_FIELD_NUMBER: _ClassVar[int]
     EXACT_REPETITION_RATE_FIELD_NUMBER: _ClassVar[int]
     TRIGRAM_JACCARD_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
+    SIMULATOR_SURPRISE_FIELD_NUMBER: _ClassVar[int]
+    SIMULATOR_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     p_max: float
     mean_pairwise_similarity: float
     effective_rank: float
     exact_repetition_rate: float
     trigram_jaccard: float
-    def __init__(self, p_max: _Optional[float] = ..., mean_pairwise_similarity: _Optional[float] = ..., effective_rank: _Optional[float] = ..., exact_repetition_rate: _Optional[float] = ..., trigram_jaccard: _Optional[float] = ...) -> None: ...
+    prompt_sensitivity: float
+    simulator_surprise: float
+    simulator_overlap: bool
+    def __init__(self, p_max: _Optional[float] = ..., mean_pairwise_similarity: _Optional[float] = ..., effective_rank: _Optional[float] = ..., exact_repetition_rate: _Optional[float] = ..., trigram_jaccard: _Optional[float] = ..., prompt_sensitivity: _Optional[float] = ..., simulator_surprise: _Optional[float] = ..., simulator_overlap: _Optional[bool] = ...) -> None: ...
 
 class StopSignal(_message.Message):
     __slots__ = ("rule", "score", "threshold", "answers", "calibration_version")
