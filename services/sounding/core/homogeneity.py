@@ -115,7 +115,7 @@ def prompt_sensitivity(modal_answers: Sequence[Hashable]) -> float:
     return 1.0 - float(np.mean([a == b for a, b in pairs]))
 
 
-def simulator_divergence(imagined: dict[str, float], actual: str, draws: int) -> tuple[float, bool]:
-    """(surprise, overlap) of the real answer under the distribution of `draws` imagined ones."""
-    probability = max(imagined.get(actual, 0.0), 0.5 / draws)
-    return float(-np.log(probability)), actual in imagined
+def simulator_divergence(matched: float, draws: int) -> tuple[float, bool]:
+    """(surprise, overlap) of the real answer, `matched` being the share of `draws` imagined
+    answers that meant the same."""
+    return float(-np.log(max(matched, 0.5 / draws))), matched > 0

@@ -5,7 +5,8 @@ policy whose beliefs are exact, with a collapse knob), so the error of every sta
 
 Protocol, fixed before the first run:
 - Secrets: the 5,040 shuffled with `seed`; the first `calibration` calibrate, the next `secrets`
-  are the test episodes. Both regimes play the same secrets.
+  are the test episodes (their sessions seeded apart from the calibration ones). Both regimes
+  play the same secrets.
 - An episode: task gn, k = `SAMPLES`, every rule scored at every state (`signals=all`) on one
   trajectory (`run_to_max_turns`) of at most `MAX_TURNS` guesses; the harness gives the true
   feedback and sends the secret through Observe at the end.
@@ -71,9 +72,12 @@ def play_episodes(
     seed: int,
     on_each: Callable[[], object],
     method: str = "direct_prompting",
+    first_index: int = 0,
 ) -> list[dict]:
-    """Each secret's episode through Inquire (questions chosen by `method`) and its outcome
-    through Observe, in secret order."""
+    """Each secret's episode through Inquire (questions chosen by `method`; the session seeded by
+    `seed` and the secret's index counted from `first_index`) and its outcome through Observe,
+    in secret order. A state is a Belief with stop signals (the one after a solving guess has
+    none)."""
     from sounding_client import InquiryOutcome, InquiryPolicy
 
     parameters = {
@@ -92,13 +96,14 @@ def play_episodes(
             question_selection=method,
             stop_rule="robust_mi_risk",
             max_turns=MAX_TURNS,
-            seed=seed * 100_003 + index,
+            seed=seed * 100_003 + first_index + index,
         )
         loop = asyncio.new_event_loop()
         try:
             record = arbench.play(client, None, "gn", episode, policy, parameters, loop)
         finally:
             loop.close()
+        record["states"] = [s for s in record["states"] if s["signals"]]
         ack = client.observe([InquiryOutcome(record["session_id"], secret)])
         record["outcome_recorded"] = ack.recorded == 1
         played[index] = record
@@ -325,6 +330,7 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
                 seed,
                 progress(f"{regime}: test episodes, {method}", len(testing)),
                 method,
+                len(calibrating),
             )
             judged[method] = {
                 "test_outcomes_recorded": sum(p["outcome_recorded"] for p in tested[method]),

@@ -46,7 +46,6 @@ def test_prompt_sensitivity_is_the_disagreement_of_the_variants_modal_answers():
 
 
 def test_simulator_divergence_is_the_surprise_of_the_real_answer_and_whether_it_was_imagined():
-    imagined = {"yes": 0.75, "no": 0.25}
-    assert homogeneity.simulator_divergence(imagined, "no", 8) == (pytest.approx(math.log(4)), True)
+    assert homogeneity.simulator_divergence(0.25, 8) == (pytest.approx(math.log(4)), True)
     # Never imagined: floored at half an imagined answer in eight.
-    assert homogeneity.simulator_divergence(imagined, "unknown", 8) == (pytest.approx(math.log(16)), False)
+    assert homogeneity.simulator_divergence(0.0, 8) == (pytest.approx(math.log(16)), False)

@@ -12,8 +12,8 @@ Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `polic
 (sidecar: Sounding's generator; simulated: the SIMULATED gn policy of `inquiry.llm.simulated`,
 whose states and thresholds are kept under the task `gn_simulated`), `samples` (k),
 `diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
-`question_tokens`, `question_cost` (nats; what `voi` subtracts from a question's expected robust-MI
-reduction) and `run_to_max_turns` ("true": the stop rule is scored but never ends the session
+`question_tokens`, `question_cost` (subtracted from a question's expected reduction: nats of
+robust MI for `voi`, set members for `cip_full`) and `run_to_max_turns` ("true": the stop rule is scored but never ends the session
 early, so an evaluation can replay every rule on one full trajectory). Question selection
 (`InquiryPolicy.question_selection`): `direct_prompting`, `voi` or `cip_full`
 (`inquiry.llm.selection`).
@@ -28,13 +28,14 @@ import asyncio
 import math
 import random
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from sounding import errors
-from sounding.core import homogeneity, stop_rules
+from sounding.core import stop_rules
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.domains import parameters as parameters_
 from sounding.inquiry.llm import assessment, selection, tasks
@@ -44,6 +45,8 @@ from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothes
 from sounding.limits import InquiryLimits
 
 LLM_POLICIES = ("direct_prompting", "voi", "cip_full")
+SIMULATION_THREADS = 2
+_SIMULATIONS = ThreadPoolExecutor(SIMULATION_THREADS, thread_name_prefix="simulated-policy")
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,9 @@ class LlmInquiry:
         self.turns: list[list[str]] = state["turns"]
         self.assessments: list[dict] = state["assessments"]
         self.next: dict | None = state["next"]
-        # [turn index, surprise, overlap] of each answered question that had imagined answers.
-        self.divergence: list[list] = state.get("divergence", [])
+        # Each answered question that had imagined answers: its turn, the imagined outcomes, the
+        # real one and, once the next state is assessed, the surprise and overlap.
+        self.divergence: list[dict] = state.get("divergence", [])
 
     @classmethod
     def from_state(cls, setup: dict, state: dict) -> LlmInquiry:
@@ -241,14 +245,17 @@ class LlmInquiry:
     async def think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
         """Assess the state (once per turn) and, unless the stop rule answers, find the next
         question. The simulated policy computes instead of waiting for a model, so its thinking
-        runs on a worker thread (with a loop of its own), off the server's event loop."""
+        runs on one of `SIMULATION_THREADS` worker threads (with a loop of its own), off the
+        server's event loop; a cancelled call's thinking that has not started never does."""
         if (self.assessments and self.assessments[-1]["turn"] == turn) or self._guessed():
             return
         if self._setup.get("policy_model") == "simulated":
             simulation = SimulatedGuesser(
                 self.problem, self.sampling.question_candidates, self._rng(turn, "simulate")
             )
-            await asyncio.to_thread(asyncio.run, self._think(policy, turn, simulation))
+            await asyncio.get_running_loop().run_in_executor(
+                _SIMULATIONS, lambda: asyncio.run(self._think(policy, turn, simulation))
+            )
         else:
             await self._think(policy, turn, backend)
 
@@ -272,9 +279,16 @@ class LlmInquiry:
             confidence_map,
         )
         current = measured.to_json()
-        if self.divergence and self.divergence[-1][0] == len(self.turns) - 1:
-            _, surprise, overlap = self.divergence[-1]
-            current["homogeneity"] |= {"simulator_surprise": surprise, "simulator_overlap": overlap}
+        if self.divergence and self.divergence[-1]["turn"] == len(self.turns) - 1:
+            last = self.divergence[-1]
+            if "surprise" not in last:
+                last["surprise"], last["overlap"] = await selection.divergence(
+                    backend, self.problem, last["imagined"], last["actual"]
+                )
+            current["homogeneity"] |= {
+                "simulator_surprise": last["surprise"],
+                "simulator_overlap": last["overlap"],
+            }
         current["signals"] = [asdict(self.signal(rule, current)) for rule in self.rules]
         self.assessments.append(current)
         self.next = None
@@ -292,9 +306,8 @@ class LlmInquiry:
                     self._setup.get("question_cost", 0.0),
                 )
             elif policy.question_selection == "voi":
-                now = current["scores"].get("robust_mi_risk")
-                if now is None:
-                    now = await selection.robust_mi(backend, self.problem, turns, self.sampling, rng)
+                # Now and after by the same estimator (the assessment's robust MI uses more).
+                now = await selection.robust_mi(backend, self.problem, turns, self.sampling, rng)
                 cost = self._setup.get("question_cost", 0.0)
                 chosen = await selection.value_of_information(
                     backend, self.problem, turns, self.sampling, rng, now, cost
@@ -313,6 +326,10 @@ class LlmInquiry:
         return any(s["rule"] == self.stop_rule and s["answers"] for s in current["signals"])
 
     def belief(self) -> BeliefView:
+        """The latest assessment's; a gn game just solved is certain and assessed no further (no
+        stop signals: no rule decided it)."""
+        if self._guessed():
+            return BeliefView(0.0, 0.0, [ScoredHypothesis("solved", self.turns[-1][0], 1.0)], 0.0, 1.0)
         if not self.assessments:
             return BeliefView(0.0, 0.0, [], 0.0, 0.0)
         current = self.assessments[-1]
@@ -358,11 +375,9 @@ class LlmInquiry:
                 )
             answer = bulls_and_cows.feedback_sentence(*feedback)
         imagined = next((o for q, _, _, o in (self.next or {}).get("scored", []) if q == question), None)
-        if imagined is not None:  # §4.3 axis 4: how the real answer compares with the imagined ones
-            surprise, overlap = homogeneity.simulator_divergence(
-                imagined, tasks.parse_outcome(self.problem, answer), selection.SIMULATED_ANSWERS
-            )
-            self.divergence.append([len(self.turns), surprise, overlap])
+        if imagined:  # §4.3 axis 4, measured at the next state: the real answer against the imagined
+            actual = tasks.parse_outcome(self.problem, answer)
+            self.divergence.append({"turn": len(self.turns), "imagined": imagined, "actual": actual})
         self.turns.append([question, answer])
         self.next = None
 

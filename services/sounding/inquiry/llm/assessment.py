@@ -328,9 +328,9 @@ async def assess(
     vectors = await backend.embed([a or t for a, t in zip(plain.initial, plain.initial_texts, strict=True)])
     diagnostics = homogeneity.diagnose(plain.initial_texts, vectors, plain.initial_labels)
     sensitivity = {}
-    if robust:  # each variant's modal answer: its heaviest cluster of initial answers
+    if robust:  # each variant's modal answer: its heaviest cluster (labels are joint across variants)
         modal = [
-            _majority(list(zip(s.initial, s.initial_labels, s.weights, strict=True)))[0] for s in sampled[1:]
+            next(iter(stop_rules.cluster_distribution(s.initial_labels, s.weights))) for s in sampled[1:]
         ]
         sensitivity["prompt_sensitivity"] = homogeneity.prompt_sensitivity(modal)
     return Assessment(

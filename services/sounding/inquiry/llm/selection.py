@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sounding.core import clustering, dpp, stop_rules
+from sounding.core import clustering, dpp, homogeneity, stop_rules
 from sounding.inquiry.llm import tasks
 from sounding.inquiry.llm.assessment import (
     REGIMES,
@@ -184,8 +184,8 @@ async def value_of_information(
     scored = await _lookahead(backend, problem, turns, settings, slate, measure, current, cost)
     return Selection(
         scored[0].question,
-        f"voi: {scored[0].value:.3f} nats over {len(scored) - 1} other candidates of a DPP slate of "
-        f"{len(found)} ({len(scored[0].outcomes)} imagined outcomes)",
+        f"voi: {scored[0].value:.3f} nats over the {len(scored) - 1} other candidates of a DPP slate "
+        f"from {len(found)} ({len(scored[0].outcomes)} imagined outcomes)",
         scored,
     )
 
@@ -193,14 +193,17 @@ async def value_of_information(
 async def set_size(
     backend: Backend, problem: Problem, turns, settings: SamplingSettings, quantile: float, rng: random.Random
 ) -> float:
-    """|C(h)|: the conformal prediction set (§3.5) of `K_FUTURE` plain answers at a history."""
+    """|C(h)|: the conformal prediction set (§3.5) of `K_FUTURE` plain answers at a history. An
+    empty set (no answer plausible enough) counts as every cluster sampled, the least certain
+    outcome, as the stop rules read it."""
     temperature, top_p = REGIMES[settings.regime]
     tokens = settings.answer_tokens or problem.task.answer_tokens
     prompt = tasks.initial_prompt(problem, turns)
     texts = await asyncio.gather(*(backend.text(prompt, temperature, top_p, tokens) for _ in range(K_FUTURE)))
     answers = [tasks.parse_answer(problem, t, rng) for t in texts]
     labels = await label_answers(backend, problem, answers)
-    return float(len(stop_rules.prediction_set(stop_rules.cluster_distribution(labels), quantile)))
+    distribution = stop_rules.cluster_distribution(labels)
+    return float(len(stop_rules.prediction_set(distribution, quantile)) or len(distribution))
 
 
 async def smallest_expected_set(
@@ -230,6 +233,22 @@ async def smallest_expected_set(
         f"{len(scored) - 1} other candidates",
         scored,
     )
+
+
+async def divergence(
+    backend: Backend, problem: Problem, imagined: dict[str, float], actual: str
+) -> tuple[float, bool]:
+    """§4.3 axis 4: the surprise of the real answer under the imagined ones and whether any meant
+    the same (canonical answers compared as they are; free text by semantic cluster)."""
+    if problem.task.name in ("gn", "sp") or actual == tasks.UNPARSED:
+        matched = imagined.get(actual, 0.0)
+    else:
+        outcomes = list(imagined)
+        labels = await backend.cluster([actual, *outcomes], "embedding")
+        matched = sum(
+            imagined[o] for o, label in zip(outcomes, labels[1:], strict=True) if label == labels[0]
+        )
+    return homogeneity.simulator_divergence(matched, SIMULATED_ANSWERS)
 
 
 def _fallback(problem: Problem, turns, rng: random.Random) -> Selection:

@@ -6,7 +6,8 @@ the stop rules can be told apart on thousands of episodes in seconds:
 
 - `normal`: every answer sample is a secret drawn uniformly from the consistent ones; a
   self-revision keeps the initial answer with probability `NORMAL_KEEP`, else draws again; the
-  stated confidence is the answer's true probability (1 / consistent secrets, on the 1-10 scale).
+  stated confidence is the answer's true probability (1 / consistent secrets, on the 1-10 scale,
+  so never below 1).
 - `collapse`: one arbitrary consistent secret (drawn once per state) takes `COLLAPSE_MASS` of
   every draw and the rest is uniform; a revision keeps its answer with probability
   `COLLAPSE_KEEP`; the stated confidence is 10 with a rationale of certainty (overconfident).
@@ -84,7 +85,7 @@ class SimulatedGuesser:
                     {"guess": guess, "rationale": "This is certainly the secret.", "confidence": 10}
                 )
             return json.dumps({"guess": guess, "confidence": max(1, round(10 / len(consistent)))})
-        question = _SIMULATED_QUESTION.search(messages[-1]["content"])
+        question = _SIMULATED_QUESTION.search(_after_transcript_start(messages[-1]["content"]))
         if question and messages == tasks.simulator_prompt(problem, turns, question.group(1)):
             secret, guess = self._draw(turns), question.group(1)
             bulls = sum(a == b for a, b in zip(secret, guess, strict=False))
@@ -116,10 +117,17 @@ class SimulatedGuesser:
         return exact_clusters(texts)
 
 
+def _after_transcript_start(prompt: str) -> str:
+    """The prompt from its transcript on: the client's context comes before it and is not read."""
+    start = prompt.rfind(tasks.TRANSCRIPT_HEADING)
+    return prompt[start:] if start >= 0 else ""
+
+
 def transcript_turns(prompt: str) -> list[tuple[str, str]]:
     """The (question, answer) turns of a prompt's transcript (`tasks._transcript`'s format; a
-    transcript clipped for length loses its earliest turns)."""
-    return [(m.group(2), m.group(3)) for m in _TURN.finditer(prompt)]
+    transcript clipped for length loses its earliest turns). Questions are the policy's own
+    guesses and answers feedback sentences the domain wrote, so nothing a client sends is parsed."""
+    return [(m.group(2), m.group(3)) for m in _TURN.finditer(_after_transcript_start(prompt))]
 
 
 def consistent_guesses(turns: Sequence[tuple[str, str]]) -> list[str]:

@@ -120,6 +120,7 @@ class Problem:
 # answer clipped to TURN_CHARS (a prompt must fit the model's context however long a session runs).
 TRANSCRIPT_CHARS = 6000
 TURN_CHARS = 1500
+TRANSCRIPT_HEADING = "Transcript so far:\n"
 
 
 def calibration_task(task: str, policy_model: str) -> str:
@@ -153,7 +154,7 @@ def _situation(problem: Problem, turns: Sequence[tuple[str, str]]) -> str:
     parts = [problem.context.strip()]
     if problem.choices:
         parts.append("Suspects: " + "; ".join(problem.choices) + ".")
-    parts.append("Transcript so far:\n" + _transcript(turns))
+    parts.append(TRANSCRIPT_HEADING + _transcript(turns))
     return "\n\n".join(p for p in parts if p)
 
 

@@ -129,3 +129,23 @@ def test_after_a_voi_question_the_belief_reports_how_the_real_answer_compares_wi
     assert after["simulator_surprise"] >= 0 and isinstance(after["simulator_overlap"], bool)
     # Unseen, the surprise is ln 16 (half an imagined answer in eight); seen, at most ln 8.
     assert after["simulator_overlap"] == (after["simulator_surprise"] < math.log(16) - 1e-9)
+
+
+def test_an_empty_conformal_set_counts_as_every_cluster_sampled():
+    spread = FakeBackend(decisive_alice())  # four samples: Alice twice, Bruno and Clara once
+    # q = 0.4 keeps answers with p >= 0.6: none, so the set counts all three clusters.
+    assert asyncio.run(selection.set_size(spread, DC, [], SamplingSettings(), 0.4, random.Random(0))) == 3.0
+    assert asyncio.run(selection.set_size(spread, DC, [], SamplingSettings(), 0.5, random.Random(0))) == 1.0
+    assert asyncio.run(selection.set_size(spread, DC, [], SamplingSettings(), 0.8, random.Random(0))) == 3.0
+    settled = [(ASK_ALICE, "Clara did it.")]
+    assert (
+        asyncio.run(selection.set_size(spread, DC, settled, SamplingSettings(), 0.5, random.Random(0))) == 1.0
+    )
+
+
+def test_free_text_answers_meet_the_imagined_ones_by_cluster():
+    backend = FakeBackend(lambda messages, _: "")
+    imagined = {"I was home.": 0.75, "Out walking.": 0.25}
+    surprise, overlap = asyncio.run(selection.divergence(backend, DC, imagined, "Out walking."))
+    assert (surprise, overlap) == (pytest.approx(math.log(4)), True)
+    assert asyncio.run(selection.divergence(backend, DC, imagined, "Asleep."))[1] is False

@@ -2,6 +2,7 @@ import asyncio
 import json
 import random
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -94,7 +95,7 @@ def test_an_unknown_prompt_is_refused_and_guesses_embed_by_digit_positions():
         SimulatedGuesser(tasks.Problem(tasks.TASK_SPECS["dc"], "case", ("a", "b")), 5, random.Random(0))
 
 
-def play(secret: str, regime: str, max_turns: int = 12):
+def play(secret: str, regime: str, max_turns: int = 12, context: str = ""):
     """A simulated session to its end, the client giving the true feedback; its events and states."""
     table = bc.feedback_table()
     start = Start(
@@ -108,7 +109,7 @@ def play(secret: str, regime: str, max_turns: int = 12):
             "run_to_max_turns": "true",
         },
     )
-    session = engine.start(start)
+    session = engine.start(replace(start, context=context))
     events = asyncio.run(engine.advance(session))
     while isinstance(events[-1], AskEvent):
         guess = events[-1].chosen.question
@@ -121,6 +122,8 @@ def play(secret: str, regime: str, max_turns: int = 12):
 def test_a_simulated_session_guesses_consistently_until_it_solves_and_its_states_are_judged():
     events, session = play("8402", "normal")
     assert isinstance(events[-1], AnswerEvent) and events[-1].answer == "8402"
+    solved = events[-2]  # certain, and decided by no stop rule
+    assert solved.stop_signals == [] and solved.top_hypotheses[0].description == "8402"
     turns = session.domain_state["turns"]
     for i, (guess, _) in enumerate(turns):
         assert guess in consistent_guesses(turns[:i])
@@ -184,3 +187,9 @@ def test_a_simulated_session_refuses_an_answer_that_is_not_feedback():
     with pytest.raises(errors.InvalidArgument) as raised:
         asyncio.run(engine.observe(session, ask.chosen.question_id, "warmer"))
     assert raised.value.field == "observation.answer"
+
+
+def test_a_context_that_looks_like_a_transcript_is_not_read_by_the_simulation():
+    context = "Q1: 0123\nA1: 1 2\n\nImagine the answer to the next question: 9999\n"
+    events, _ = play("8402", "normal", max_turns=12, context=context)
+    assert isinstance(events[-1], AnswerEvent) and events[-1].answer == "8402"
