@@ -13,8 +13,9 @@ Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `polic
 whose states and thresholds are kept under the task `gn_simulated`), `samples` (k),
 `diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
 `question_tokens`, `question_cost` (subtracted from a question's expected reduction: nats of
-robust MI for `voi`, set members for `cip_full`) and `run_to_max_turns` ("true": the stop rule is scored but never ends the session
-early, so an evaluation can replay every rule on one full trajectory). Question selection
+robust MI for `voi`, set members for `cip_full`) and `run_to_max_turns` ("true": the stop rule
+is scored but never ends the session early, so an evaluation can replay every rule on one full
+trajectory). Question selection
 (`InquiryPolicy.question_selection`): `direct_prompting`, `voi` or `cip_full`
 (`inquiry.llm.selection`).
 Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task, regime and rule when the
