@@ -92,14 +92,12 @@ def _print_bulls_and_cows(client, secret: str) -> None:
 
     from sounding.inquiry.domains import bulls_and_cows
 
-    table = bulls_and_cows.feedback_table()
     inquiry = client.inquire("bulls_and_cows")
     for event in inquiry:
         if isinstance(event, Belief):
             console.print(f"[bold]belief[/bold] {event.entropy_bits:.2f} bits of uncertainty")
         elif isinstance(event, Ask):
-            code = int(table.table[table.index[event.question], table.index[secret]])
-            bulls, cows = divmod(code, bulls_and_cows.CODES_PER_FEEDBACK)
+            bulls, cows = bulls_and_cows.score(event.question, secret)
             console.print(
                 f"[bold]ask[/bold] #{event.turn} {event.question} "
                 f"(expected gain {event.expected_information_gain:.2f} bits) -> {bulls} bulls, {cows} cows"
@@ -245,7 +243,6 @@ def _print_simulated_stop_threshold(client) -> None:
             f"[bold]observe[/bold] {sum(p['outcome_recorded'] for p in played)} {regime} games' secrets"
         )
         print_calibration(client.calibrate("stop_threshold", task=SIMULATED_GN, regime=regime))
-    table = bulls_and_cows.feedback_table()
     inquiry = client.inquire(
         "llm",
         InquiryPolicy(question_selection="voi", stop_rule="robust_mi_risk", max_turns=12, seed=1),
@@ -262,8 +259,7 @@ def _print_simulated_stop_threshold(client) -> None:
                 f"{'answer' if plain.answers else 'ask'} (p_max {1 - plain.score:.2f})"
             )
         elif isinstance(event, Ask):
-            code = int(table.table[table.index[event.question], table.index[secret]])
-            bulls, cows = divmod(code, bulls_and_cows.CODES_PER_FEEDBACK)
+            bulls, cows = bulls_and_cows.score(event.question, secret)
             console.print(
                 f"[bold]ask[/bold] {event.question} (VoI {event.cost_adjusted_score:.3f} nats, best of "
                 f"{len(event.runners_up) + 1}) -> {bulls} bulls, {cows} cows"

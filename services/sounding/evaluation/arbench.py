@@ -44,6 +44,7 @@ from sounding.config import ModelsSettings
 from sounding.core.calibration import IsotonicMap, expected_calibration_error
 from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation.journal import append_journal, read_journal
+from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.progress import progress_bar
 
@@ -89,12 +90,7 @@ def _episode(episode_id: str, context: str, choices: list[str], truth: str, npc)
 
 def gn_feedback(secret: str, guess: str) -> str:
     """AR-Bench's GN feedback sentence."""
-    bulls = sum(a == b for a, b in zip(secret, guess, strict=False))
-    cows = len(set(secret) & set(guess)) - bulls
-    return (
-        f"{bulls} digits are present in the answer and in the correct positions \n"
-        f"{cows} digits are present in the answer but in the different positions"
-    )
+    return bulls_and_cows.feedback_sentence(*bulls_and_cows.score(guess, secret))
 
 
 def _profile(profile: dict) -> str:
@@ -136,8 +132,7 @@ async def npc_reply(models, task: str, episode: dict, question: str) -> str:
     pieces = [p.text async for p in models.generate(messages, max_new_tokens=NPC_TOKENS, timeout=600)]
     text = "".join(pieces).strip()
     if task == "sp":
-        lowered = text.lower()
-        return next((w.capitalize() for w in ("yes", "no") if lowered.startswith(w)), "Unknown")
+        return tasks.yes_no_unknown(text)
     return text or "I have nothing to say."
 
 

@@ -98,6 +98,12 @@ def parse_feedback(text: str) -> tuple[int, int]:
     return bulls, cows
 
 
+def score(guess: str, secret: str) -> tuple[int, int]:
+    """(bulls, cows) of a guess against a secret, both 4 distinct digits."""
+    table = feedback_table()
+    return divmod(int(table.table[table.index[guess], table.index[secret]]), CODES_PER_FEEDBACK)
+
+
 def feedback_sentence(bulls: int, cows: int) -> str:
     """AR-Bench's wording of the feedback."""
     return (

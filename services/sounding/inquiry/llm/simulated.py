@@ -87,9 +87,7 @@ class SimulatedGuesser:
             return json.dumps({"guess": guess, "confidence": max(1, round(10 / len(consistent)))})
         question = _SIMULATED_QUESTION.search(_after_transcript_start(messages[-1]["content"]))
         if question and messages == tasks.simulator_prompt(problem, turns, question.group(1)):
-            secret, guess = self._draw(turns), question.group(1)
-            bulls = sum(a == b for a, b in zip(secret, guess, strict=False))
-            return bc.feedback_sentence(bulls, len(set(secret) & set(guess)) - bulls)
+            return bc.feedback_sentence(*bc.score(question.group(1), self._draw(turns)))
         for variant in tasks.VARIANTS:
             initial = tasks.initial_prompt(problem, turns, variant)
             if messages == initial:

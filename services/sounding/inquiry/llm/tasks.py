@@ -240,9 +240,14 @@ def parse_outcome(problem: Problem, text: str) -> str:
         feedback = bulls_and_cows(text)
         return UNPARSED if feedback is None else feedback_sentence(*feedback)
     if problem.task.name == "sp":
-        lowered = text.strip().lower()
-        return next((w.capitalize() for w in ("yes", "no") if lowered.startswith(w)), "Unknown")
+        return yes_no_unknown(text)
     return text.strip()
+
+
+def yes_no_unknown(text: str) -> str:
+    """Yes or No if the text starts with it, else Unknown (a situation puzzle's referee)."""
+    lowered = text.strip().lower()
+    return next((w.capitalize() for w in ("yes", "no") if lowered.startswith(w)), "Unknown")
 
 
 def _outermost(text: str, opening: str, closing: str) -> str | None:

@@ -128,3 +128,9 @@ def test_naive_takes_the_first_consistent_secret_and_eig_the_most_informative():
     assert gains[guess] == pytest.approx(gains.max())
     with pytest.raises(ValueError):
         bc.choose_guess(np.array([], dtype=int), "eig")
+
+
+def test_score_counts_bulls_and_cows_of_a_guess():
+    assert bc.score("0453", "0435") == (2, 2)
+    assert bc.score("0435", "0435") == (4, 0)
+    assert bc.score("1289", "0435") == (0, 0)
