@@ -172,3 +172,20 @@ def test_unknown_session_and_wrong_question_id(client, stack):
             if isinstance(event, Ask):
                 inquiry.answer("1 1", question_id="not-the-question")
     assert raised.value.fields == ["observation.question_id"]
+
+
+def test_the_bulls_and_cows_harness_plays_every_policy_and_lists_turns_per_secret(client, stack):
+    from rich.console import Console
+    from sounding.evaluation import inquiry as harness
+
+    secrets = ["0435", "9876", "1203"]
+    result = harness.bulls_and_cows(client, secrets, "eig_lookahead", Console(quiet=True), comparison_games=2)
+    policies = result["policies"]
+    assert list(policies) == ["eig_lookahead", "eig", "naive", "random_consistent"]
+    assert list(policies["eig_lookahead"]["turns_by_secret"]) == secrets
+    assert list(policies["eig"]["turns_by_secret"]) == ["0435", "1203"]
+    for name, summary in policies.items():
+        assert summary["solved"] == summary["games"], name
+        assert sum(summary["turns_by_secret"].values()) / summary["games"] == pytest.approx(
+            summary["mean_turns"], abs=1e-4
+        )

@@ -88,11 +88,11 @@ def demo(
 
 
 def _print_bulls_and_cows(client, secret: str) -> None:
-    from sounding_client import Ask, Belief, InquiryAnswer
+    from sounding_client import Ask, Belief, InquiryAnswer, InquiryPolicy
 
     from sounding.inquiry.domains import bulls_and_cows
 
-    inquiry = client.inquire("bulls_and_cows")
+    inquiry = client.inquire("bulls_and_cows", InquiryPolicy(question_selection="eig_lookahead"))
     for event in inquiry:
         if isinstance(event, Belief):
             console.print(f"[bold]belief[/bold] {event.entropy_bits:.2f} bits of uncertainty")
@@ -100,7 +100,8 @@ def _print_bulls_and_cows(client, secret: str) -> None:
             bulls, cows = bulls_and_cows.score(event.question, secret)
             console.print(
                 f"[bold]ask[/bold] #{event.turn} {event.question} "
-                f"(expected gain {event.expected_information_gain:.2f} bits) -> {bulls} bulls, {cows} cows"
+                f"(expected gain {event.expected_information_gain:.2f} bits; {event.rationale}) "
+                f"-> {bulls} bulls, {cows} cows"
             )
             inquiry.answer(f"{bulls} {cows}")
         elif isinstance(event, InquiryAnswer):

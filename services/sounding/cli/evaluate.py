@@ -352,12 +352,10 @@ def eval_inquiry(
     secrets: str = typer.Option("all", help="bulls-and-cows: 'all' (5,040 secrets) or a JSON list"),
     policy: BullsAndCowsPolicy = typer.Option(
         BullsAndCowsPolicy.eig,
-        help="bulls-and-cows: the policy under test (naive and "
-        "random_consistent run too); hypotheses compares eig with both fixed orders",
+        help="bulls-and-cows: the policy under test (every other policy runs too); hypotheses compares "
+        "eig with both fixed orders",
     ),
-    comparison_games: int = typer.Option(
-        0, help="bulls-and-cows: games for the comparison policies (0: all)"
-    ),
+    comparison_games: int = typer.Option(0, help="bulls-and-cows: games for each other policy (0: all)"),
     games: int = typer.Option(100, help="hypotheses: secrets played per policy and noise level"),
     hypotheses: int = typer.Option(1000, help="hypotheses: number of hypotheses"),
     questions: int = typer.Option(200, help="hypotheses: number of attribute questions"),

@@ -1,10 +1,10 @@
 """`sounding eval inquiry`: play inquiry benchmarks through the gRPC API, the harness being both
 client and oracle.
 
-- bulls-and-cows: every secret (or those in a file) with the chosen policy, and the `naive` and
-  `random_consistent` policies in the same invocation; turns per game (guesses, the winning one
-  included), solved share, the turn histogram and the per-move server latency (from sending an
-  answer to receiving the next question, as the client sees it).
+- bulls-and-cows: every secret (or those in a file) with the chosen policy, and every other policy
+  in the same invocation; turns per game (guesses, the winning one included, listed per secret),
+  solved share, the turn histogram and the per-move server latency (from sending an answer to
+  receiving the next question, as the client sees it).
 - hypotheses: a generated 20-Questions benchmark (N hypotheses × M yes/no attribute questions,
   each attribute held with its own base rate drawn from U(0.02, 0.5), as in a game of 20
   Questions where most attributes are rare); noise-free and noisy answers (each answer flipped
@@ -27,7 +27,6 @@ from sounding.evaluation.metrics import percentiles
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.progress import progress_bar
 
-COMPARISON_POLICIES = ("naive", "random_consistent")
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 
 
@@ -68,9 +67,9 @@ def play_bulls_and_cows(client, secret: str, policy: str, seed: int) -> dict:
 def bulls_and_cows(
     client, secrets: list[str], policy: str, console: Console, comparison_games: int | None = None
 ) -> dict:
-    """`policy` plays every secret; the comparison policies play every secret too, or an evenly
+    """`policy` plays every secret; every other policy plays every secret too, or an evenly
     spread sample of `comparison_games` of them."""
-    policies = [policy, *[p for p in COMPARISON_POLICIES if p != policy]]
+    policies = [policy, *[p for p in bc.POLICIES if p != policy]]
     results = {}
     for name in policies:
         chosen = secrets
@@ -93,6 +92,7 @@ def bulls_and_cows(
             "max_turns": int(max(turns)),
             "turn_histogram": {str(k): v for k, v in sorted(Counter(turns).items())},
             **{f"move_{k}": v for k, v in percentiles(moves).items()},
+            "turns_by_secret": dict(zip(chosen, turns, strict=True)),
         }
     return {"task": "bulls-and-cows", "secrets": len(secrets), "policies": results}
 

@@ -9,8 +9,8 @@ still consistent with the history.
 Policies:
 - `eig`: the guess with the largest expected information gain (the entropy of the partition of
   the consistent secrets by feedback, uniform prior), preferring consistent guesses on ties;
-- `eig_lookahead`: the guess minimising the expected number of guesses still needed, with the
-  cost of each branch estimated one move deeper by the `eig` policy's partition entropy;
+- `eig_lookahead`: looks ahead to the end of the game: the move of a plan that a branch-and-bound
+  search over whole games found to need the fewest guesses on average (`bulls_and_cows_plan`);
 - `naive`: the first consistent secret in lexicographic order;
 - `random_consistent`: a uniformly random consistent secret (seeded).
 """
@@ -25,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from sounding import errors
+from sounding.inquiry.domains import bulls_and_cows_plan
 
 LENGTH = 4
 CODES_PER_FEEDBACK = 5  # cows < 5
@@ -144,77 +145,42 @@ def _opening_gains() -> np.ndarray:
 
 
 def choose_guess(
-    candidates: np.ndarray, policy: str, rng: np.random.Generator | None = None
+    history: list[tuple[int, int]], policy: str, rng: np.random.Generator | None = None
 ) -> tuple[int, np.ndarray]:
-    """The guess the policy makes, and every guess's expected information gain (bits)."""
+    """The guess the policy makes after `history` (guess index, feedback code), and every guess's
+    expected information gain (bits)."""
+    candidates, gains = _position(tuple(history))
     if len(candidates) == 0:
         raise ValueError("no secret is consistent with the feedback so far")
-    if len(candidates) == 1:
-        return _choose_with_gains(candidates, np.zeros(feedback_table().table.shape[0]), policy, rng)
-    everything = len(candidates) == feedback_table().table.shape[0]
-    gains = _opening_gains() if everything else partition_entropies(candidates)
-    return _choose_with_gains(candidates, gains, policy, rng)
-
-
-def _choose_with_gains(
-    candidates: np.ndarray, gains: np.ndarray, policy: str, rng: np.random.Generator | None
-) -> tuple[int, np.ndarray]:
-    if len(candidates) == 1:
-        return int(candidates[0]), gains
-    everything = len(candidates) == feedback_table().table.shape[0]
-    if policy == "naive":
+    if len(candidates) == 1 or policy == "naive":
         return int(candidates[0]), gains
     if policy == "random_consistent":
         return int((rng or np.random.default_rng()).choice(candidates)), gains
-    is_candidate = np.zeros_like(gains, dtype=bool)
-    is_candidate[candidates] = True
     if policy == "eig":
         # A consistent guess can win outright: prefer it among (near-)equal gains.
-        score = gains + is_candidate * 1e-9
-        return int(np.argmax(score)), gains
+        is_candidate = np.zeros_like(gains, dtype=bool)
+        is_candidate[candidates] = True
+        return int(np.argmax(gains + is_candidate * 1e-9)), gains
     if policy == "eig_lookahead":
-        return (_opening_lookahead() if everything else _lookahead(candidates, gains, is_candidate)), gains
+        return _planned(history).guess, gains
     raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
 
 
 @lru_cache(maxsize=1)
-def _opening_lookahead() -> int:
-    everything = np.arange(feedback_table().table.shape[0])
-    return _lookahead(everything, _opening_gains(), np.ones(len(everything), dtype=bool))
+def shipped_plan() -> bulls_and_cows_plan.Plan:
+    """The `eig_lookahead` plan in the package."""
+    return bulls_and_cows_plan.read(bulls_and_cows_plan.SHIPPED.read_text(), feedback_table().index)
 
 
-def _lookahead(candidates: np.ndarray, gains: np.ndarray, is_candidate: np.ndarray, width: int = 30) -> int:
-    """Among the `width` highest-gain guesses (and the consistent ones among the top), pick the one
-    with the least expected number of further guesses, each branch's cost estimated from the
-    best partition entropy available one move deeper."""
-    table = feedback_table().table
-    order = np.argsort(-(gains + is_candidate * 1e-9))[:width]
-    count = len(candidates)
-    best, best_cost = int(order[0]), float("inf")
-    for guess in order:
-        codes = table[guess, candidates]
-        cost = 1.0 - (1.0 / count if is_candidate[guess] else 0.0)  # this guess, unless it wins
-        for code in np.unique(codes):
-            if code == SOLVED:
-                continue
-            branch = candidates[codes == code]
-            cost += len(branch) / count * _expected_remaining(branch)
-        if cost < best_cost - 1e-12:
-            best, best_cost = int(guess), cost
-    return best
-
-
-def _expected_remaining(branch: np.ndarray) -> float:
-    """Estimated guesses still needed for a branch of n consistent secrets."""
-    n = len(branch)
-    if n == 1:
-        return 1.0
-    if n == 2:
-        return 1.5
-    gain = float(partition_entropies(branch).max())
-    # One guess, then each resulting part needs about log(part)/gain more; a consistent guess
-    # wins in one with probability 1/n.
-    return 1.0 + max(np.log2(n) - gain, 0.0) / max(gain, 1e-9) + (n - 1) / n
+def _planned(history: list[tuple[int, int]]) -> bulls_and_cows_plan.Move:
+    """The plan's move after `history`, which must be the plan's own guesses."""
+    plan = shipped_plan()
+    path: tuple[int, ...] = ()
+    for guess, code in history:
+        if plan[path].guess != guess:
+            raise ValueError("eig_lookahead continues only games it played itself")
+        path = (*path, code)
+    return plan[path]
 
 
 @lru_cache(maxsize=512)
@@ -239,12 +205,12 @@ class BullsAndCows:
     stops_on_confidence = False
 
     def __init__(self, history: list[tuple[int, int]] | None = None, solved: bool = False):
-        self.history = [tuple(step) for step in history or []]
+        self.history = [(int(guess), int(code)) for guess, code in history or []]
         self.solved = solved
 
     @classmethod
     def from_state(cls, setup: dict, state: dict) -> BullsAndCows:
-        return cls([tuple(step) for step in state["history"]], state["solved"])
+        return cls([(guess, code) for guess, code in state["history"]], state["solved"])
 
     def setup(self) -> dict:
         return {}
@@ -279,7 +245,7 @@ class BullsAndCows:
         if len(candidates) == 0:
             return None
         rng = np.random.default_rng([policy.seed or 0, turn])
-        guess, _ = _choose_with_gains(candidates, gains, policy.question_selection, rng)
+        guess, _ = choose_guess(self.history, policy.question_selection, rng)
         strings = feedback_table().strings
 
         def scored(index: int) -> ScoredQuestion:
@@ -292,6 +258,9 @@ class BullsAndCows:
             f"{strings[guess]} splits the {len(candidates)} consistent secrets into {parts} feedback "
             f"groups ({policy.question_selection})"
         )
+        if policy.question_selection == "eig_lookahead" and len(candidates) > 1:
+            expected = _planned(self.history).total / len(candidates)
+            rationale += f"; the plan expects {expected:.3f} more guesses, this one included"
         return Choice(scored(guess), rationale, [scored(i) for i in ranked])
 
     def observe(self, question_id: str, question: str, answer: str) -> None:

@@ -102,17 +102,14 @@ def test_consistency_and_partition_entropy():
     assert gains[guess] == pytest.approx(float(-(p * np.log2(p)).sum()))
 
 
-@pytest.mark.parametrize(
-    "policy",
-    [pytest.param(p, marks=pytest.mark.slow) if p == "eig_lookahead" else p for p in bc.POLICIES],
-)
+@pytest.mark.parametrize("policy", bc.POLICIES)
 def test_every_policy_solves_a_game(policy):
     table = bc.feedback_table()
     rng = np.random.default_rng(0)
     secret = table.index["7031"]
     history: list[tuple[int, int]] = []
     while len(history) < 25:
-        guess, gains = bc.choose_guess(bc.consistent_secrets(history), policy, rng)
+        guess, gains = bc.choose_guess(history, policy, rng)
         code = int(table.table[guess, secret])
         if code == bc.SOLVED:
             break
@@ -122,12 +119,12 @@ def test_every_policy_solves_a_game(policy):
 
 
 def test_naive_takes_the_first_consistent_secret_and_eig_the_most_informative():
-    everything = np.arange(5040)
-    assert bc.choose_guess(everything, "naive")[0] == 0
-    guess, gains = bc.choose_guess(everything, "eig")
+    assert bc.choose_guess([], "naive")[0] == 0
+    guess, gains = bc.choose_guess([], "eig")
     assert gains[guess] == pytest.approx(gains.max())
-    with pytest.raises(ValueError):
-        bc.choose_guess(np.array([], dtype=int), "eig")
+    impossible = [(0, 0), (0, 5)]  # 0123 shares no digit with the secret, then one digit
+    with pytest.raises(ValueError, match="consistent"):
+        bc.choose_guess(impossible, "eig")
 
 
 def test_score_counts_bulls_and_cows_of_a_guess():
