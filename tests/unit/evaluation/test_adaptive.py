@@ -48,3 +48,21 @@ def test_regret_is_summed_from_the_first_query_after_the_cold_start():
     adaptive = {"a": ["x"], "b": ["d"], "c": ["x"], "d": ["d"]}
     regret = _regret({"arm": fixed}, adaptive, Dataset(), list("abcd"), cold_start=1)
     assert (regret["first_query"], regret["cumulative"]) == (2, [0.0, 1.0, 1.0])
+
+
+def test_fixed_plans_fuse_every_set_of_arms_as_the_service_does():
+    from sounding.evaluation.adaptive import fixed_plans
+
+    plans = fixed_plans({"a": {"q": ["x", "y"]}, "b": {"q": ["y", "z"]}}, fusion_k=60.0)
+    assert plans == {"a": {"q": ["x", "y"]}, "b": {"q": ["y", "z"]}, "a+b": {"q": ["y", "x", "z"]}}
+
+
+def test_regret_is_against_the_best_fixed_plan_in_hindsight():
+    from sounding.evaluation.adaptive import _regret
+
+    class Dataset:
+        qrels = {q: {"d": 1} for q in "ab"}
+
+    plans = {"weak": {q: ["x", "d"] for q in "ab"}, "strong": {q: ["d"] for q in "ab"}}
+    regret = _regret(plans, {"a": ["x"], "b": ["x"]}, Dataset(), list("ab"), cold_start=0)
+    assert regret["best_fixed_plan"] == "strong" and regret["cumulative"] == [1.0, 2.0]

@@ -1,0 +1,75 @@
+"""`sounding eval retrieval --train-split …` on a tiny BEIR directory with a stack of its own: the
+selector learns over the train queries, the regret is taken against the best fixed plan (every
+set of arms fused), and every query's mode, arms and ranking are recorded."""
+
+import json
+
+import pytest
+from rich.console import Console
+from sounding.config import ModelsSettings, Settings
+from sounding.evaluation import adaptive
+
+from .conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+CORPUS = {
+    "sonar": ("Sonar", "Ships measure the depth of water with sonar pulses and their echoes."),
+    "lead": ("Lead line", "A sailor swung a weighted lead line to sound the depth by hand."),
+    "tide": ("Tides", "Tides raise and lower the sea twice a day under the moon's pull."),
+    "chart": ("Charts", "Nautical charts give depths below a datum for navigation."),
+    "bread": ("Bread", "Yeast makes bread dough rise before it is baked."),
+}
+TRAIN = {
+    "t1": ("how do ships measure water depth", "sonar"),
+    "t2": ("why does dough rise", "bread"),
+    "t3": ("how did sailors sound by hand", "lead"),
+}
+TEST = {"s1": ("what pulls the tides", "tide"), "s2": ("depths on nautical charts", "chart")}
+
+
+def write_beir(path) -> None:
+    path.mkdir()
+    (path / "qrels").mkdir()
+    (path / "corpus.jsonl").write_text(
+        "\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, (t, x) in CORPUS.items()) + "\n"
+    )
+    queries = {**TRAIN, **TEST}
+    (path / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": q, "text": t, "metadata": {}}) for q, (t, _) in queries.items()) + "\n"
+    )
+    for split, chosen in (("train", TRAIN), ("test", TEST)):
+        (path / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, (_, d) in chosen.items())
+        )
+
+
+def test_the_adaptive_harness_measures_regret_against_every_fixed_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOUNDING_RETRIEVAL__SELECTION__ARMS", '["dense", "lexical"]')
+    monkeypatch.setenv("SOUNDING_RETRIEVAL__SELECTION__COLD_START_QUERIES", "1")
+    monkeypatch.setenv("SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES", "1")
+    data = tmp_path / "tinybeir"
+    write_beir(data)
+    settings = Settings(
+        data_dir=tmp_path / "harness",
+        address=f"127.0.0.1:{free_port()}",
+        models=ModelsSettings(address=f"127.0.0.1:{free_port()}"),
+    )
+    result, png = adaptive.run(data, "train", "test", settings, Console(quiet=True))
+
+    assert png.startswith(b"\x89PNG")
+    assert set(result["fixed_plans_test_ndcg@10"]) == {"dense", "lexical", "dense+lexical"}
+    regret = result["regret"]
+    assert regret["best_fixed_plan"] in result["fixed_plans_test_ndcg@10"]
+    assert (regret["first_query"], len(regret["cumulative"])) == (2, 2)
+    train, test = result["per_query"]["train"], result["per_query"]["test"]
+    assert [q["query_id"] for q in train] == list(TRAIN) and [q["query_id"] for q in test] == list(TEST)
+    assert train[0]["mode"] == "cold_start" and train[0]["arms"] == ["dense", "lexical"]
+    assert all(q["mode"] in ("exploit", "explore", "forced_all") for q in train[1:] + test)
+    for query in test:  # each query's own ranking scores it: the relevant document first scores 1
+        relevant = TEST[query["query_id"]][1]
+        assert (query["ndcg@10"] == 1.0) == (query["top10"][0] == relevant)
+    best = result["comparisons"]["best_fixed_plan"]
+    assert result["comparisons"]["adaptive_minus_best_fixed_plan_ndcg"] == pytest.approx(
+        result["systems"]["adaptive"]["ndcg@10"] - result["fixed_plans_test_ndcg@10"][best], abs=1e-4
+    )
