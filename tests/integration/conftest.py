@@ -19,6 +19,24 @@ from sounding_client import Client
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
 
 
+# Five short documents (id: title, text) for the harnesses' tiny BEIR directories.
+_TINY_BEIR_CORPUS = {
+    "sonar": ("Sonar", "Ships measure the depth of water with sonar pulses and their echoes."),
+    "lead": ("Lead line", "A sailor swung a weighted lead line to sound the depth by hand."),
+    "tide": ("Tides", "Tides raise and lower the sea twice a day under the moon's pull."),
+    "chart": ("Charts", "Nautical charts give depths below a datum for navigation."),
+    "bread": ("Bread", "Yeast makes bread dough rise before it is baked."),
+}
+
+
+def write_tiny_corpus(path: Path) -> None:
+    """A BEIR directory at `path` with the tiny corpus and an empty `qrels/`."""
+    path.mkdir()
+    (path / "qrels").mkdir()
+    documents = (json.dumps({"_id": i, "title": t, "text": x}) for i, (t, x) in _TINY_BEIR_CORPUS.items())
+    (path / "corpus.jsonl").write_text("\n".join(documents) + "\n")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,17 +9,10 @@ from rich.console import Console
 from sounding.config import ModelsSettings, Settings
 from sounding.evaluation import adaptive
 
-from .conftest import free_port
+from .conftest import free_port, write_tiny_corpus
 
 pytestmark = pytest.mark.integration
 
-CORPUS = {
-    "sonar": ("Sonar", "Ships measure the depth of water with sonar pulses and their echoes."),
-    "lead": ("Lead line", "A sailor swung a weighted lead line to sound the depth by hand."),
-    "tide": ("Tides", "Tides raise and lower the sea twice a day under the moon's pull."),
-    "chart": ("Charts", "Nautical charts give depths below a datum for navigation."),
-    "bread": ("Bread", "Yeast makes bread dough rise before it is baked."),
-}
 TRAIN = {
     "t1": ("how do ships measure water depth", "sonar"),
     "t2": ("why does dough rise", "bread"),
@@ -29,11 +22,7 @@ TEST = {"s1": ("what pulls the tides", "tide"), "s2": ("depths on nautical chart
 
 
 def write_beir(path) -> None:
-    path.mkdir()
-    (path / "qrels").mkdir()
-    (path / "corpus.jsonl").write_text(
-        "\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, (t, x) in CORPUS.items()) + "\n"
-    )
+    write_tiny_corpus(path)
     queries = {**TRAIN, **TEST}
     (path / "queries.jsonl").write_text(
         "\n".join(json.dumps({"_id": q, "text": t, "metadata": {}}) for q, (t, _) in queries.items()) + "\n"

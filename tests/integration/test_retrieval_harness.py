@@ -9,15 +9,10 @@ from rich.console import Console
 from sounding.evaluation import retrieval
 from sounding.evaluation.journal import read_journal
 
+from .conftest import write_tiny_corpus
+
 pytestmark = pytest.mark.integration
 
-CORPUS = {
-    "sonar": ("Sonar", "Ships measure the depth of water with sonar pulses and their echoes."),
-    "lead": ("Lead line", "A sailor swung a weighted lead line to sound the depth by hand."),
-    "tide": ("Tides", "Tides raise and lower the sea twice a day under the moon's pull."),
-    "chart": ("Charts", "Nautical charts give depths below a datum for navigation."),
-    "bread": ("Bread", "Yeast makes bread dough rise before it is baked."),
-}
 QUERIES = {
     "q1": "how do ships measure water depth",
     "q2": "how does the moon pull the tides of the sea",
@@ -27,11 +22,7 @@ QRELS = {"q1": "sonar", "q2": "tide", "q3": "bread"}
 
 
 def write_beir(path):
-    path.mkdir()
-    (path / "qrels").mkdir()
-    (path / "corpus.jsonl").write_text(
-        "\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, (t, x) in CORPUS.items()) + "\n"
-    )
+    write_tiny_corpus(path)
     (path / "queries.jsonl").write_text(
         "\n".join(json.dumps({"_id": q, "text": t, "metadata": {}}) for q, t in QUERIES.items()) + "\n"
     )
