@@ -210,7 +210,7 @@ class BullsAndCows:
 
     @classmethod
     def from_state(cls, setup: dict, state: dict) -> BullsAndCows:
-        return cls([(guess, code) for guess, code in state["history"]], state["solved"])
+        return cls(state["history"], state["solved"])
 
     def setup(self) -> dict:
         return {}

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-FEEDBACK_CODES = 25  # bulls * 5 + cows < 25
 SHIPPED = Path(__file__).parent / "data" / "bulls_and_cows_plan.txt"
 
 
@@ -53,7 +52,8 @@ class Search:
         self.table = table
         self.solved = solved
         self.width = width
-        self._offsets = (np.arange(self.table.shape[0], dtype=np.int32) * FEEDBACK_CODES)[:, None]
+        self._codes = int(table.max()) + 1
+        self._offsets = (np.arange(self.table.shape[0], dtype=np.int32) * self._codes)[:, None]
         self._solved: dict[bytes, Move] = {}
 
     def solve(self, candidates: np.ndarray) -> Move:
@@ -70,8 +70,8 @@ class Search:
         count = len(candidates)
         sizes = np.bincount(
             (self.table[:, candidates].astype(np.int32) + self._offsets).ravel(),
-            minlength=self.table.shape[0] * FEEDBACK_CODES,
-        ).reshape(-1, FEEDBACK_CODES)
+            minlength=self.table.shape[0] * self._codes,
+        ).reshape(-1, self._codes)
         consistent = np.zeros(self.table.shape[0], dtype=bool)
         consistent[candidates] = True
         groups = (sizes > 0).sum(axis=1)
