@@ -47,6 +47,9 @@ def test_the_adaptive_harness_measures_regret_against_every_fixed_plan(tmp_path,
     result, png = adaptive.run(data, "train", "test", settings, Console(quiet=True))
 
     assert png.startswith(b"\x89PNG")
+    # Three train outcomes are too few to fit a query adapter: the refusal is recorded.
+    assert result["query_adapter"]["deployed"] is False
+    assert "needs at least 50 observed retrievals" in result["query_adapter"]["refused"]
     assert set(result["fixed_plans_test_ndcg@10"]) == {"dense", "lexical", "dense+lexical"}
     regret = result["regret"]
     assert regret["best_fixed_plan"] in result["fixed_plans_test_ndcg@10"]

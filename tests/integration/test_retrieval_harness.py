@@ -57,7 +57,13 @@ def test_every_system_ranks_each_query_and_a_run_resumes_from_its_journal(stack,
     for name, ranking in first["rankings"].items():
         assert set(ranking) == {"q1", "q2"}, name
         assert ranking["q1"][0] == "sonar" and ranking["q2"][0] == "tide", name
-    header = {"data": str(data), "split": "test", "long_queries": "skip", "background_load": 0.0}
+    header = {
+        "data": str(data),
+        "split": "test",
+        "long_queries": "skip",
+        "background_load": 0.0,
+        "learn_split": None,
+    }
     assert set(read_journal(journal, header)) == {"q1", "q2"}
 
     # A run over the same journal measures nothing again: every query is taken from it.
@@ -65,3 +71,62 @@ def test_every_system_ranks_each_query_and_a_run_resumes_from_its_journal(stack,
         data, "test", address, False, settings, console, long_queries="skip", journal=journal
     )
     assert again["resumed_queries"] == 2 and again["rankings"] == first["rankings"]
+
+
+SHIPS = ("ship", "trawler", "ferry", "yacht", "tanker", "tug", "liner", "barge", "frigate", "dinghy")
+MEASURES = ("measure", "find", "gauge", "check", "know", "tell")
+
+
+def test_learning_from_the_train_outcomes_fits_a_query_adapter_and_measures_it(stack, tmp_path):
+    # Agents asking how a vessel finds the depth always need the chart (a "depth below a datum"),
+    # which the base embeddings rank below the sonar page.
+    data = tmp_path / "depthbeir"
+    write_beir(data)
+    with (data / "corpus.jsonl").open("a") as corpus:  # a collection of this test's own
+        corpus.write(
+            json.dumps({"_id": "kelp", "title": "Kelp", "text": "Kelp forests grow in cold seas."}) + "\n"
+        )
+    train = {
+        f"t{i}-{j}": f"how does a {ship} {verb} the water depth"
+        for i, ship in enumerate(SHIPS)
+        for j, verb in enumerate(MEASURES)
+    }
+    with (data / "queries.jsonl").open("a") as queries:
+        queries.write(
+            "".join(json.dumps({"_id": q, "text": t, "metadata": {}}) + "\n" for q, t in train.items())
+        )
+    (data / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\tchart\t1\n" for q in train)
+    )
+    settings = stack.settings.model_copy(update={"data_dir": tmp_path / "harness"})
+
+    def measured() -> dict:
+        console = Console(quiet=True)
+        return retrieval.run(
+            data,
+            "test",
+            stack.settings.address,
+            False,
+            settings,
+            console,
+            long_queries="skip",
+            learn_split="train",
+        )
+
+    result = measured()
+    learning = result["learning"]
+    assert learning["outcomes_recorded"] == len(train) == 60
+    assert learning["deployed"] and learning["version"] == "1"
+    d = learning["diagnostics"]
+    assert d["holdout_ndcg_at_10_candidate"] > d["holdout_ndcg_at_10_base"]
+    assert {"dense_learned", "fused_learned"} <= set(result["systems"])
+    # The base systems still rank the sonar page first for the test query about depth; the
+    # adapter's ranking puts the chart above where the base ranking had it.
+    assert result["rankings"]["dense"]["q1"][0] == "sonar"
+    learned, base = result["rankings"]["dense_learned"]["q1"], result["rankings"]["dense"]["q1"]
+    assert learned.index("chart") < base.index("chart")
+    assert "fused_learned_ndcg_minus_ref_lancedb_hybrid" in result["comparisons"]
+    # A second run measures the adapter already deployed instead of replaying the outcomes again.
+    again = measured()
+    assert again["learning"] == {"split": "train", "reused_adapter_version": 1}
+    assert again["rankings"]["dense_learned"] == result["rankings"]["dense_learned"]

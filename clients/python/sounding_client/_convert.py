@@ -52,6 +52,7 @@ def retrieve_request(
     omit_text: bool,
     synthesis_confidence: float | None,
     expansion: t.ExpansionOptions | None = None,
+    learned_ranking: bool = True,
 ) -> sounding_pb2.RetrieveRequest:
     request = sounding_pb2.RetrieveRequest(
         collection=collection,
@@ -60,6 +61,7 @@ def retrieve_request(
         arms=list(arms),
         fusion_k=fusion_k,
         omit_text=omit_text,
+        without_learned_ranking=not learned_ranking,
     )
     if synthesis_confidence is not None:
         request.synthesis_confidence = synthesis_confidence
@@ -152,6 +154,7 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
                 for a in message.plan.arms
             ],
             message.plan.mode,
+            message.plan.query_adapter_version,
         )
     if kind == "strategy_result":
         r = message.strategy_result
@@ -447,6 +450,7 @@ CALIBRATION_TARGETS = {
     "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
     "stop_threshold": sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD,
     "confidence": sounding_pb2.CALIBRATION_TARGET_CONFIDENCE,
+    "query_adapter": sounding_pb2.CALIBRATION_TARGET_QUERY_ADAPTER,
 }
 _TARGET_NAMES = {v: k for k, v in CALIBRATION_TARGETS.items()}
 

@@ -144,9 +144,20 @@ class Client:
         synthesis_confidence: float | None = None,
         timeout: float | None = None,
         expansion: t.ExpansionOptions | None = None,
+        learned_ranking: bool = True,
     ) -> Iterator[t.RetrieveEvent]:
+        """Stream a Retrieve's events; `learned_ranking=False` searches with the base embeddings,
+        without the collection's query adapter (Calibrate("query_adapter"))."""
         request = _convert.retrieve_request(
-            collection, query, top_k, arms, fusion_k, omit_text, synthesis_confidence, expansion
+            collection,
+            query,
+            top_k,
+            arms,
+            fusion_k,
+            omit_text,
+            synthesis_confidence,
+            expansion,
+            learned_ranking,
         )
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         yield from self._stream(call, _convert.retrieve_event)
@@ -206,8 +217,8 @@ class Client:
         return _convert.tool_metrics(self._unary(self._tools.GetToolMetrics, request))
 
     def calibrate(self, target: str, timeout: float | None = None, **options) -> Iterator[t.CalibrateEvent]:
-        """Fit `target` ("bandit", "miss_rate", "stop_threshold", "confidence") from recorded
-        outcomes; yields progress and finally the report."""
+        """Fit `target` ("bandit", "miss_rate", "stop_threshold", "confidence", or "query_adapter"
+        with `collection=`) from recorded outcomes; yields progress and finally the report."""
         call = self._sounding.Calibrate(
             _convert.calibrate_request(target, **options), timeout=timeout or self.timeout
         )
@@ -395,9 +406,18 @@ class AsyncClient:
         synthesis_confidence: float | None = None,
         timeout: float | None = None,
         expansion: t.ExpansionOptions | None = None,
+        learned_ranking: bool = True,
     ) -> AsyncIterator[t.RetrieveEvent]:
         request = _convert.retrieve_request(
-            collection, query, top_k, arms, fusion_k, omit_text, synthesis_confidence, expansion
+            collection,
+            query,
+            top_k,
+            arms,
+            fusion_k,
+            omit_text,
+            synthesis_confidence,
+            expansion,
+            learned_ranking,
         )
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         async for event in self._stream(call, _convert.retrieve_event):

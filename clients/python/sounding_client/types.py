@@ -42,6 +42,8 @@ class Plan:
     arms: list[PlannedArm]
     # "requested", or the selector's "cold_start", "forced_all", "explore" or "exploit".
     mode: str = ""
+    # The Calibrate("query_adapter") version the query was searched with; 0 for none.
+    query_adapter_version: int = 0
 
 
 @dataclass(frozen=True)
@@ -497,7 +499,7 @@ class CalibrationCurve:
 
 @dataclass(frozen=True)
 class CalibrationReport:
-    # "bandit", "miss_rate", "stop_threshold" or "confidence".
+    # "bandit", "miss_rate", "stop_threshold", "confidence" or "query_adapter".
     target: str
     version: str
     sample_size: int

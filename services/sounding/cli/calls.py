@@ -41,6 +41,7 @@ class CalibrationTarget(StrEnum):
     miss_rate = "miss_rate"
     stop_threshold = "stop_threshold"
     confidence = "confidence"
+    query_adapter = "query_adapter"
 
 
 class Role(StrEnum):
@@ -95,6 +96,9 @@ def retrieve(
     expansion: list[ExpansionStrategy] = typer.Option(
         [], "--expansion", help="allowed expansion strategies (repeatable; default: all)"
     ),
+    learned_ranking: bool = typer.Option(
+        True, help="search with the collection's query adapter, if Calibrate deployed one"
+    ),
     address: str = ADDRESS,
     token: str = TOKEN,
     tls_ca: Path = TLS_CA,
@@ -108,7 +112,7 @@ def retrieve(
         min_recall=min_recall, max_iterations=max_iterations, strategies=tuple(e.value for e in expansion)
     )
     with connect(address, token, tls_ca, tls_cert, tls_key) as client:
-        print_retrieve(client, collection, query, top_k, [a.value for a in arm], options)
+        print_retrieve(client, collection, query, top_k, [a.value for a in arm], options, learned_ranking)
 
 
 def collections(
@@ -149,6 +153,7 @@ def calibrate(
     task: str = typer.Option("", help="stop_threshold: the llm task the threshold applies to (dc, sp, gn)"),
     regime: str = typer.Option("", help="stop_threshold: the decoding regime (normal or collapse)"),
     stop_rule: str = typer.Option("", help="stop_threshold: the rule to fit (default robust_mi_risk)"),
+    collection: str = typer.Option("", help="query_adapter: the collection to fit it for"),
     plot: Path = typer.Option(None, help="draw the fit's diagram into this PNG (the [eval] extra)"),
     address: str = ADDRESS,
     token: str = TOKEN,
@@ -165,7 +170,10 @@ def calibrate(
         extras.require(extras.DRAWING)
     report = None
     with connect(address, token, tls_ca, tls_cert, tls_key) as client:
-        for event in client.calibrate(target.value, task=task, regime=regime, stop_rule=stop_rule):
+        events = client.calibrate(
+            target.value, task=task, regime=regime, stop_rule=stop_rule, collection=collection
+        )
+        for event in events:
             if isinstance(event, CalibrationReport):
                 report = event
             else:

@@ -60,9 +60,14 @@ def eval_retrieval(
         LongQueries.fail,
         help="queries over the service's query limit: stop before ingesting, cut them, or leave them out",
     ),
+    learn_split: str = typer.Option(
+        None,
+        help="learned ranking: replay this split's outcomes (e.g. train), fit the query adapter, "
+        "and measure dense_learned and fused_learned too",
+    ),
 ) -> None:
     """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
-    in-process references (bm25s, MiniLM brute force, their RRF) and ingest rates.
+    in-process references (bm25s, MiniLM brute force, their RRF, LanceDB hybrid) and ingest rates.
 
     With --train-split: every arm, all arms fused, and adaptive selection that learns through
     Observe over the train queries and keeps learning on the test queries; the regret curve
@@ -83,7 +88,16 @@ def eval_retrieval(
     journal = out.with_name(out.name + ".journal.jsonl")
     try:
         result = run(
-            data, split, address, fresh, settings, console, background_load, long_queries.value, journal
+            data,
+            split,
+            address,
+            fresh,
+            settings,
+            console,
+            background_load,
+            long_queries.value,
+            journal,
+            learn_split,
         )
     except JournalMismatch as error:
         raise typer.BadParameter(str(error), param_hint="--out") from None

@@ -5,12 +5,17 @@ from __future__ import annotations
 from sounding.cli.common import console
 
 
-def print_retrieve(client, collection: str, query: str, top_k: int, arms: list[str], expansion=None):
+def print_retrieve(
+    client, collection: str, query: str, top_k: int, arms: list[str], expansion=None, learned_ranking=True
+):
     """Prints every event; returns the Final one."""
     from sounding_client import Expansion, Final, Fused, Plan, StrategyResult
 
     final = None
-    for event in client.retrieve(collection, query, top_k=top_k, arms=arms, expansion=expansion):
+    events = client.retrieve(
+        collection, query, top_k=top_k, arms=arms, expansion=expansion, learned_ranking=learned_ranking
+    )
+    for event in events:
         if isinstance(event, Plan):
             planned = ", ".join(
                 f"{a.arm} ({a.reason}, score {a.score:.2f})"
@@ -18,7 +23,8 @@ def print_retrieve(client, collection: str, query: str, top_k: int, arms: list[s
                 else f"[dim]{a.arm} ({a.reason})[/dim]"
                 for a in event.arms
             )
-            console.print(f"[bold]plan[/bold] {event.retrieval_id}: {planned}")
+            adapter = f", query adapter v{event.query_adapter_version}" if event.query_adapter_version else ""
+            console.print(f"[bold]plan[/bold] {event.retrieval_id}{adapter}: {planned}")
         elif isinstance(event, StrategyResult):
             top = ", ".join(h.document_id for h in event.hits[:top_k])
             console.print(f"[bold]{event.arm}[/bold] {event.latency_ms:.1f} ms: {top}")

@@ -1,17 +1,19 @@
 """`sounding eval retrieval --train-split …`: adaptive strategy selection on a BEIR dataset.
 
 The harness runs its own stack on a data directory of its own (the collection is ingested once
-and kept; the learning log is emptied at every start, so the selector begins cold), with every
-registered arm selectable. Then:
+and kept; the learning log and calibrations are emptied at every start, so the selector begins
+cold and no query adapter is deployed), with every registered arm selectable. Then:
 
-1. All arms: one Retrieve per query (train and test) naming every arm. Each arm's own ranking
-   (its StrategyResult) scores that arm as a fixed strategy; the fused ranking scores "all arms
+1. All arms, train: one Retrieve per train query naming every arm. Each arm's own ranking (its
+   StrategyResult) scores that arm as a fixed strategy; the fused ranking scores "all arms
    fused". Arms are independent and generation is greedy, so an arm's ranking is the same as
    when it runs alone; a fixed arm's latency is its own `latency_ms`.
-2. Adaptive: the train queries in order, each a Retrieve that lets the selector choose, followed
-   by an Observe whose outcome comes from the qrels (the relevant documents among the top 10
-   are the ones "used"; relevant ones outside the top k are "missed"); then the test queries the
-   same way (still learning online).
+2. Adaptive, train: the train queries in order, each a Retrieve that lets the selector choose,
+   followed by an Observe whose outcome comes from the qrels (the relevant documents among the
+   top 10 are the ones "used"; relevant ones outside the top k are "missed").
+3. Calibrate(QUERY_ADAPTER) fits the collection's query adapter to those train outcomes; what
+   follows searches with it if it was deployed (the learned ranking every Retrieve gets).
+4. All arms, test, as in 1; then adaptive, test, as in 2 (still learning online).
 
 The stack caches greedy generations, so the adaptive passes reuse the all-arms pass's generated
 text (identical to decoding again) and an interrupted run resumes where it stopped decoding. Its
@@ -46,7 +48,7 @@ from rich.console import Console
 from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
 from sounding.evaluation import beir
-from sounding.evaluation.harness import own_stack, run_concurrently
+from sounding.evaluation.harness import calibration_record, own_stack, run_concurrently
 from sounding.evaluation.metrics import beir_scores, per_query, without_self
 from sounding.progress import progress_bar
 
@@ -88,7 +90,10 @@ def run(
         "SOUNDING_LIMITS__RETRIEVE__ARM_TIMEOUT_S": str(ARM_TIMEOUT_S),
         "SOUNDING_LIMITS__DEADLINES__RETRIEVE_S": str(ARM_TIMEOUT_S),
     }
-    with own_stack(settings, "adaptive", train, console, env=env) as (client, collection):
+    with own_stack(settings, "adaptive", train, console, include_calibrations=True, env=env) as (
+        client,
+        collection,
+    ):
 
         def all_arms(queries, label):
             """Several queries in flight (order does not matter here; the sidecar batches their
@@ -153,10 +158,11 @@ def run(
             return rankings, executions, latency, cost, modes, chosen_arms
 
         train_arms, _, _, _ = all_arms(train_queries, train_split)
-        test_arms, test_arm_latency, test_arm_cost, test_fused = all_arms(test_queries, split)
         train_adaptive, train_executions, _, _, train_modes, train_chosen = adaptive(
             train_queries, train, train_split
         )
+        adapter = calibration_record(client.calibrate("query_adapter", collection=collection))
+        test_arms, test_arm_latency, test_arm_cost, test_fused = all_arms(test_queries, split)
         test_adaptive, test_executions, test_latency, test_cost, test_modes, test_chosen = adaptive(
             test_queries, test, split
         )
@@ -206,6 +212,7 @@ def run(
             "modes": {m: train_modes.count(m) for m in sorted(set(train_modes))},
         },
         "regret": regret,
+        "query_adapter": adapter,
         "fixed_plans_test_ndcg@10": dict(sorted(test_plan_ndcg.items(), key=lambda item: -item[1])),
         "comparisons": {
             "best_fixed_plan": best_plan,

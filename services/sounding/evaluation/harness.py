@@ -144,6 +144,29 @@ def own_stack(
         yield client, collection
 
 
+def calibration_record(events) -> dict:
+    """A Calibrate stream's report, as the result JSON records it; a refusal for too few outcomes
+    is recorded as such (nothing deployed)."""
+    from sounding_client import CalibrationReport, SoundingError
+
+    try:
+        report = list(events)[-1]
+    except SoundingError as error:
+        if error.reason != "TOO_FEW_OUTCOMES":
+            raise
+        return {"deployed": False, "refused": error.message}
+    if not isinstance(report, CalibrationReport):
+        raise RuntimeError("Calibrate ended without its report")
+    return {
+        "target": report.target,
+        "version": report.version,
+        "deployed": report.deployed,
+        "sample_size": report.sample_size,
+        "summary": report.summary,
+        "diagnostics": report.diagnostics,
+    }
+
+
 def run_concurrently(
     function: Callable[..., object], items: Sequence[Sequence], workers: int, on_each: Callable[[], object]
 ) -> None:

@@ -2,7 +2,11 @@
 references computed in the same run.
 
 Service systems (over gRPC, one Retrieve per query and system, arms named in the request):
-`dense`, `lexical`, `fused` (both arms, RRF). References (in this process, same machine, same
+`dense`, `lexical`, `fused` (both arms, RRF), searching with the base embeddings. With
+`learn_split`, the learned ranking first (`learn_ranking`): that split's queries are replayed as
+outcomes through Observe and Calibrate(QUERY_ADAPTER) fits the collection's query adapter; then
+`dense_learned` and `fused_learned` (the same requests with the adapter: what a client gets by
+default) are measured beside the others. References (in this process, same machine, same
 moment): `ref_bm25s`, `ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF,
 k = 60), `ref_lancedb_hybrid` (LanceDB's hybrid query over the same vectors and its full-text
 index, fused by its RRF reranker: the peer a user could call in process). Each reference's
@@ -43,6 +47,8 @@ from sounding.progress import progress_bar
 
 TOP_K = 100
 INGEST_BATCH = 64
+# The hits an agent reads of a replayed outcome's Retrieve.
+SHOWN = 10
 
 
 LONG_QUERIES = ("fail", "truncate", "skip")
@@ -79,6 +85,7 @@ def run(
     background_load: float = 0.0,
     long_queries: str = "fail",
     journal: Path | None = None,
+    learn_split: str | None = None,
 ) -> dict:
     from sounding_client import Client, ExpansionOptions, Final, SoundingError
 
@@ -93,6 +100,7 @@ def run(
         "split": split,
         "long_queries": long_queries,
         "background_load": background_load,
+        "learn_split": learn_split,
     }
     done = read_journal(journal, header) if journal else {}
     key = dataset.corpus_sha256[:12]
@@ -119,7 +127,22 @@ def run(
         references = _References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid")
         # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
         no_loop = ExpansionOptions(max_iterations=0)
-        service_arms = {"dense": ["dense"], "lexical": ["lexical"], "fused": ["dense", "lexical"]}
+        # {system: (arms, learned ranking)}
+        service_arms = {
+            "dense": (["dense"], False),
+            "lexical": (["lexical"], False),
+            "fused": (["dense", "lexical"], False),
+        }
+        learning = None
+        if learn_split:
+            learned_from = beir.load(data, learn_split)
+            learning = learn_ranking(
+                client, collection, learned_from, learn_split, settings, long_queries, console
+            )
+            service_arms |= {
+                "dense_learned": (["dense"], True),
+                "fused_learned": (["dense", "lexical"], True),
+            }
         names = [*service_arms, *references.names]
         rankings: dict[str, dict[str, list[str]]] = {name: {} for name in names}
         latencies: dict[str, list[float]] = {name: [] for name in names}
@@ -141,12 +164,18 @@ def run(
                 for name, (ranking, latency_ms) in references.search(text).items():
                     rankings[name][query_id] = without_self(query_id, ranking)
                     latencies[name].append(latency_ms)
-                for name, arms in service_arms.items():
+                for name, (arms, learned) in service_arms.items():
                     started = time.perf_counter()
                     final = next(
                         e
                         for e in client.retrieve(
-                            collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True, expansion=no_loop
+                            collection,
+                            text,
+                            top_k=TOP_K + 1,
+                            arms=arms,
+                            omit_text=True,
+                            expansion=no_loop,
+                            learned_ranking=learned,
                         )
                         if isinstance(e, Final)
                     )
@@ -167,6 +196,18 @@ def run(
         }
 
     fused_p50 = systems["fused"]["latency_ms_p50"]
+    comparisons = {}
+    if learning is not None:
+        for name in ("fused_learned", "dense_learned"):
+            comparisons[f"{name}_ndcg_minus_ref_lancedb_hybrid"] = round(
+                systems[name]["ndcg@10"] - systems["ref_lancedb_hybrid"]["ndcg@10"], 4
+            )
+        comparisons["fused_learned_minus_fused_ndcg"] = round(
+            systems["fused_learned"]["ndcg@10"] - systems["fused"]["ndcg@10"], 4
+        )
+        comparisons["fused_learned_minus_fused_recall@100"] = round(
+            systems["fused_learned"]["recall@100"] - systems["fused"]["recall@100"], 4
+        )
     return {
         "dataset": dataset.name,
         "split": split,
@@ -189,11 +230,70 @@ def run(
                 systems["dense"]["ndcg@10"] - systems["ref_minilm"]["ndcg@10"], 4
             ),
             "ingest_service_over_inprocess_encode": ingest_record["service_over_inprocess"],
+            **comparisons,
         },
+        "learning": learning,
         "notes": "Service queries ask for ids only (omit_text) and top_k = 101 so that 100 remain "
         "after dropping the query's own id.",
         # Each system's ranking of each query (the top 100 document ids, best first).
         "rankings": {name: {q: r[:TOP_K] for q, r in rankings[name].items()} for name in names},
+    }
+
+
+def learn_ranking(
+    client,
+    collection: str,
+    dataset: beir.BeirDataset,
+    split: str,
+    settings: Settings,
+    long_queries: str,
+    console: Console,
+) -> dict:
+    """Replays `dataset`'s queries as an agent's outcomes (of a `fused` Retrieve's top SHOWN hits,
+    the relevant ones are used; the relevant ones it was not shown are missed) through Observe,
+    then Calibrate(QUERY_ADAPTER); what was replayed and the report. Skipped when the collection
+    already searches with an adapter (a run before on this data directory and ingest): then that
+    adapter is measured."""
+    from sounding_client import ExpansionOptions, Final, Plan, RetrievalOutcome
+
+    from sounding.evaluation.harness import calibration_record
+
+    queries, query_record = fit_queries(
+        dataset.queries, settings.limits.retrieve.max_query_chars, long_queries
+    )
+    outcomes = []
+    with progress_bar(console) as progress:
+        task = progress.add_task(f"replaying {split} outcomes", total=len(queries))
+        for query_id, text in queries.items():
+            events = list(
+                client.retrieve(
+                    collection,
+                    text,
+                    top_k=SHOWN + 1,
+                    arms=["dense", "lexical"],
+                    omit_text=True,
+                    expansion=ExpansionOptions(max_iterations=0),
+                )
+            )
+            plan, final = events[0], events[-1]
+            if not isinstance(plan, Plan) or not isinstance(final, Final):
+                raise RuntimeError(f"the Retrieve of {query_id} ended without its plan or ranking")
+            if plan.query_adapter_version:
+                return {"split": split, "reused_adapter_version": plan.query_adapter_version}
+            shown = without_self(query_id, [h.document_id for h in final.hits])[:SHOWN]
+            relevant = {d for d, grade in dataset.qrels[query_id].items() if grade > 0}
+            if relevant:
+                missed = tuple(sorted(relevant - set(shown)))
+                used = tuple(d for d in shown if d in relevant)
+                outcomes.append(RetrievalOutcome(final.retrieval_id, used, missed_document_ids=missed))
+            progress.advance(task)
+    recorded = sum(client.observe(outcomes[i : i + 1000]).recorded for i in range(0, len(outcomes), 1000))
+    return {
+        "split": split,
+        "queries": query_record,
+        "outcomes_recorded": recorded,
+        "shown": SHOWN,
+        **calibration_record(client.calibrate("query_adapter", collection=collection)),
     }
 
 

@@ -86,6 +86,13 @@ class SoundingServicer:
             events = learned.retrieval.calibrate_miss_rate()
         elif target == sounding_pb2.CALIBRATION_TARGET_CONFIDENCE:
             events = learned.retrieval.calibrate_confidence()
+        elif target == sounding_pb2.CALIBRATION_TARGET_QUERY_ADAPTER:
+            if not request.collection:
+                raise errors.InvalidArgument(
+                    "Calibrate(QUERY_ADAPTER) needs the collection", field="collection"
+                )
+            source = await self._retrieval.query_adapter_source(context.principal.tenant, request.collection)
+            events = learned.retrieval.query_adapters.calibrate(*source)
         elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
             events = learned.inquiry.calibrate(
                 learning_messages.stop_threshold_request(request, self._calibrate_limits.max_inline_states)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-CalibrationTarget = Literal["bandit", "miss_rate", "confidence", "stop_threshold"]
+CalibrationTarget = Literal["bandit", "miss_rate", "confidence", "stop_threshold", "query_adapter"]
 CALIBRATION_TARGETS: tuple[CalibrationTarget, ...] = get_args(CalibrationTarget)
 
 

@@ -41,6 +41,7 @@ from sounding.learning.protocol import (
     Rejected,
     RetrievalOutcome,
 )
+from sounding.learning.query_adapter import QueryAdapters
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, recalibrate
 from sounding.learning.selection import Plan, SelectionConfig, StrategySelector
 from sounding.offload import completed
@@ -77,6 +78,7 @@ class LearningService:
         self.deployment: Deployment | None = None
         self.miss_rate_calibration: MissRateCalibration | None = None
         self.confidence_calibration: ConfidenceCalibration | None = None
+        self.query_adapters = QueryAdapters(log_, self.logged)
         self.miss_history = MissHistory(config.history_capacity)
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._recent_ids = 0
@@ -106,6 +108,7 @@ class LearningService:
         latest = await learning_log.latest_calibration("confidence")
         if latest is not None:
             service.confidence_calibration = ConfidenceCalibration.from_params(*latest)
+        await service.query_adapters.restore()
         service.selector.queries_planned = await learning_log.next_query_index()
         return service
 
@@ -273,6 +276,12 @@ class LearningService:
                 )
             version = incumbent + 1 if fit.deploy else incumbent
             yield CalibrationReport("confidence", version, len(outcomes), fit.deploy, summary, d, fit.curves)
+
+    async def logged(self) -> list[tuple[ObservationRecord, RetrievalRecord]]:
+        """Every logged observation with its retrieval, once the remembered retrievals are written."""
+        async with self._lock:
+            await self.wait_written()
+            return await self._logged()
 
     async def metrics(self) -> StrategyMetrics:
         """§8 metrics over everything logged so far."""

@@ -3,7 +3,7 @@ its tenant's learned state, streamed events."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -111,6 +111,8 @@ class RetrieveQuery:
     expansion: ExpansionOptions = ExpansionOptions()
     # The tenant whose collection is searched (README, "Security").
     tenant: str = DEFAULT_TENANT
+    # Search with the collection's deployed query adapter, if any (`RetrieveRequest`).
+    learned_ranking: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,10 +148,16 @@ class MissRates(Protocol):
         ...
 
 
+# (document id of each row, the rows' embeddings): every chunk of the given documents and a sample
+# of at most the given size of the others (`Store.vector_pool`).
+PoolReader = Callable[[Collection[str], int], Awaitable[tuple[np.ndarray, np.ndarray]]]
+
+
 class RetrievalLearner(Protocol):
     """What Retrieve needs of its tenant's learned state (learning.service.LearningService): the
     query's features, a plan of arms, the miss history and calibration behind the stated miss
-    rate, the calibration of the stated confidence, and a record of what ran, kept for Observe."""
+    rate, the calibration of the stated confidence, the collection's query adapter, and a record of
+    what ran, kept for Observe."""
 
     @property
     def miss_history(self) -> MissRates: ...
@@ -166,6 +174,25 @@ class RetrievalLearner(Protocol):
 
     def remember(self, record: RetrievalRecord) -> None: ...
 
+    @property
+    def query_adapters(self) -> QueryAdapters: ...
+
+
+class QueryAdapters(Protocol):
+    def of(self, collection: str, create_time_us: int) -> QueryAdapter | None:
+        """The adapter deployed for this incarnation of the collection, if any."""
+        ...
+
+
+class QueryAdapter(Protocol):
+    """A learned map from a query's embedding to the vector the arms search with
+    (learning.query_adapter.QueryAdapter)."""
+
+    @property
+    def version(self) -> int: ...
+
+    def search_vector(self, embedding: np.ndarray) -> np.ndarray: ...
+
 
 @dataclass(frozen=True)
 class PlanEvent:
@@ -173,6 +200,8 @@ class PlanEvent:
     arms: list[PlannedArm]
     # How the arms were chosen (`Plan.mode`).
     mode: str
+    # The query adapter version the query's embedding was searched with (0: none).
+    query_adapter_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

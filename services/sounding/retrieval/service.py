@@ -16,6 +16,7 @@ is handed to the tenant's learning service, for Observe.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import AsyncGenerator, Mapping
@@ -44,6 +45,7 @@ from sounding.retrieval.protocol import (
     FusedEvent,
     FusedHit,
     PlanEvent,
+    PoolReader,
     RetrievalLearner,
     RetrieveEvent,
     RetrieveQuery,
@@ -140,7 +142,10 @@ class RetrievalService:
         started = time.perf_counter()
         validate(query, self._limits)
         collection = schema.scoped(query.tenant, query.collection)
-        await self._store.get_collection(collection)
+        info = await self._store.get_collection(collection)
+        adapter = (
+            learning.query_adapters.of(collection, info.create_time_us) if query.learned_ranking else None
+        )
         retrieval_id = uuid.uuid4().hex
         flow = f"retrieve:{retrieval_id}"
         carrier = telemetry.inject()
@@ -166,7 +171,7 @@ class RetrievalService:
                 query.query,
                 query.top_k,
                 query.timeout_s,
-                embedding,
+                embedding if adapter is None else adapter.search_vector(embedding),
                 collection_stats.version,
                 flow,
             )
@@ -190,7 +195,7 @@ class RetrievalService:
             plan = learning.plan(context, query.arms)
             # Chosen arms start before the Plan event is written (writing waits on the stream).
             start(plan.chosen)
-            yield PlanEvent(retrieval_id, plan.arms, plan.mode)
+            yield PlanEvent(retrieval_id, plan.arms, plan.mode, adapter.version if adapter else 0)
 
             weights = plan.weights
             while pending:
@@ -287,6 +292,13 @@ class RetrievalService:
             for task in started_tasks:
                 task.cancel()
             await asyncio.gather(*started_tasks, return_exceptions=True)
+
+    async def query_adapter_source(self, tenant: str, collection: str) -> tuple[str, int, PoolReader]:
+        """For Calibrate(QUERY_ADAPTER): the collection's store key, its creation time and a reader
+        of its embeddings (`Store.vector_pool`). NotFound for an unknown collection."""
+        key = schema.scoped(tenant, collection)
+        info = await self._store.get_collection(key)
+        return key, info.create_time_us, functools.partial(self._store.vector_pool, key)
 
     async def _arm(self, arm: str, request: ArmRequest, carrier) -> ArmResult | ArmFailure:
         """The arm's result, or why it has none (its error, or `arm_timeout_s` passed)."""

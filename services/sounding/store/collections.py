@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections.abc import Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -362,6 +363,35 @@ class Store:
             return {}
         matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), -1)
         return dict(zip(data.column("chunk_id").to_pylist(), matrix, strict=True))
+
+    async def vector_pool(
+        self, name: str, document_ids: Collection[str], sample: int, seed: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(document id of each row, the rows' embeddings) for every chunk of the given documents
+        and, of the rest, every chunk when the collection holds at most `sample` chunks, else a
+        uniform sample of `sample` chunks (seeded)."""
+        async with self._gone_is_not_found(name):
+            table = await self.chunks(name)
+            count = await table.count_rows()
+            columns = ["chunk_id", "document_id", "vector"]
+            if count <= sample:
+                parts = [await table.query().select(columns).to_arrow()]
+            else:
+                offsets = np.random.default_rng(seed).choice(count, sample, replace=False)
+                parts = [await table.take_offsets(sorted(int(o) for o in offsets)).select(columns).to_arrow()]
+                listed = sorted(document_ids)
+                for start in range(0, len(listed), 500):
+                    ids = ", ".join(schema.sql_string(d) for d in listed[start : start + 500])
+                    parts.append(
+                        await table.query().where(f"document_id IN ({ids})").select(columns).to_arrow()
+                    )
+        data = pa.concat_tables(parts)
+        _, first = np.unique(np.asarray(data.column("chunk_id").to_pylist(), dtype=object), return_index=True)
+        data = data.take(np.sort(first))
+        vectors = data.column("vector").combine_chunks()
+        dimension = vectors.type.list_size
+        matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), dimension)
+        return np.asarray(data.column("document_id").to_pylist(), dtype=object), matrix
 
     @asynccontextmanager
     async def _gone_is_not_found(self, name: str):

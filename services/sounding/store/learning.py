@@ -64,6 +64,8 @@ class RetrievalRecord:
     arms: dict[str, dict]
     stated_miss_rate: float | None = None
     stated_confidence: float | None = None
+    # When it was logged (0 until then).
+    create_time_us: int = 0
 
     def row(self) -> dict:
         return {
@@ -74,7 +76,7 @@ class RetrievalRecord:
             "context": np.asarray(self.context, dtype=float).tolist(),
             "embedding": np.asarray(self.embedding, dtype=float).tolist(),
             "arms": [{"arm": arm, **ran} for arm, ran in self.arms.items()],
-            "create_time_us": int(time.time() * 1e6),
+            "create_time_us": self.create_time_us or int(time.time() * 1e6),
             "stated_miss_rate": self.stated_miss_rate,
             "stated_confidence": self.stated_confidence,
         }
@@ -91,6 +93,7 @@ class RetrievalRecord:
             arms=arms_of(row["arms"]),
             stated_miss_rate=row.get("stated_miss_rate"),
             stated_confidence=row.get("stated_confidence"),
+            create_time_us=row["create_time_us"],
         )
 
 

@@ -52,6 +52,9 @@ class MemoryLog:
     async def latest_calibration(self, target):
         return None
 
+    async def calibrations_with_prefix(self, prefix):
+        return {}
+
 
 def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), index=0) -> RetrievalRecord:
     context = np.zeros(features.DIMENSION)

@@ -1,8 +1,10 @@
 import asyncio
 
+import numpy as np
 import pytest
 from sounding import errors
 from sounding.core.provenance import Provenance
+from sounding.learning.query_adapter import QueryAdapter
 from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
 from sounding.limits import RetrieveLimits
@@ -17,10 +19,11 @@ from sounding.retrieval.protocol import (
     StrategyResultEvent,
 )
 from sounding.retrieval.service import RetrievalService, validate
-from sounding.store.collections import CollectionStats
+from sounding.store.collections import CollectionInfo, CollectionStats
 from sounding.store.reader import ChunkHit
 
 pytestmark = pytest.mark.unit
+CREATED_US = 1_700_000_000_000_000
 
 
 class FakeStore:
@@ -30,6 +33,7 @@ class FakeStore:
     async def get_collection(self, name):
         if name not in self.collections:
             raise errors.NotFound("no such collection", field="collection")
+        return CollectionInfo(name, "", CREATED_US, "m", 4, 200, 20)
 
     async def stats(self, name):
         return CollectionStats(document_count=3, chunk_count=4, fts_indexed_chunk_count=3)
@@ -45,8 +49,10 @@ class FakeExecutor:
         self.delays, self.rankings, self.failing = delays, rankings, set(failing)
         self.cancelled: list[str] = []
         self.expansions: list[str] = []
+        self.vectors: dict[str, list[float] | None] = {}
 
     async def run(self, arm, request, trace_carrier):
+        self.vectors[arm] = None if request.query_vector is None else list(request.query_vector)
         try:
             await asyncio.sleep(self.delays[arm])
         except asyncio.CancelledError:
@@ -255,3 +261,27 @@ def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
     service = service_over(executor, models=SlowModels())
     asyncio.run(_collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
     assert order == ["lexical (without vector)", "embedded", "dense (with vector)"]
+
+
+class OneAdapter:
+    """The adapters of a learner that deployed one for collection "c": it swaps the first two axes."""
+
+    def of(self, collection, create_time_us):
+        if (collection, create_time_us) != ("c", CREATED_US):
+            return None
+        return QueryAdapter(7, np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), CREATED_US)
+
+
+def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out():
+    executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["a"]})
+    tenant = service_over(executor)
+    tenant.learning.query_adapters = OneAdapter()
+    events = asyncio.run(_collect(tenant, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
+    assert events[0].query_adapter_version == 7
+    assert executor.vectors["dense"] == pytest.approx([0.0, 1.0, 0.0, 0.0])
+    remembered = tenant.learning._unwritten[-1]
+    assert list(remembered.embedding) == pytest.approx([1.0, 0.0, 0.0, 0.0]), "outcomes learn from the base"
+    base = RetrieveQuery("c", "q", 3, arms=("dense", "lexical"), learned_ranking=False)
+    events = asyncio.run(_collect(tenant, base))
+    assert events[0].query_adapter_version == 0
+    assert executor.vectors["dense"] == pytest.approx([1.0, 0.0, 0.0, 0.0])

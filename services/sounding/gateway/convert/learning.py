@@ -85,6 +85,7 @@ _TARGETS = {
     "miss_rate": sounding_pb2.CALIBRATION_TARGET_MISS_RATE,
     "confidence": sounding_pb2.CALIBRATION_TARGET_CONFIDENCE,
     "stop_threshold": sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD,
+    "query_adapter": sounding_pb2.CALIBRATION_TARGET_QUERY_ADAPTER,
 }
 
 

@@ -28,6 +28,7 @@ def retrieve_query(request: sounding_pb2.RetrieveRequest, timeout_s: float | Non
             budget=request.expansion.budget if request.expansion.HasField("budget") else None,
             strategies=tuple(request.expansion.strategies),
         ),
+        learned_ranking=not request.without_learned_ranking,
     )
 
 
@@ -87,6 +88,7 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
                     for a in event.arms
                 ],
                 mode=event.mode,
+                query_adapter_version=event.query_adapter_version,
             )
         )
     if isinstance(event, p.StrategyResultEvent):

@@ -31,6 +31,7 @@ class CalibrationTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CALIBRATION_TARGET_MISS_RATE: _ClassVar[CalibrationTarget]
     CALIBRATION_TARGET_STOP_THRESHOLD: _ClassVar[CalibrationTarget]
     CALIBRATION_TARGET_CONFIDENCE: _ClassVar[CalibrationTarget]
+    CALIBRATION_TARGET_QUERY_ADAPTER: _ClassVar[CalibrationTarget]
 STOPPING_REASON_UNSPECIFIED: StoppingReason
 STOPPING_REASON_CONFIDENCE_REACHED: StoppingReason
 STOPPING_REASON_BUDGET_EXHAUSTED: StoppingReason
@@ -45,9 +46,10 @@ CALIBRATION_TARGET_BANDIT: CalibrationTarget
 CALIBRATION_TARGET_MISS_RATE: CalibrationTarget
 CALIBRATION_TARGET_STOP_THRESHOLD: CalibrationTarget
 CALIBRATION_TARGET_CONFIDENCE: CalibrationTarget
+CALIBRATION_TARGET_QUERY_ADAPTER: CalibrationTarget
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence", "expansion")
+    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence", "expansion", "without_learned_ranking")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +58,7 @@ class RetrieveRequest(_message.Message):
     OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     SYNTHESIS_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     EXPANSION_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_LEARNED_RANKING_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     top_k: int
@@ -64,7 +67,8 @@ class RetrieveRequest(_message.Message):
     omit_text: bool
     synthesis_confidence: float
     expansion: ExpansionOptions
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ..., expansion: _Optional[_Union[ExpansionOptions, _Mapping]] = ...) -> None: ...
+    without_learned_ranking: bool
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ..., expansion: _Optional[_Union[ExpansionOptions, _Mapping]] = ..., without_learned_ranking: _Optional[bool] = ...) -> None: ...
 
 class ExpansionOptions(_message.Message):
     __slots__ = ("min_recall", "max_iterations", "budget", "strategies")
@@ -93,14 +97,16 @@ class RetrieveResponse(_message.Message):
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., strategy_result: _Optional[_Union[StrategyResult, _Mapping]] = ..., fused: _Optional[_Union[Fused, _Mapping]] = ..., expansion: _Optional[_Union[Expansion, _Mapping]] = ..., final: _Optional[_Union[Final, _Mapping]] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("retrieval_id", "arms", "mode")
+    __slots__ = ("retrieval_id", "arms", "mode", "query_adapter_version")
     RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_ADAPTER_VERSION_FIELD_NUMBER: _ClassVar[int]
     retrieval_id: str
     arms: _containers.RepeatedCompositeFieldContainer[PlannedArm]
     mode: str
-    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ..., mode: _Optional[str] = ...) -> None: ...
+    query_adapter_version: int
+    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ..., mode: _Optional[str] = ..., query_adapter_version: _Optional[int] = ...) -> None: ...
 
 class PlannedArm(_message.Message):
     __slots__ = ("arm", "chosen", "score", "exploration", "fusion_weight", "reason")

@@ -1,0 +1,194 @@
+"""Calibrate(QUERY_ADAPTER): a collection's query adapter (core.query_adapter) fitted to the
+outcomes observed for its retrievals, validated on the latest of them, versioned, and used by
+Retrieve from then on (issue 22, item 2).
+
+- Training data: each observed retrieval of the collection (since it was created) whose outcome
+  names documents, as (the query's embedding as Retrieve logged it, the used and the missed
+  documents, those the caller reported it needed but was not given, still in the collection).
+- Validation: the latest HOLDOUT_SHARE of them (at least MIN_HOLDOUT), in log order, are left out
+  of the fit; the candidate is deployed only if its nDCG@10 of their used documents (the dense
+  ranking of the pool) is above the incumbent's (the deployed adapter, or the base embeddings).
+- Pool: every chunk of a collection of at most POOL_CHUNKS chunks; a larger one contributes a
+  uniform sample of POOL_CHUNKS chunks plus the used documents' chunks.
+- An adapter belongs to one incarnation of its collection (its creation time): a collection
+  deleted and created again under the same name starts from the base embeddings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sounding import errors
+from sounding.core import query_adapter
+from sounding.learning.protocol import CalibrationProgress, CalibrationReport
+from sounding.retrieval.protocol import PoolReader
+from sounding.store.learning import LearningLog, ObservationRecord, RetrievalRecord
+
+MIN_OUTCOMES = 50
+HOLDOUT_SHARE = 0.2
+MIN_HOLDOUT = 10
+POOL_CHUNKS = 20_000
+TARGET_PREFIX = "query_adapter:"
+
+
+@dataclass(frozen=True)
+class QueryAdapter:
+    version: int
+    matrix: np.ndarray
+    # The creation time of the collection incarnation it was fitted for.
+    collection_create_time_us: int
+
+    def search_vector(self, embedding: np.ndarray) -> np.ndarray:
+        return query_adapter.adapted(self.matrix, embedding)
+
+    def params(self) -> dict:
+        return {
+            "dimension": int(self.matrix.shape[0]),
+            "matrix": base64.b64encode(self.matrix.astype("<f4").tobytes()).decode("ascii"),
+            "collection_create_time_us": self.collection_create_time_us,
+        }
+
+    @classmethod
+    def from_params(cls, version: int, params: dict) -> QueryAdapter:
+        dimension = int(params["dimension"])
+        matrix = np.frombuffer(base64.b64decode(params["matrix"]), dtype="<f4").reshape(dimension, dimension)
+        return cls(version, matrix.astype(np.float32), int(params["collection_create_time_us"]))
+
+
+@dataclass(frozen=True)
+class Fitted:
+    deploy: bool
+    matrix: np.ndarray
+    diagnostics: dict[str, float]
+
+
+def fit_and_validate(
+    embeddings: Sequence[np.ndarray],
+    used: Sequence[set[str]],
+    pool_documents: np.ndarray,
+    pool: np.ndarray,
+    incumbent: np.ndarray | None,
+) -> Fitted:
+    """Fit on all but the latest outcomes, score candidate, incumbent and base embeddings on those.
+    `used` holds documents that are in the pool; ValueError below MIN_OUTCOMES outcomes."""
+    if len(used) < MIN_OUTCOMES:
+        raise ValueError(f"a query adapter needs at least {MIN_OUTCOMES} outcomes, has {len(used)}")
+    holdout = max(MIN_HOLDOUT, round(HOLDOUT_SHARE * len(used)))
+    queries = np.stack(embeddings).astype(np.float64)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    rows = [np.flatnonzero(np.isin(pool_documents, list(documents))) for documents in used]
+    matrix = query_adapter.fit(queries[:-holdout], rows[:-holdout], pool)
+    held, held_used = queries[-holdout:], used[-holdout:]
+    base = query_adapter.ndcg_at_10(held, held_used, pool, pool_documents)
+    candidate = query_adapter.ndcg_at_10(query_adapter.adapted(matrix, held), held_used, pool, pool_documents)
+    current = (
+        base
+        if incumbent is None
+        else query_adapter.ndcg_at_10(query_adapter.adapted(incumbent, held), held_used, pool, pool_documents)
+    )
+    return Fitted(
+        deploy=bool(candidate > current),
+        matrix=matrix.astype(np.float32),
+        diagnostics={
+            "holdout_ndcg_at_10_candidate": candidate,
+            "holdout_ndcg_at_10_incumbent": current,
+            "holdout_ndcg_at_10_base": base,
+            "training_size": float(len(used) - holdout),
+            "holdout_size": float(holdout),
+            "pool_chunks": float(len(pool)),
+        },
+    )
+
+
+class QueryAdapters:
+    """A tenant's deployed adapters, one per collection (the latest validated version). One
+    calibration runs at a time; Observe is not held up while one fits."""
+
+    def __init__(
+        self,
+        learning_log: LearningLog,
+        logged: Callable[[], Awaitable[list[tuple[ObservationRecord, RetrievalRecord]]]],
+    ):
+        self._log = learning_log
+        self._logged = logged
+        self._deployed: dict[str, QueryAdapter] = {}
+        self._lock = asyncio.Lock()
+
+    async def restore(self) -> None:
+        for target, (version, params) in (await self._log.calibrations_with_prefix(TARGET_PREFIX)).items():
+            self._deployed[target.removeprefix(TARGET_PREFIX)] = QueryAdapter.from_params(version, params)
+
+    def of(self, collection: str, create_time_us: int) -> QueryAdapter | None:
+        """The adapter deployed for this incarnation of the collection, if any."""
+        adapter = self._deployed.get(collection)
+        return adapter if adapter and adapter.collection_create_time_us == create_time_us else None
+
+    async def calibrate(
+        self, collection: str, create_time_us: int, read_pool: PoolReader
+    ) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
+        """Fit, validate and (if better) deploy the adapter of the collection (its store key) from
+        its observed retrievals. FailedPrecondition with fewer than MIN_OUTCOMES of them that name
+        documents the collection holds."""
+        async with self._lock:
+            async for event in self._calibrate(collection, create_time_us, read_pool):
+                yield event
+
+    async def _calibrate(
+        self, collection: str, create_time_us: int, read_pool: PoolReader
+    ) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
+        yield CalibrationProgress("reading the observation log", 0.0)
+        outcomes = [
+            (np.asarray(r.embedding, dtype=np.float32), _needed(o.outcome))
+            for o, r in await self._logged()
+            if r.collection == collection and r.create_time_us >= create_time_us and _needed(o.outcome)
+        ]
+        wanted = {document for _, documents in outcomes for document in documents}
+        yield CalibrationProgress("reading the collection's embeddings", 0.2)
+        pool_documents, pool = await read_pool(wanted, POOL_CHUNKS)
+        present = set(pool_documents.tolist())
+        usable = [(e, set(d) & present) for e, d in outcomes if set(d) & present]
+        if len(usable) < MIN_OUTCOMES:
+            raise errors.FailedPrecondition(
+                f"Calibrate(QUERY_ADAPTER) needs at least {MIN_OUTCOMES} observed retrievals of the "
+                f"collection that used or missed documents it holds; {len(usable)} are recorded",
+                reason="TOO_FEW_OUTCOMES",
+            )
+        yield CalibrationProgress("fitting and validating", 0.4)
+        current = self.of(collection, create_time_us)
+        fitted = await asyncio.to_thread(
+            fit_and_validate,
+            [e for e, _ in usable],
+            [d for _, d in usable],
+            pool_documents,
+            pool,
+            None if current is None else current.matrix,
+        )
+        d = fitted.diagnostics
+        figures = (
+            f"held-out nDCG@10 {d['holdout_ndcg_at_10_candidate']:.4f} against "
+            f"{d['holdout_ndcg_at_10_incumbent']:.4f} in use (base embeddings "
+            f"{d['holdout_ndcg_at_10_base']:.4f}), fitted on {d['training_size']:.0f} outcomes, "
+            f"validated on {d['holdout_size']:.0f}"
+        )
+        if fitted.deploy:
+            # Versions count on across the collection's incarnations: the latest row is the one in use.
+            latest = self._deployed.get(collection)
+            version = (latest.version if latest else 0) + 1
+            adapter = QueryAdapter(version, fitted.matrix, create_time_us)
+            await self._log.append_calibration(TARGET_PREFIX + collection, version, adapter.params(), d)
+            self._deployed[collection] = adapter
+            summary = f"deployed query adapter v{version}: {figures}"
+        else:
+            version = current.version if current else 0
+            summary = f"kept {f'query adapter v{version}' if current else 'the base embeddings'}: {figures}"
+        yield CalibrationReport("query_adapter", version, len(usable), fitted.deploy, summary, d)
+
+
+def _needed(outcome: dict) -> set[str]:
+    """The documents a logged outcome says the query needed: those used and those missed."""
+    return {*outcome["used_document_ids"], *(outcome["missed_document_ids"] or ())}
