@@ -80,22 +80,30 @@ def fit(
     return result.x.reshape(d, d)
 
 
-def ndcg_at_10(
-    queries: np.ndarray, used: Sequence[set[str]], pool: np.ndarray, pool_documents: np.ndarray
-) -> float:
-    """Mean nDCG@10 (binary gains) of each query's used documents in its ranking of the pool's
-    documents (each by its best chunk), the queries searched as given."""
+def document_rankings(
+    queries: np.ndarray, pool: np.ndarray, pool_documents: np.ndarray, depth: int = 100
+) -> list[list[str]]:
+    """Each query's ranking of the pool's documents (each by its best chunk, cosine), the first
+    `depth`, the queries searched as given."""
     scores = np.asarray(queries, dtype=np.float32) @ np.asarray(pool, dtype=np.float32).T
-    total = 0.0
-    for row, relevant in zip(scores, used, strict=True):
-        ranked: list[str] = []
+    rankings = []
+    for row in scores:
+        ranked: dict[str, None] = {}
         for chunk in np.argsort(-row, kind="stable"):
-            document = str(pool_documents[chunk])
-            if document not in ranked:
-                ranked.append(document)
-                if len(ranked) == 10:
-                    break
-        gain = sum(1 / np.log2(rank + 2) for rank, document in enumerate(ranked) if document in relevant)
+            ranked.setdefault(str(pool_documents[chunk]))
+            if len(ranked) == depth:
+                break
+        rankings.append(list(ranked))
+    return rankings
+
+
+def ndcg_at_10(rankings: Sequence[Sequence[str]], used: Sequence[set[str]]) -> float:
+    """Mean nDCG@10 (binary gains) of each query's used documents in its ranking."""
+    total = 0.0
+    for ranking, relevant in zip(rankings, used, strict=True):
+        gain = sum(
+            1 / np.log2(rank + 2) for rank, document in enumerate(ranking[:10]) if document in relevant
+        )
         ideal = sum(1 / np.log2(rank + 2) for rank in range(min(10, len(relevant))))
         total += gain / ideal
     return float(total / len(used))

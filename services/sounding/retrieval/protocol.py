@@ -4,7 +4,7 @@ its tenant's learned state, streamed events."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -141,6 +141,14 @@ class Plan:
     def weights(self) -> dict[str, float]:
         return {a.arm: a.fusion_weight for a in self.arms if a.chosen}
 
+    def reweighted(self, factors: Mapping[str, float]) -> Plan:
+        """The plan with its chosen arms' fusion weights multiplied by `factors` (1 if not named)."""
+        arms = [
+            replace(a, fusion_weight=a.fusion_weight * factors.get(a.arm, 1.0)) if a.chosen else a
+            for a in self.arms
+        ]
+        return replace(self, arms=arms)
+
 
 class MissRates(Protocol):
     def miss_rate(self, embedding: ArrayLike) -> float | None:
@@ -190,6 +198,11 @@ class QueryAdapter(Protocol):
 
     @property
     def version(self) -> int: ...
+
+    @property
+    def fusion_weights(self) -> Mapping[str, float]:
+        """Factors on the fusion weights of the arms it names."""
+        ...
 
     def search_vector(self, embedding: np.ndarray) -> np.ndarray: ...
 

@@ -193,6 +193,8 @@ class RetrievalService:
             mentioned = sum(entity in graph_entities for entity in phrases)
             context = learning.features(query.query, embedding, mentioned)
             plan = learning.plan(context, query.arms)
+            if adapter is not None:
+                plan = plan.reweighted(adapter.fusion_weights)
             # Chosen arms start before the Plan event is written (writing waits on the stream).
             start(plan.chosen)
             yield PlanEvent(retrieval_id, plan.arms, plan.mode, adapter.version if adapter else 0)

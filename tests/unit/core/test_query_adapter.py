@@ -15,15 +15,18 @@ def test_adapted_maps_and_normalises():
     assert query_adapter.adapted(np.eye(2), unit([[3, 4], [1, 0]])) == pytest.approx(unit([[3, 4], [1, 0]]))
 
 
-def test_ndcg_at_10_ranks_documents_by_their_best_chunk():
+def test_documents_rank_by_their_best_chunk_and_ndcg_is_computed_by_hand():
     pool = unit([[1, 0], [0.9, 0.1], [0, 1], [0.5, 0.5]])
     documents = np.array(["a", "a", "b", "c"], dtype=object)
-    query = unit([[1, 0.2]])
-    # Document order: a (chunks 0 and 1), c, b.
-    assert query_adapter.ndcg_at_10(query, [{"a"}], pool, documents) == pytest.approx(1.0)
-    assert query_adapter.ndcg_at_10(query, [{"c"}], pool, documents) == pytest.approx(1 / np.log2(3))
+    rankings = query_adapter.document_rankings(unit([[1, 0.2], [0, 1]]), pool, documents)
+    assert rankings == [["a", "c", "b"], ["b", "c", "a"]]
+    assert query_adapter.document_rankings(unit([[1, 0.2]]), pool, documents, depth=2) == [["a", "c"]]
+    first = rankings[:1]
+    assert query_adapter.ndcg_at_10(first, [{"a"}]) == pytest.approx(1.0)
+    assert query_adapter.ndcg_at_10(first, [{"c"}]) == pytest.approx(1 / np.log2(3))
     expected = (1 + 1 / np.log2(4)) / (1 + 1 / np.log2(3))
-    assert query_adapter.ndcg_at_10(query, [{"a", "b"}], pool, documents) == pytest.approx(expected)
+    assert query_adapter.ndcg_at_10(first, [{"a", "b"}]) == pytest.approx(expected)
+    assert query_adapter.ndcg_at_10(rankings, [{"c"}, {"b"}]) == pytest.approx((1 / np.log2(3) + 1) / 2)
 
 
 def loss(matrix_flat, queries, positives, pool, temperature, regularization):
@@ -64,8 +67,9 @@ def test_a_systematic_preference_is_learned_and_carries_to_unseen_queries(prefer
     matrix = query_adapter.fit(problem.queries[train], rows, problem.pool)
     held = problem.queries[test]
     pool, documents = problem.pool, problem.documents
-    before = query_adapter.ndcg_at_10(held, used[test], pool, documents)
-    after = query_adapter.ndcg_at_10(query_adapter.adapted(matrix, held), used[test], pool, documents)
+    before = query_adapter.ndcg_at_10(query_adapter.document_rankings(held, pool, documents), used[test])
+    adapted = query_adapter.adapted(matrix, held)
+    after = query_adapter.ndcg_at_10(query_adapter.document_rankings(adapted, pool, documents), used[test])
     assert before < 0.65 and after > 0.8
 
 

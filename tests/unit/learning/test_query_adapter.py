@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from sounding.learning import query_adapter as qa
-from sounding.learning.query_adapter import QueryAdapter, fit_and_validate
+from sounding.learning.query_adapter import Outcome, QueryAdapter, fit_and_validate
 
 
 def unit(rows):
@@ -9,11 +9,17 @@ def unit(rows):
     return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
 
 
+def outcomes(problem, systematic: bool, others=None) -> list[Outcome]:
+    used = problem.used(systematic)
+    return [Outcome(q, used[t], others(t) if others else {}) for t, q in enumerate(problem.queries)]
+
+
 def test_an_adapter_round_trips_through_its_stored_parameters():
     matrix = np.random.default_rng(0).normal(size=(5, 5)).astype(np.float32)
-    adapter = QueryAdapter(3, matrix, 1234)
+    adapter = QueryAdapter(3, matrix, 1234, 2.0)
     again = QueryAdapter.from_params(3, adapter.params())
     assert again.version == 3 and again.collection_create_time_us == 1234
+    assert again.fusion_weights == {"dense": 2.0}
     assert np.array_equal(again.matrix, matrix)
     vector = unit([1, 2, 3, 4, 5])
     assert np.linalg.norm(again.search_vector(vector)) == pytest.approx(1.0, abs=1e-6)
@@ -21,15 +27,16 @@ def test_an_adapter_round_trips_through_its_stored_parameters():
 
 def test_the_holdout_decides_the_deployment(preference_problem):
     p = preference_problem(120, seed=0)
-    queries, used, documents, pool = list(p.queries), p.used(systematic=True), p.documents, p.pool
-    fitted = fit_and_validate(queries, used, documents, pool, incumbent=None)
+    fitted = fit_and_validate(outcomes(p, systematic=True), p.documents, p.pool, incumbent=None)
     d = fitted.diagnostics
     assert d["holdout_size"] == 24 and d["training_size"] == 96 and d["pool_chunks"] == 240
     assert d["holdout_ndcg_at_10_incumbent"] == d["holdout_ndcg_at_10_base"]
     assert d["holdout_ndcg_at_10_candidate"] > d["holdout_ndcg_at_10_base"] + 0.1
     assert fitted.deploy
+    # No other arm ran: the dense arm's weight stays 1.
+    assert fitted.dense_fusion_weight == 1.0 and d["fusion_holdout_size"] == 0
     # Against an incumbent that already ranks as well, a refit is not deployed unless better.
-    again = fit_and_validate(queries, used, documents, pool, incumbent=fitted.matrix)
+    again = fit_and_validate(outcomes(p, systematic=True), p.documents, p.pool, incumbent=fitted.matrix)
     incumbent = again.diagnostics["holdout_ndcg_at_10_incumbent"]
     assert incumbent == pytest.approx(d["holdout_ndcg_at_10_candidate"])
     assert again.deploy is False
@@ -37,7 +44,7 @@ def test_the_holdout_decides_the_deployment(preference_problem):
 
 def test_nothing_is_deployed_where_the_base_embeddings_rank_the_used_documents_first(preference_problem):
     p = preference_problem(60, seed=0)
-    fitted = fit_and_validate(list(p.queries), p.used(systematic=False), p.documents, p.pool, incumbent=None)
+    fitted = fit_and_validate(outcomes(p, systematic=False), p.documents, p.pool, incumbent=None)
     assert fitted.diagnostics["holdout_ndcg_at_10_base"] == pytest.approx(1.0)
     assert fitted.deploy is False
 
@@ -45,4 +52,21 @@ def test_nothing_is_deployed_where_the_base_embeddings_rank_the_used_documents_f
 def test_too_few_outcomes_are_refused(preference_problem):
     p = preference_problem(qa.MIN_OUTCOMES - 1)
     with pytest.raises(ValueError, match="at least"):
-        fit_and_validate(list(p.queries), p.used(systematic=True), p.documents, p.pool, incumbent=None)
+        fit_and_validate(outcomes(p, systematic=True), p.documents, p.pool, incumbent=None)
+
+
+def test_the_dense_weight_is_the_one_whose_fusion_ranks_the_held_out_documents_best(preference_problem):
+    p = preference_problem(120, seed=0)
+    # The other arm ranks each topic's near page first and its used page 10th: the better the
+    # adapted dense ranking, the more weight it earns against it.
+    filler = [f"near{t}" for t in range(1, 10)]
+
+    def lexical(topic: int) -> dict[str, list[str]]:
+        return {"lexical": [f"near{topic}", *[f for f in filler if f != f"near{topic}"][:8], f"used{topic}"]}
+
+    fitted = fit_and_validate(outcomes(p, True, lexical), p.documents, p.pool, incumbent=None)
+    d = fitted.diagnostics
+    assert d["fusion_holdout_size"] == 24
+    by_weight = {w: d[f"holdout_fused_ndcg_at_10_dense_weight_{w:g}"] for w in qa.DENSE_FUSION_WEIGHTS}
+    assert fitted.dense_fusion_weight == max(by_weight, key=lambda w: by_weight[w])
+    assert fitted.dense_fusion_weight > 1.0 and by_weight[fitted.dense_fusion_weight] > by_weight[1.0]

@@ -264,12 +264,14 @@ def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
 
 
 class OneAdapter:
-    """The adapters of a learner that deployed one for collection "c": it swaps the first two axes."""
+    """The adapters of a learner that deployed one for collection "c": it swaps the first two axes
+    and triples the dense arm's fusion weight."""
 
     def of(self, collection, create_time_us):
         if (collection, create_time_us) != ("c", CREATED_US):
             return None
-        return QueryAdapter(7, np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), CREATED_US)
+        swap = np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+        return QueryAdapter(7, swap, CREATED_US, dense_fusion_weight=3.0)
 
 
 def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out():
@@ -278,10 +280,12 @@ def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out()
     tenant.learning.query_adapters = OneAdapter()
     events = asyncio.run(_collect(tenant, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
     assert events[0].query_adapter_version == 7
+    assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 3.0, "lexical": 1.0}
     assert executor.vectors["dense"] == pytest.approx([0.0, 1.0, 0.0, 0.0])
     remembered = tenant.learning._unwritten[-1]
     assert list(remembered.embedding) == pytest.approx([1.0, 0.0, 0.0, 0.0]), "outcomes learn from the base"
     base = RetrieveQuery("c", "q", 3, arms=("dense", "lexical"), learned_ranking=False)
     events = asyncio.run(_collect(tenant, base))
     assert events[0].query_adapter_version == 0
+    assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 1.0, "lexical": 1.0}
     assert executor.vectors["dense"] == pytest.approx([1.0, 0.0, 0.0, 0.0])
