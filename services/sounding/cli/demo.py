@@ -19,9 +19,9 @@ def demo(
     data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
-    with Observe, recalibrate the strategy selector, the miss rate and the confidence from them,
-    play an Inquire game, verify a claim against the corpus, let Sounding's model work a
-    detective case, fit stop thresholds from simulated guessing games, route requests to tools
+    with Observe, recalibrate the strategy selector, the miss rate, the confidence and the query
+    adapter from them, play an Inquire game, verify a claim against the corpus, let Sounding's
+    model work a detective case, fit stop thresholds from simulated guessing games, route requests to tools
     and learn from a mis-route, stop the stack."""
     from sounding_client import Client, RetrievalOutcome
 
@@ -70,6 +70,8 @@ def demo(
                 f"(stated {final.confidence.inputs.get('stated_confidence', 0.0):.2f}, "
                 f"calibration v{final.confidence.calibration_version})"
             )
+            console.rule("Calibrate(QUERY_ADAPTER): learn from those outcomes how to search the collection")
+            print_calibration(client.calibrate("query_adapter", collection="demo"))
             console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
             _print_bulls_and_cows(client, "0435")
             console.rule("Inquire (corpus): Sounding verifies a claim against the corpus, query by query")
