@@ -252,7 +252,9 @@ def _print_simulated_stop_threshold(client) -> None:
         domain_parameters={"task": "gn", "policy_model": "simulated", "signals": "all"},
     )
     for event in inquiry:
-        if isinstance(event, Belief):
+        if isinstance(event, Belief) and not event.stop_signals:  # the secret was guessed
+            console.print(f"[bold]belief[/bold] {event.current_answer}: the feedback names the secret")
+        elif isinstance(event, Belief):
             signals = {s.rule: s for s in event.stop_signals}
             robust, plain = signals["robust_mi_risk"], signals["self_consistency"]
             console.print(
