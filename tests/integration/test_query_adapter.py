@@ -97,7 +97,10 @@ def test_a_query_adapter_learns_which_documents_agents_use_and_survives_a_restar
     outcomes = []
     for phrasing in TRAIN_PHRASINGS:
         for animal in ANIMALS:
-            final = client.retrieve_final("adapter-zoo", phrasing.format(animal), top_k=2, omit_text=True)
+            query = phrasing.format(animal)  # both arms named: the plan is the same in any test order
+            final = client.retrieve_final(
+                "adapter-zoo", query, top_k=2, arms=("dense", "lexical"), omit_text=True
+            )
             habitat = f"{animal}-habitat"
             if habitat in [h.document_id for h in final.hits]:
                 outcomes.append(RetrievalOutcome(final.retrieval_id, (habitat,)))
