@@ -193,23 +193,24 @@ class QueryAdapters:
         self, collection: str, create_time_us: int, read_pool: PoolReader
     ) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         yield CalibrationProgress("reading the observation log", 0.0)
-        logged = [
-            (o, r)
+        of_collection = [
+            (_needed(o.outcome), r)
             for o, r in await self._logged()
-            if r.collection == collection and r.create_time_us >= create_time_us and _needed(o.outcome)
+            if r.collection == collection and r.create_time_us >= create_time_us
         ]
-        wanted = {document for o, _ in logged for document in _needed(o.outcome)}
+        logged = [(needed, r) for needed, r in of_collection if needed]
+        wanted = set().union(*(needed for needed, _ in logged))
         yield CalibrationProgress("reading the collection's embeddings", 0.2)
         pool_documents, pool = await read_pool(wanted, POOL_CHUNKS)
         present = set(pool_documents.tolist())
         usable = [
             Outcome(
                 np.asarray(r.embedding, dtype=np.float32),
-                _needed(o.outcome) & present,
+                needed & present,
                 {arm: ran["document_ids"] for arm, ran in r.arms.items() if arm != "dense"},
             )
-            for o, r in logged
-            if _needed(o.outcome) & present
+            for needed, r in logged
+            if needed & present
         ]
         if len(usable) < MIN_OUTCOMES:
             raise errors.FailedPrecondition(

@@ -358,10 +358,7 @@ class Store:
         async with self._gone_is_not_found(name):
             table = await self.chunks(name)
             data = await table.query().where(f"chunk_id IN ({ids})").select(["chunk_id", "vector"]).to_arrow()
-        vectors = data.column("vector").combine_chunks()
-        if len(vectors) == 0:
-            return {}
-        matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), -1)
+        matrix = schema.vector_matrix(data.column("vector"))
         return dict(zip(data.column("chunk_id").to_pylist(), matrix, strict=True))
 
     async def vector_pool(
@@ -388,10 +385,8 @@ class Store:
         data = pa.concat_tables(parts)
         _, first = np.unique(np.asarray(data.column("chunk_id").to_pylist(), dtype=object), return_index=True)
         data = data.take(np.sort(first))
-        vectors = data.column("vector").combine_chunks()
-        dimension = vectors.type.list_size
-        matrix = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), dimension)
-        return np.asarray(data.column("document_id").to_pylist(), dtype=object), matrix
+        documents = np.asarray(data.column("document_id").to_pylist(), dtype=object)
+        return documents, schema.vector_matrix(data.column("vector"))
 
     @asynccontextmanager
     async def _gone_is_not_found(self, name: str):

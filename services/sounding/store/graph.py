@@ -82,7 +82,7 @@ class GraphStore:
         table = await self._db.open_table(ENTITIES_PREFIX + collection)
         data = await table.query().select(["entity", "vector"]).to_arrow()
         names = data.column("entity").to_pylist()
-        matrix = _matrix(data.column("vector"))
+        matrix = schema.vector_matrix(data.column("vector"))
         return dict(zip(names, matrix, strict=True))
 
     async def replace(
@@ -185,13 +185,6 @@ class GraphStore:
         return names
 
 
-def _matrix(column: pa.ChunkedArray) -> np.ndarray:
-    vectors = column.combine_chunks()
-    if len(vectors) == 0:
-        return np.zeros((0, 0), dtype=np.float32)
-    return vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), vectors.type.list_size)
-
-
 @dataclass
 class GraphSnapshot:
     """A reader's in-memory graph: entity names and unit vectors, and each entity's neighbours
@@ -230,7 +223,7 @@ class GraphSnapshot:
     def _build(cls, version, entity_data: pa.Table, edge_data: pa.Table) -> GraphSnapshot:
         names = entity_data.column("entity").to_pylist()
         index = {name: i for i, name in enumerate(names)}
-        matrix = _matrix(entity_data.column("vector")).astype(np.float32)
+        matrix = schema.vector_matrix(entity_data.column("vector")).astype(np.float32)
         if matrix.size:
             matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         neighbours: dict[int, list[tuple[int, int]]] = {}

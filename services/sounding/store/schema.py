@@ -117,3 +117,11 @@ def chunk_table(rows: list[dict], vectors: np.ndarray, dimension: int) -> pa.Tab
     return pa.Table.from_pylist(rows, chunks.remove(chunks.get_field_index("vector"))).append_column(
         chunks.field("vector"), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
     )
+
+
+def vector_matrix(column: pa.ChunkedArray) -> np.ndarray:
+    """A column of fixed-size vectors as a (rows x dimension) matrix ((0, 0) when empty)."""
+    vectors = column.combine_chunks()
+    if len(vectors) == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    return vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), vectors.type.list_size)
