@@ -11,12 +11,12 @@ pytestmark = pytest.mark.integration
 def test_every_rule_is_calibrated_and_judged_on_episodes_that_use_its_threshold(client):
     ticks: list[str] = []
     result = harness.run(client, 10, 6, 5, lambda label, total: lambda: ticks.append(label))
-    assert len(ticks) == 2 * (10 + 3 * 6)
+    assert len(ticks) == 2 * (10 + len(harness.METHODS) * 6)
     for regime in result["regimes"].values():
         assert regime["calibration_outcomes_recorded"] == 10 and regime["calibration_states"] >= 10
         assert all(int(regime["thresholds"][rule]["version"]) >= 1 for rule in STOP_RULES)
         quantile = regime["thresholds"]["knowno_set_size"]["diagnostics"]["quantile"]
-        assert set(regime["minus_direct_prompting"]) == {"voi", "cip_full"}
+        assert set(regime["minus_direct_prompting"]) == {"voi", "cip_full", "eig", "uot"}
         assert set(regime["minus_direct_prompting"]["voi"]) == set(STOP_RULES)
         for method, judged in regime["methods"].items():
             assert judged["test_outcomes_recorded"] == 6, method
@@ -67,3 +67,28 @@ def test_a_voi_session_streams_its_prompt_sensitivity_and_simulator_divergence(c
     assert all(h.prompt_sensitivity is not None for h in beliefs)
     assert beliefs[0].simulator_surprise is None
     assert beliefs[1].simulator_surprise is not None and beliefs[1].simulator_overlap is not None
+
+
+@pytest.mark.parametrize("method", ["eig", "uot"])
+def test_a_planning_session_finds_the_secret_asking_the_guess_of_largest_gain(client, method):
+    from sounding.inquiry.domains import bulls_and_cows as bc
+    from sounding_client import Ask, InquiryAnswer, InquiryPolicy
+
+    secret = "3140"
+    inquiry = client.inquire(
+        "llm",
+        InquiryPolicy(question_selection=method, stop_rule="mi_only", max_turns=12, seed=0),
+        domain_parameters={"task": "gn", "policy_model": "simulated", "run_to_max_turns": "true"},
+    )
+    asks, answer = [], None
+    for event in inquiry:
+        if isinstance(event, Ask):
+            asks.append(event)
+            inquiry.answer(bc.feedback_sentence(*bc.score(event.question, secret)))
+        elif isinstance(event, InquiryAnswer):
+            answer = event
+    assert answer is not None and answer.answer == secret and len(asks) <= 12
+    assert all(a.rationale.startswith(method) for a in asks)
+    first = asks[0]
+    assert first.expected_information_gain > 0
+    assert all(first.expected_information_gain >= r.expected_information_gain for r in first.runners_up)

@@ -353,7 +353,8 @@ class Question:
 
 @dataclass(frozen=True)
 class InquiryPolicy:
-    question_selection: str = "eig"
+    # "": the domain's default (eig; direct_prompting in the llm domain).
+    question_selection: str = ""
     stop_rule: str = "default"
     cost_sensitivity: float = 1.0
     exploration_weight: float = 0.0

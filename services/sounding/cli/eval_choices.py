@@ -23,6 +23,15 @@ class StopRule(StrEnum):
     cip_lite = "cip_lite"
 
 
+class QuestionSelection(StrEnum):
+    direct_prompting = "direct_prompting"
+    naive_prompting = "naive_prompting"
+    voi = "voi"
+    cip_full = "cip_full"
+    eig = "eig"
+    uot = "uot"
+
+
 class ToolConfig(StrEnum):
     free = "free"
     teacher = "teacher"

@@ -16,6 +16,7 @@ from sounding.cli.eval_choices import (
     BullsAndCowsPolicy,
     InquiryTask,
     LongQueries,
+    QuestionSelection,
     Regime,
     StopRule,
     ToolConfig,
@@ -169,6 +170,9 @@ def eval_arbench(
     regime: Regime = typer.Option(
         Regime.normal, help="normal (T 0.7, top-p 0.95) or collapse (T 0.1, decisive)"
     ),
+    question_selection: QuestionSelection = typer.Option(
+        QuestionSelection.direct_prompting, help="how the llm domain chooses its questions"
+    ),
     limit: int = typer.Option(20, min=1, help="the first N episodes"),
     max_turns: int = typer.Option(5, min=1, max=25, help="questions before the answer is forced"),
     samples: int = typer.Option(4, min=2, max=32, help="k: sampled answers per state and prompt variant"),
@@ -210,6 +214,7 @@ def eval_arbench(
                 question_tokens,
                 seed,
                 journal,
+                question_selection.value,
             )
         except JournalMismatch as error:
             raise typer.BadParameter(str(error), param_hint="--out") from None

@@ -268,6 +268,7 @@ def run(
     question_tokens: int = 0,
     seed: int = 0,
     journal: Path | None = None,
+    question_selection: str = "direct_prompting",
 ) -> dict:
     """Plays the episodes and judges them. Each played episode goes through Observe at once and,
     with a `journal`, is appended to it; a later run with the same settings and journal plays only
@@ -294,10 +295,15 @@ def run(
         "answer_tokens": answer_tokens,
         "question_tokens": question_tokens,
         "seed": seed,
+        "question_selection": question_selection,
     }
     header = {"task": task, "data": str(data), "stop_rule": stop_rule, "regime": regime, **settings}
     done = read_journal(journal, header) if journal else {}
-    policy = InquiryPolicy(stop_rule="robust_mi_risk" if everything else stop_rule, max_turns=max_turns)
+    policy = InquiryPolicy(
+        question_selection=question_selection,
+        stop_rule="robust_mi_risk" if everything else stop_rule,
+        max_turns=max_turns,
+    )
     loop = asyncio.new_event_loop()
 
     async def connect() -> ModelsClient:  # the channel belongs to the loop it is made on

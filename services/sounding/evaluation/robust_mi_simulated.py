@@ -14,7 +14,9 @@ Protocol, fixed before the first run:
   (STOP_THRESHOLD) of every rule for (`gn_simulated`, regime) at δ = `DELTA`, α = `ALPHA`; the
   test episodes start afterwards, so their signals carry the calibrated thresholds. The test
   secrets are played once per question-selection method (`METHODS`: direct prompting, VoI,
-  C-IP-full).
+  C-IP-full, EIG and UoT over the consistent secrets). Naive prompting is not among them: the
+  simulation writes its one question exactly as direct prompting's first candidate, and its
+  stop (the turn cap) is what every rule that never answers gets.
 - A rule answers at the first state of a test trajectory whose signal answers, with that
   state's answer; one that never does goes on guessing (a guess that hits solves the game) and
   is forced at the cap. Premature: answering at a state where more than one secret is
@@ -44,7 +46,7 @@ from sounding.evaluation import arbench
 from sounding.evaluation.harness import run_concurrently
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.inquiry.llm import tasks
-from sounding.inquiry.llm.simulated import consistent_guesses
+from sounding.inquiry.llm.tasks import consistent_guesses
 
 SAMPLES = 4
 MAX_TURNS = 12
@@ -53,7 +55,7 @@ ALPHA = 0.05
 RESAMPLES = 2000
 IN_FLIGHT = 4
 REGIMES = ("normal", "collapse")
-METHODS = ("direct_prompting", "voi", "cip_full")
+METHODS = ("direct_prompting", "voi", "cip_full", "eig", "uot")
 MEASURES = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
 
 

@@ -185,14 +185,14 @@ def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> N
 
 
 def normalized(request: Start) -> Start:
-    """The request with the domain's default policy names filled in (the llm domain's questions
-    come from direct prompting and its default stop rule is robust_mi_risk)."""
-    if request.domain != LlmInquiry.name:
-        return request
+    """The request with the domain's default policy names filled in: questions by `eig`, except
+    the llm domain's, which come from direct prompting; the llm domain's default stop rule is
+    robust_mi_risk."""
     policy = request.policy
-    if policy.question_selection == "eig":
-        policy = replace(policy, question_selection=LLM_POLICIES[0])
-    if policy.stop_rule == "default":
+    if policy.question_selection == "default":
+        default = LLM_POLICIES[0] if request.domain == LlmInquiry.name else "eig"
+        policy = replace(policy, question_selection=default)
+    if request.domain == LlmInquiry.name and policy.stop_rule == "default":
         policy = replace(policy, stop_rule="robust_mi_risk")
     return replace(request, policy=policy)
 

@@ -27,7 +27,7 @@ STOPPING_REASONS = (
 
 @dataclass(frozen=True)
 class Policy:
-    question_selection: str = "eig"
+    question_selection: str = "default"
     stop_rule: str = "default"
     cost_sensitivity: float = 1.0
     exploration_weight: float = 0.0

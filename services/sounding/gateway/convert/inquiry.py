@@ -39,7 +39,7 @@ def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int) 
         questions=tuple(q.QuestionIn(c.id, c.text, c.cost, dict(c.outcomes)) for c in start.questions),
         context=start.context,
         policy=q.Policy(
-            question_selection=p.question_selection or "eig",
+            question_selection=p.question_selection or "default",
             stop_rule=p.stop_rule or "default",
             cost_sensitivity=p.cost_sensitivity if p.HasField("cost_sensitivity") else 1.0,
             exploration_weight=p.exploration_weight,

@@ -13,11 +13,12 @@ Domain parameters: `task` (dc|sp|gn|generic), `regime` (normal|collapse), `polic
 whose states and thresholds are kept under the task `gn_simulated`), `samples` (k),
 `diversity` (weighted|unweighted|off), `signals` (rule|all), `answer_tokens`,
 `question_tokens`, `question_cost` (subtracted from a question's expected reduction: nats of
-robust MI for `voi`, set members for `cip_full`) and `run_to_max_turns` ("true": the stop rule
-is scored but never ends the session early, so an evaluation can replay every rule on one full
-trajectory). Question selection
-(`InquiryPolicy.question_selection`): `direct_prompting`, `voi` or `cip_full`
-(`inquiry.llm.selection`).
+robust MI for `voi`, set members for `cip_full`, nats of hypothesis entropy for `eig` and `uot`)
+and `run_to_max_turns` ("true": the stop rule is scored but never ends the session early, so an
+evaluation can replay every rule on one full trajectory). Question selection
+(`InquiryPolicy.question_selection`): `direct_prompting`, `naive_prompting` (which also asks
+until the turn cap), `voi` or `cip_full` (`inquiry.llm.selection`), or, for gn and sp, `eig` or
+`uot` over a hypothesis set (`inquiry.llm.planning`).
 Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task, regime and rule when the
 session starts (the homogeneity bucket's own calibration, if any, takes precedence), else the
 rule's default.
@@ -39,13 +40,13 @@ from sounding import errors
 from sounding.core import stop_rules
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.domains import parameters as parameters_
-from sounding.inquiry.llm import assessment, selection, tasks
+from sounding.inquiry.llm import assessment, planning, selection, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.llm.simulated import SimulatedGuesser
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
 from sounding.limits import InquiryLimits
 
-LLM_POLICIES = ("direct_prompting", "voi", "cip_full")
+LLM_POLICIES = ("direct_prompting", "naive_prompting", "voi", "cip_full", *planning.PLANNING_METHODS)
 SIMULATION_THREADS = 2
 _SIMULATIONS = ThreadPoolExecutor(SIMULATION_THREADS, thread_name_prefix="simulated-policy")
 
@@ -156,9 +157,17 @@ class LlmInquiry:
             raise errors.InvalidArgument(
                 "run_to_max_turns must be true or false", field="start.domain_parameters.run_to_max_turns"
             )
+        if policy.question_selection in planning.PLANNING_METHODS and task not in planning.PLANNING_TASKS:
+            raise errors.InvalidArgument(
+                f"{policy.question_selection} plans over a hypothesis set, which only "
+                f"{' and '.join(planning.PLANNING_TASKS)} have",
+                field="start.policy.question_selection",
+            )
         rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
         problem = tasks.Problem(tasks.TASK_SPECS[task], context, tuple(choices), regime == "collapse")
         per_state = selection.lookahead_tokens_per_state(problem, sampling, policy.question_selection)
+        if policy.question_selection in planning.PLANNING_METHODS:
+            per_state += planning.hypothesis_tokens_per_state(problem, sampling)
         budget = assessment.worst_case_tokens(
             problem, sampling, set(rules), policy.max_turns + 1
         ) + per_state * (policy.max_turns + 1)
@@ -178,7 +187,8 @@ class LlmInquiry:
             "sampling": asdict(sampling),
             "rules": rules,
             "stop_rule": policy.stop_rule,
-            "run_to_max_turns": run_to_max_turns == "true",
+            # Naive prompting (§3.1) asks until the turn cap, whatever the stop rule says.
+            "run_to_max_turns": run_to_max_turns == "true" or policy.question_selection == "naive_prompting",
             "question_cost": question_cost,
             "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
             "thresholds": {
@@ -313,6 +323,18 @@ class LlmInquiry:
                 chosen = await selection.value_of_information(
                     backend, self.problem, turns, self.sampling, rng, now, cost
                 )
+            elif policy.question_selection in planning.PLANNING_METHODS:
+                chosen = await planning.plan_question(
+                    policy.question_selection,
+                    backend,
+                    self.problem,
+                    turns,
+                    self.sampling,
+                    rng,
+                    self._setup.get("question_cost", 0.0),
+                )
+            elif policy.question_selection == "naive_prompting":
+                chosen = await selection.naive_prompting(backend, self.problem, turns, self.sampling, rng)
             else:
                 chosen = await selection.direct_prompting(backend, self.problem, turns, self.sampling, rng)
             self.next = {

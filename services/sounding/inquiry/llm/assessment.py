@@ -45,6 +45,10 @@ class Backend(Protocol):
 
     async def cluster(self, texts: Sequence[str], method: str) -> list[int]: ...
 
+    async def entail(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(entailment, neutral, contradiction) per (premise, hypothesis)."""
+        ...
+
 
 class Models:
     """`Backend` over the sidecar client for one session of a tenant: its generations form one
@@ -75,6 +79,9 @@ class Models:
 
     async def embed(self, texts):
         return await self._client.embed(texts, timeout=self._timeout)
+
+    async def entail(self, pairs):
+        return await self._client.entail(pairs, timeout=self._timeout)
 
     async def cluster(self, texts, method):
         try:

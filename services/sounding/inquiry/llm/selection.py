@@ -1,5 +1,7 @@
-"""How the `llm` domain chooses its next question (robust-MI spec §2.6, §2.7, §3.1).
+"""How the `llm` domain chooses its next question (robust-MI spec §2.6, §2.7, §3.1, §3.6;
+`inquiry.llm.planning` has §3.7 and §3.8).
 
+- `naive_prompting` (§3.1): the one question the model writes when asked for one.
 - `direct_prompting`: the first valid, unasked candidate the model lists.
 - `voi`: value of information by expected robust-MI reduction. The candidates are thinned to a
   diverse slate by greedy DPP (`core.dpp`, uniform quality); for each, the policy model imagines
@@ -96,13 +98,27 @@ async def candidates(backend: Backend, problem: Problem, turns, settings: Sampli
     return []
 
 
+async def naive_prompting(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
+) -> Selection:
+    """§3.1's floor: the model asked for one question, and the first it writes asked as written
+    (no list to choose from; a repeat of an earlier question is asked again)."""
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.question_tokens or problem.task.question_tokens
+    text = await backend.text(tasks.question_prompt(problem, turns, 1), temperature, top_p, tokens)
+    found = tasks.parse_questions(problem, text, rng)
+    if found:
+        return Selection(found[0], "naive prompting: the one question the model wrote", [])
+    return fallback(problem, turns, rng)
+
+
 async def direct_prompting(
     backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
 ) -> Selection:
     found = await candidates(backend, problem, turns, settings, rng)
     if found:
         return Selection(found[0], f"direct prompting: first of {len(found)} valid candidates", [])
-    return _fallback(problem, turns, rng)
+    return fallback(problem, turns, rng)
 
 
 async def robust_mi(
@@ -174,7 +190,7 @@ async def value_of_information(
     """§2.7: the slate's candidate of largest VoI (`current`: the state's robust MI)."""
     found = await candidates(backend, problem, turns, settings, rng)
     if not found:
-        return _fallback(problem, turns, rng)
+        return fallback(problem, turns, rng)
     vectors = np.asarray(await backend.embed(found), dtype=float)
     slate = [found[i] for i in dpp.greedy_slate(vectors, np.ones(len(found)))]
 
@@ -219,7 +235,7 @@ async def smallest_expected_set(
     set; its score is the expected reduction of the set's size from now."""
     found = await candidates(backend, problem, turns, settings, rng)
     if not found:
-        return _fallback(problem, turns, rng)
+        return fallback(problem, turns, rng)
 
     async def measure(history: list) -> float:
         return await set_size(backend, problem, history, settings, quantile, rng)
@@ -251,7 +267,7 @@ async def divergence(
     return homogeneity.simulator_divergence(matched, SIMULATED_ANSWERS)
 
 
-def _fallback(problem: Problem, turns, rng: random.Random) -> Selection:
+def fallback(problem: Problem, turns, rng: random.Random) -> Selection:
     rationale = "fallback: the model offered no valid, unasked question"
     asked = {clustering.canonical(q) for q, _ in turns}
     if problem.task.name == "gn":

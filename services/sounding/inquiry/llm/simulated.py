@@ -56,7 +56,7 @@ class SimulatedGuesser:
         """The secrets consistent with `turns` and the state's collapsed one (drawn once)."""
         key = tuple(turns)
         if key not in self._beliefs:
-            consistent = consistent_guesses(turns)
+            consistent = tasks.consistent_guesses(turns)
             self._beliefs[key] = (consistent, self._rng.choice(consistent))
         return self._beliefs[key]
 
@@ -73,10 +73,11 @@ class SimulatedGuesser:
         problem, messages = self._problem, list(messages)
         turns = transcript_turns(messages[1]["content"] if len(messages) > 1 else "")
         consistent, collapsed = self.belief(turns)
-        if messages == tasks.question_prompt(problem, turns, self._count):
-            ordered = self._rng.sample(consistent, min(self._count, len(consistent)))
+        count = next((c for c in (self._count, 1) if messages == tasks.question_prompt(problem, turns, c)), 0)
+        if count:  # a candidate list, or naive prompting's one question
+            ordered = self._rng.sample(consistent, min(count, len(consistent)))
             if problem.collapse:
-                ordered = [collapsed, *(g for g in ordered if g != collapsed)][: self._count]
+                ordered = [collapsed, *(g for g in ordered if g != collapsed)][:count]
             return json.dumps(ordered)
         if messages == tasks.verbalized_prompt(problem, turns):
             guess = self._draw(turns)
@@ -114,6 +115,9 @@ class SimulatedGuesser:
     async def cluster(self, texts: Sequence[str], method: str) -> list[int]:
         return exact_clusters(texts)
 
+    async def entail(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        raise ValueError("the simulated gn policy judges no entailment (gn outcomes are exact)")
+
 
 def _after_transcript_start(prompt: str) -> str:
     """The prompt from its transcript on: the client's context comes before it and is not read."""
@@ -126,18 +130,3 @@ def transcript_turns(prompt: str) -> list[tuple[str, str]]:
     transcript clipped for length loses its earliest turns). Questions are the policy's own
     guesses and answers feedback sentences the domain wrote, so nothing a client sends is parsed."""
     return [(m.group(2), m.group(3)) for m in _TURN.finditer(_after_transcript_start(prompt))]
-
-
-def consistent_guesses(turns: Sequence[tuple[str, str]]) -> list[str]:
-    """The secrets consistent with every turn whose guess and feedback parse (every secret not yet
-    guessed, if the feedback contradicts itself)."""
-    table = bc.feedback_table()
-    history, guessed = [], set()
-    for guess, feedback in turns:
-        parsed = tasks.bulls_and_cows(feedback)
-        if guess in table.index:
-            guessed.add(guess)
-            if parsed is not None:
-                history.append((table.index[guess], parsed[0] * bc.CODES_PER_FEEDBACK + parsed[1]))
-    found = [table.strings[i] for i in bc.consistent_secrets(history)]
-    return found or [s for s in table.strings if s not in guessed]

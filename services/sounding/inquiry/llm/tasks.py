@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sounding.core.clustering import canonical
-from sounding.inquiry.domains.bulls_and_cows import feedback_sentence, parse_feedback
+from sounding.inquiry.domains.bulls_and_cows import (
+    CODES_PER_FEEDBACK,
+    consistent_secrets,
+    feedback_sentence,
+    feedback_table,
+    parse_feedback,
+)
 
 TaskName = Literal["dc", "sp", "gn", "generic"]
 TASKS: tuple[TaskName, ...] = ("dc", "sp", "gn", "generic")
@@ -404,6 +410,21 @@ def bulls_and_cows(feedback: str) -> tuple[int, int] | None:
         return parse_feedback(feedback)
     except ValueError:
         return None
+
+
+def consistent_guesses(turns: Sequence[tuple[str, str]]) -> list[str]:
+    """The secrets consistent with every turn whose guess and feedback parse (every secret not yet
+    guessed, if the feedback contradicts itself)."""
+    table = feedback_table()
+    history, guessed = [], set()
+    for guess, feedback in turns:
+        parsed = bulls_and_cows(feedback)
+        if guess in table.index:
+            guessed.add(guess)
+            if parsed is not None:
+                history.append((table.index[guess], parsed[0] * CODES_PER_FEEDBACK + parsed[1]))
+    found = [table.strings[i] for i in consistent_secrets(history)]
+    return found or [s for s in table.strings if s not in guessed]
 
 
 def char_f1(predicted: str, truth: str) -> float:

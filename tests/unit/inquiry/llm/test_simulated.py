@@ -9,7 +9,8 @@ import pytest
 from sounding.inquiry import engine
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.inquiry.llm import outcomes, tasks
-from sounding.inquiry.llm.simulated import SimulatedGuesser, consistent_guesses
+from sounding.inquiry.llm.simulated import SimulatedGuesser
+from sounding.inquiry.llm.tasks import consistent_guesses
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, Policy, Start
 
 pytestmark = pytest.mark.unit

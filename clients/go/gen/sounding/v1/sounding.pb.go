@@ -1833,7 +1833,9 @@ type InquiryPolicy struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// "eig", "eig_lookahead", "naive", "random_consistent", ...; llm: "direct_prompting";
+	// Empty: the domain's default ("eig"; llm: "direct_prompting"). bulls_and_cows: "eig",
+	// "eig_lookahead", "naive", "random_consistent", ...; llm: "direct_prompting",
+	// "naive_prompting", "voi", "cip_full", or for tasks gn and sp "eig" and "uot";
 	// corpus: "eig", "eig_softmax", "generated_order" or "keywords".
 	QuestionSelection string `protobuf:"bytes,1,opt,name=question_selection,json=questionSelection,proto3" json:"question_selection,omitempty"`
 	// "default"; llm: one of the StopSignal rules (default "robust_mi_risk").

@@ -853,7 +853,9 @@ export const CandidateQuestionSchema: GenMessage<CandidateQuestion> = /*@__PURE_
  */
 export type InquiryPolicy = Message<"sounding.v1.InquiryPolicy"> & {
   /**
-   * "eig", "eig_lookahead", "naive", "random_consistent", ...; llm: "direct_prompting";
+   * Empty: the domain's default ("eig"; llm: "direct_prompting"). bulls_and_cows: "eig",
+   * "eig_lookahead", "naive", "random_consistent", ...; llm: "direct_prompting",
+   * "naive_prompting", "voi", "cip_full", or for tasks gn and sp "eig" and "uot";
    * corpus: "eig", "eig_softmax", "generated_order" or "keywords".
    *
    * @generated from field: string question_selection = 1;
