@@ -21,6 +21,10 @@ def test_every_rule_is_calibrated_and_judged_on_episodes_that_use_its_threshold(
         for method, judged in regime["methods"].items():
             assert judged["test_outcomes_recorded"] == 6, method
             check_episodes(judged, quantile)
+            assert sum(b["states"] for b in judged["by_bucket"].values()) == sum(
+                judged["states_by_bucket"].values()
+            )
+            assert 0 < judged["task_functional_diversity"]["digits_tested"] <= 1
     assert set(result["criteria_6_1"]["voi"]) == {
         "2_lower_premature_rate_than_every_other_rule",
         "3_mi_error_correlation_above_set_size_in_high_bucket",

@@ -1,4 +1,4 @@
-"""Homogeneity diagnostics of a set of sampled answers (robust-MI spec §4.3, axes 1-4).
+"""Homogeneity diagnostics of a set of sampled answers (robust-MI spec §4.3, axes 1-5).
 
 Semantic collapse: the largest cluster's share `p_max`, the mean pairwise cosine similarity of
 the samples' embeddings, and the effective rank exp(H(λ / Σλ)) of their similarity matrix.
@@ -119,3 +119,46 @@ def simulator_divergence(matched: float, draws: int) -> tuple[float, bool]:
     """(surprise, overlap) of the real answer, `matched` being the share of `draws` imagined
     answers that meant the same."""
     return float(-np.log(max(matched, 0.5 / draws))), matched > 0
+
+
+QUESTION_KINDS = ("factual", "causal", "clarification")
+_CAUSAL = ("why", "because", "cause", "caused", "reason", "due to", "lead to", "led to", "result of")
+_CLARIFYING = ("do you mean", "mean by", "clarify", "to be clear", "you said", "did you say")
+
+
+def question_kind(question: str) -> str:
+    """factual, causal or clarification, by the question's wording."""
+    text = f" {question.lower()} "
+    if any(f" {w} " in text or text.strip().startswith(w) for w in _CLARIFYING):
+        return "clarification"
+    if any(f" {w}" in text for w in _CAUSAL):
+        return "causal"
+    return "factual"
+
+
+def normalised_entropy(items: Sequence[Hashable], alphabet: int) -> float:
+    """Entropy of the items' empirical distribution over ln(min(alphabet, len(items))), in [0, 1]
+    (0 with fewer than two items)."""
+    most = min(alphabet, len(items))
+    if most < 2:
+        return 0.0
+    _, counts = np.unique(np.asarray([str(i) for i in items]), return_counts=True)
+    shares = counts / counts.sum()
+    return float(-(shares * np.log(shares)).sum() / np.log(most))
+
+
+def task_functional_diversity(
+    task: str, questions: Sequence[str], addressed: Sequence[str] = (), suspects: int = 0
+) -> dict[str, float]:
+    """§4.3 axis 5 over one episode's questions (dc: `addressed`, each question's suspect, of
+    `suspects`)."""
+    if task == "gn":
+        guesses = [q for q in questions if len(q) == 4 and q.isdigit()]
+        return {
+            "digits_tested": len({d for g in guesses for d in g}) / 10,
+            "placements_tested": len({(i, d) for g in guesses for i, d in enumerate(g)}) / 40,
+        }
+    if task == "dc":
+        return {"suspect_entropy": normalised_entropy(addressed, suspects)}
+    kinds = [question_kind(q) for q in questions]
+    return {"question_kind_entropy": normalised_entropy(kinds, len(QUESTION_KINDS))}

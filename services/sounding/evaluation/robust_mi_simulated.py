@@ -30,6 +30,9 @@ Protocol, fixed before the first run:
   every other rule's (each interval's upper end < 0); (3) in the high bucket, the score-error
   correlation of robust MI exceeds that of the set size (the interval's lower end > 0); (4) robust
   MI's accuracy exceeds naive MI's (`mi_only`; the interval's lower end > 0).
+- Reported beside them (§4.3 axes 5-6): per homogeneity bucket, each rule's score-error
+  correlation over its states and the accuracy and premature rate of the answers given there;
+  per method, the digits and placements its guesses tested.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.stats import bootstrap, spearmanr
 
+from sounding.core import homogeneity
 from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation import arbench
 from sounding.evaluation.harness import run_concurrently
@@ -125,6 +129,7 @@ def rule_outcome(rule: str, episode: dict) -> dict:
                 "questions": index,
                 "premature": len(consistent_guesses(turns[:index])) > 1,
                 "forced": False,
+                "bucket": state["bucket"],
             }
     solved = bool(turns) and turns[-1][0] == secret
     last = states[-1]["answer"] if states else tasks.UNPARSED
@@ -133,6 +138,7 @@ def rule_outcome(rule: str, episode: dict) -> dict:
         "questions": len(turns),
         "premature": not solved and len(consistent_guesses(turns)) > 1,
         "forced": not solved,
+        "bucket": states[-1]["bucket"] if states else "",
     }
 
 
@@ -156,13 +162,13 @@ def _paired(a: np.ndarray, b: np.ndarray, seed: int) -> dict:
     }
 
 
-def _high_bucket_states(episodes: list[dict]) -> list[tuple[int, dict[str, float], bool]]:
-    """(episode index, rule scores, erred) of every test state in the high homogeneity bucket."""
+def _bucket_states(episodes: list[dict], bucket: str) -> list[tuple[int, dict[str, float], bool]]:
+    """(episode index, rule scores, erred) of every test state in a homogeneity bucket."""
     return [
         (i, {rule: s["signals"][rule][0] for rule in STOP_RULES}, s["answer"] != e["_truth"])
         for i, e in enumerate(episodes)
         for s in e["states"]
-        if s["bucket"] == "high"
+        if s["bucket"] == bucket
     ]
 
 
@@ -176,7 +182,7 @@ def correlations(episodes: list[dict], seed: int) -> dict:
     """Spearman(score, error) per rule over the high-bucket states, and robust MI minus set size
     with a block bootstrap over episodes (a resample whose states leave either undefined is
     skipped)."""
-    states = _high_bucket_states(episodes)
+    states = _bucket_states(episodes, "high")
     result: dict = {"states": len(states)}
     for rule in STOP_RULES:
         value = _spearman([s[1][rule] for s in states], [s[2] for s in states])
@@ -201,6 +207,44 @@ def correlations(episodes: list[dict], seed: int) -> dict:
             "resamples_defined": len(differences),
         }
     return result
+
+
+def by_bucket(episodes: list[dict], outcomes: dict[str, list[dict]]) -> dict:
+    """§4.3 axis 6: per homogeneity bucket, Spearman(score, error) per rule over its states, and
+    per rule the answers given at its states (forced ones excluded): how many, their accuracy
+    and premature rate."""
+    result = {}
+    for bucket in homogeneity.BUCKETS:
+        states = _bucket_states(episodes, bucket)
+        correlations = {}
+        for rule in STOP_RULES:
+            value = _spearman([s[1][rule] for s in states], [s[2] for s in states])
+            correlations[rule] = None if value is None else round(value, 4)
+        answered = {
+            rule: [o for o in found if o["bucket"] == bucket and not o["forced"]]
+            for rule, found in outcomes.items()
+        }
+        result[bucket] = {
+            "states": len(states),
+            "score_error_spearman": correlations,
+            "answers": {
+                rule: {
+                    "answered": len(found),
+                    "accuracy": round(float(np.mean([o["correct"] for o in found])), 4) if found else None,
+                    "premature_rate": round(float(np.mean([o["premature"] for o in found])), 4)
+                    if found
+                    else None,
+                }
+                for rule, found in answered.items()
+            },
+        }
+    return result
+
+
+def functional_diversity(episodes: list[dict]) -> dict:
+    """§4.3 axis 5, the mean over episodes of their guesses' digits and placements tested."""
+    found = [homogeneity.task_functional_diversity("gn", [q for q, _ in e["questions"]]) for e in episodes]
+    return {key: round(float(np.mean([f[key] for f in found])), 4) for key in found[0]} if found else {}
 
 
 def judge(episodes: list[dict], seed: int) -> dict:
@@ -233,7 +277,9 @@ def judge(episodes: list[dict], seed: int) -> dict:
         "rules": rules,
         "robust_mi_minus": paired,
         "high_bucket_correlations": correlations(episodes, seed),
-        "states_by_bucket": {b: buckets.count(b) for b in ("high", "medium", "low")},
+        "states_by_bucket": {b: buckets.count(b) for b in homogeneity.BUCKETS},
+        "by_bucket": by_bucket(episodes, outcomes),
+        "task_functional_diversity": functional_diversity(episodes),
     }
 
 

@@ -49,3 +49,31 @@ def test_simulator_divergence_is_the_surprise_of_the_real_answer_and_whether_it_
     assert homogeneity.simulator_divergence(0.25, 8) == (pytest.approx(math.log(4)), True)
     # Never imagined: floored at half an imagined answer in eight.
     assert homogeneity.simulator_divergence(0.0, 8) == (pytest.approx(math.log(16)), False)
+
+
+def test_gn_functional_diversity_counts_the_digits_and_placements_the_guesses_tested():
+    found = homogeneity.task_functional_diversity("gn", ["0123", "0145", "not a guess"])
+    # Digits 0-5; placements (0,0) (1,1) (2,2) (3,3) (2,4) (3,5).
+    assert found == {"digits_tested": pytest.approx(0.6), "placements_tested": pytest.approx(6 / 40)}
+
+
+def test_dc_functional_diversity_is_the_normalised_entropy_of_the_suspects_addressed():
+    even = homogeneity.task_functional_diversity("dc", ["q"] * 4, ["Ann", "Bob", "Ann", "Bob"], suspects=3)
+    # Two suspects in equal shares over ln(min(3, 4)): ln 2 / ln 3.
+    assert even["suspect_entropy"] == pytest.approx(math.log(2) / math.log(3))
+    assert homogeneity.task_functional_diversity("dc", ["q"] * 3, ["Ann"] * 3, 3)["suspect_entropy"] == 0.0
+
+
+def test_sp_functional_diversity_reads_each_questions_kind_from_its_wording():
+    kinds = [
+        homogeneity.question_kind(q)
+        for q in ("Was he thirsty?", "Did he die because of the gun?", "Do you mean the barman?")
+    ]
+    assert kinds == ["factual", "causal", "clarification"]
+    found = homogeneity.task_functional_diversity(
+        "sp", ["Was he thirsty?", "Was it raining?", "Why did he go?"]
+    )
+    shares = [2 / 3, 1 / 3]
+    assert found["question_kind_entropy"] == pytest.approx(
+        -sum(p * math.log(p) for p in shares) / math.log(3)
+    )

@@ -25,9 +25,9 @@ def episode(states: list[dict], turns=TURNS) -> dict:
 def test_a_rule_answering_early_is_premature_and_one_that_waits_is_right_when_the_game_solves():
     played = episode([state("9876", {"self_consistency"}), state("4568", set()), state("4567", set())])
     early = harness.rule_outcome("self_consistency", played)
-    assert early == {"correct": False, "questions": 0, "premature": True, "forced": False}
+    assert early == {"correct": False, "questions": 0, "premature": True, "forced": False, "bucket": "high"}
     waiting = harness.rule_outcome("robust_mi_risk", played)
-    assert waiting == {"correct": True, "questions": 3, "premature": False, "forced": False}
+    assert waiting == {"correct": True, "questions": 3, "premature": False, "forced": False, "bucket": "high"}
 
 
 def test_answering_where_one_secret_is_left_is_not_premature_and_a_cap_forces_the_last_answer():
@@ -40,6 +40,7 @@ def test_answering_where_one_secret_is_left_is_not_premature_and_a_cap_forces_th
         "questions": 2,
         "premature": True,
         "forced": True,
+        "bucket": "high",
     }
     solved_from_one = [["0123", bc.feedback_sentence(0, 0)], ["4567", bc.feedback_sentence(4, 0)]]
     assert len(harness.consistent_guesses(solved_from_one)) == 1
@@ -81,3 +82,32 @@ def test_high_bucket_correlations_separate_a_score_that_tracks_error_from_one_th
     found = harness.correlations(episodes, seed=0)
     assert found["states"] == 80 and found["robust_mi_risk"] > 0.8
     assert found["robust_mi_minus_set_size"]["interval_95"][0] > 0.5
+
+
+def test_by_bucket_reports_the_answers_given_at_each_buckets_states():
+    # self_consistency answers at a high state (wrongly, prematurely) in one episode and at a
+    # low state in the other: rightly, but with 4567 and 4569 both left, still prematurely;
+    # robust MI never answers (forced).
+    early = episode([state("9876", {"self_consistency"}), state("4568", set(), bucket="low")])
+    late = episode(
+        [state("9876", set()), state("4568", set()), state(SECRET, {"self_consistency"}, bucket="low")]
+    )
+    played = [early, late]
+    outcomes = {rule: [harness.rule_outcome(rule, e) for e in played] for rule in STOP_RULES}
+    found = harness.by_bucket(played, outcomes)
+    assert [found[b]["states"] for b in ("high", "medium", "low")] == [3, 0, 2]
+    consistency = {b: found[b]["answers"]["self_consistency"] for b in ("high", "low")}
+    assert consistency["high"] == {"answered": 1, "accuracy": 0.0, "premature_rate": 1.0}
+    assert consistency["low"] == {"answered": 1, "accuracy": 1.0, "premature_rate": 1.0}
+    assert found["high"]["answers"]["robust_mi_risk"] == {
+        "answered": 0,
+        "accuracy": None,
+        "premature_rate": None,
+    }
+    assert found["medium"]["score_error_spearman"]["robust_mi_risk"] is None
+
+
+def test_functional_diversity_is_the_mean_over_episodes():
+    one = episode([], [["0123", "x"], ["4567", "y"]])
+    other = episode([], [["0123", "x"]])
+    assert harness.functional_diversity([one, other]) == {"digits_tested": 0.6, "placements_tested": 0.15}
