@@ -96,3 +96,12 @@ def test_a_planning_session_finds_the_secret_asking_the_guess_of_largest_gain(cl
     first = asks[0]
     assert first.expected_information_gain > 0
     assert all(first.expected_information_gain >= r.expected_information_gain for r in first.runners_up)
+
+
+def test_episode_level_calibration_fits_one_state_per_calibration_episode(client):
+    result = harness.run(client, 10, 2, 7, lambda label, total: lambda: None, ["episode_tau", "robust"])
+    assert result["protocol"]["ablate"] == ["episode_tau", "robust"]
+    for regime in result["regimes"].values():
+        assert regime["calibration_states"] > 10  # each episode visits several states
+        for rule in STOP_RULES:
+            assert regime["thresholds"][rule]["sample_size"] == 10, rule

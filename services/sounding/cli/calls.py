@@ -154,6 +154,9 @@ def calibrate(
     regime: str = typer.Option("", help="stop_threshold: the decoding regime (normal or collapse)"),
     stop_rule: str = typer.Option("", help="stop_threshold: the rule to fit (default robust_mi_risk)"),
     collection: str = typer.Option("", help="query_adapter: the collection to fit it for"),
+    one_state_per_session: bool = typer.Option(
+        False, help="stop_threshold: fit on one state per recorded session (episode-level calibration)"
+    ),
     plot: Path = typer.Option(None, help="draw the fit's diagram into this PNG (the [eval] extra)"),
     address: str = ADDRESS,
     token: str = TOKEN,
@@ -171,7 +174,12 @@ def calibrate(
     report = None
     with connect(address, token, tls_ca, tls_cert, tls_key) as client:
         events = client.calibrate(
-            target.value, task=task, regime=regime, stop_rule=stop_rule, collection=collection
+            target.value,
+            task=task,
+            regime=regime,
+            stop_rule=stop_rule,
+            collection=collection,
+            one_state_per_session=one_state_per_session,
         )
         for event in events:
             if isinstance(event, CalibrationReport):

@@ -32,6 +32,18 @@ class QuestionSelection(StrEnum):
     uot = "uot"
 
 
+class Ablation(StrEnum):
+    risk_tau = "risk_tau"
+    robust = "robust"
+    weights = "weights"
+    entailment = "entailment"
+    dpp = "dpp"
+    voi = "voi"
+    mi_to_sc = "mi_to_sc"
+    mi_to_setsize = "mi_to_setsize"
+    episode_tau = "episode_tau"
+
+
 class ToolConfig(StrEnum):
     free = "free"
     teacher = "teacher"

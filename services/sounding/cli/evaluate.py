@@ -12,21 +12,19 @@ import typer
 from sounding import extras
 from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack, write_result
 from sounding.cli.eval_choices import (
-    ArbenchTask,
     BullsAndCowsPolicy,
     InquiryTask,
     LongQueries,
-    QuestionSelection,
-    Regime,
-    StopRule,
     ToolConfig,
 )
+from sounding.cli.evaluate_arbench import eval_arbench
 from sounding.cli.evaluate_nli import eval_nli
 from sounding.cli.evaluate_simulated import eval_robust_mi_simulated
 from sounding.config import Settings
 from sounding.progress import progress_bar
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
+eval_app.command("arbench")(eval_arbench)
 eval_app.command("nli")(eval_nli)
 eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
 
@@ -156,72 +154,6 @@ def eval_calibration(
     write_result(result, out, settings, plot=plot)
     console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")
-
-
-@eval_app.command("arbench")
-def eval_arbench(
-    task: ArbenchTask = typer.Option(
-        ..., help="the AR-Bench task: detective cases, situation puzzles or guess numbers"
-    ),
-    data: Path = typer.Option(..., exists=True, dir_okay=False, help="an AR-Bench JSON file of the task"),
-    stop_rule: StopRule = typer.Option(
-        StopRule.all, help="a stop rule, or 'all': one trajectory per episode with every rule judged on it"
-    ),
-    regime: Regime = typer.Option(
-        Regime.normal, help="normal (T 0.7, top-p 0.95) or collapse (T 0.1, decisive)"
-    ),
-    question_selection: QuestionSelection = typer.Option(
-        QuestionSelection.direct_prompting, help="how the llm domain chooses its questions"
-    ),
-    limit: int = typer.Option(20, min=1, help="the first N episodes"),
-    max_turns: int = typer.Option(5, min=1, max=25, help="questions before the answer is forced"),
-    samples: int = typer.Option(4, min=2, max=32, help="k: sampled answers per state and prompt variant"),
-    answer_tokens: int = typer.Option(0, min=0, help="token budget of an answer (0: the task's)"),
-    question_tokens: int = typer.Option(0, min=0, help="token budget of a question list (0: the task's)"),
-    seed: int = typer.Option(0, help="seed of every random choice (recorded in the result)"),
-    out: Path = typer.Option(..., help="where to write the JSON result"),
-    address: str = typer.Option(None, help="a running orchestrator; default starts a stack of its own"),
-) -> None:
-    """Play AR-Bench episodes through Inquire's llm domain, the NPC on the same generator
-    backend; accuracy (F1 for sp), questions asked, ECE over visited states and the Spearman
-    correlation between stop score and error, per stop rule. Played episodes are kept in
-    `<out>.journal.jsonl` until the result is written, so an interrupted run resumes there."""
-    from sounding_client import Client
-
-    from sounding.evaluation import arbench
-    from sounding.evaluation.journal import JournalMismatch
-    from sounding.stack import serving
-
-    journal = out.with_name(out.name + ".journal.jsonl")
-    settings = Settings()
-    if not address:  # a stack of its own: its own data directory; greedy NPC replies are cached
-        settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "arbench"})
-    env = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": "1000000"}
-    with serving(settings, address, env) as running, Client(running, timeout=3600) as client:
-        try:
-            result = arbench.run(
-                client,
-                settings.models,
-                task.value,
-                data,
-                stop_rule.value,
-                regime.value,
-                limit,
-                max_turns,
-                samples,
-                console,
-                answer_tokens,
-                question_tokens,
-                seed,
-                journal,
-                question_selection.value,
-            )
-        except JournalMismatch as error:
-            raise typer.BadParameter(str(error), param_hint="--out") from None
-    write_result(result, out, settings, seed)
-    journal.unlink(missing_ok=True)
-    console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
-    console.print(f"written to {out}")
 
 
 @eval_app.command("fuzz")

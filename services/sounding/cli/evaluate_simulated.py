@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from sounding.cli.common import console, write_result
+from sounding.cli.eval_choices import Ablation
 from sounding.config import Settings
 from sounding.progress import progress_bar
 
@@ -18,6 +19,9 @@ def eval_robust_mi_simulated(
     calibration: int = typer.Option(500, min=10, help="calibration episodes per regime"),
     seed: int = typer.Option(0, help="shuffles the 5,040 secrets before they are split"),
     out: Path = typer.Option(..., help="where to write the JSON result"),
+    ablate: list[Ablation] = typer.Option(
+        [], help="switch off a part of the full method (spec §5); repeatable"
+    ),
 ) -> None:
     """Play guessing-number episodes with the SIMULATED policy model in both regimes, calibrate
     every stop rule's threshold on the calibration episodes and judge every rule on the test
@@ -41,7 +45,9 @@ def eval_robust_mi_simulated(
             task = progress.add_task(label, total=total)
             return lambda: progress.advance(task)
 
-        result = robust_mi_simulated.run(client, calibration, secrets, seed, advance)
+        result = robust_mi_simulated.run(
+            client, calibration, secrets, seed, advance, [a.value for a in ablate]
+        )
     write_result(result, out, settings, seed)
     summary = {
         f"{regime}, {method}": {

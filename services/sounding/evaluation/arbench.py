@@ -269,6 +269,7 @@ def run(
     seed: int = 0,
     journal: Path | None = None,
     question_selection: str = "direct_prompting",
+    ablate: Sequence[str] = (),
 ) -> dict:
     """Plays the episodes and judges them. Each played episode goes through Observe at once and,
     with a `journal`, is appended to it; a later run with the same settings and journal plays only
@@ -288,6 +289,7 @@ def run(
         "run_to_max_turns": "true" if everything else "false",
         "answer_tokens": str(answer_tokens),
         "question_tokens": str(question_tokens),
+        "ablate": ",".join(ablate),
     }
     settings = {
         "max_turns": max_turns,
@@ -296,6 +298,7 @@ def run(
         "question_tokens": question_tokens,
         "seed": seed,
         "question_selection": question_selection,
+        "ablate": sorted(ablate),
     }
     header = {"task": task, "data": str(data), "stop_rule": stop_rule, "regime": regime, **settings}
     done = read_journal(journal, header) if journal else {}

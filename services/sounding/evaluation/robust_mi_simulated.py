@@ -50,6 +50,7 @@ from sounding.evaluation import arbench
 from sounding.evaluation.harness import run_concurrently
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
 from sounding.inquiry.llm.tasks import consistent_guesses
 
 SAMPLES = 4
@@ -79,6 +80,7 @@ def play_episodes(
     on_each: Callable[[], object],
     method: str = "direct_prompting",
     first_index: int = 0,
+    ablate: Sequence[str] = (),
 ) -> list[dict]:
     """Each secret's episode through Inquire (questions chosen by `method`; the session seeded by
     `seed` and the secret's index counted from `first_index`) and its outcome through Observe,
@@ -93,6 +95,7 @@ def play_episodes(
         "samples": str(SAMPLES),
         "signals": "all",
         "run_to_max_turns": "true",
+        "ablate": ",".join(a for a in ablate if a in SESSION_ABLATIONS),
     }
     played: dict[int, dict] = {}
 
@@ -339,16 +342,22 @@ def _compact(episode: dict) -> dict:
     }
 
 
-def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
+def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Sequence[str] = ()) -> dict:
     """Both regimes: calibration episodes, a stop threshold per rule, test episodes, judgement.
-    `progress(label, total)` gives the callable advanced as each episode ends."""
+    `progress(label, total)` gives the callable advanced as each episode ends. `ablate`: §5's
+    ablations, applied to every episode (calibration ones too), `episode_tau` to the calibration."""
     from sounding_client import CalibrationReport
 
     calibrating, testing = split_secrets(calibration, secrets, seed)
     regimes = {}
     for regime in REGIMES:
         played = play_episodes(
-            client, calibrating, regime, seed, progress(f"{regime}: calibration episodes", len(calibrating))
+            client,
+            calibrating,
+            regime,
+            seed,
+            progress(f"{regime}: calibration episodes", len(calibrating)),
+            ablate=ablate,
         )
         thresholds = {}
         for rule in STOP_RULES:
@@ -361,11 +370,13 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
                     stop_rule=rule,
                     risk=DELTA,
                     alpha=ALPHA,
+                    one_state_per_session="episode_tau" in ablate,
                 )
                 if isinstance(e, CalibrationReport)
             ]
             thresholds[rule] = {
                 "version": report.version,
+                "sample_size": report.sample_size,
                 "summary": report.summary,
                 "diagnostics": dict(report.diagnostics),
             }
@@ -379,6 +390,7 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
                 progress(f"{regime}: test episodes, {method}", len(testing)),
                 method,
                 len(calibrating),
+                ablate,
             )
             judged[method] = {
                 "test_outcomes_recorded": sum(p["outcome_recorded"] for p in tested[method]),
@@ -409,6 +421,7 @@ def run(client, calibration: int, secrets: int, seed: int, progress) -> dict:
             "resamples": RESAMPLES,
             "calibration_question_selection": "direct_prompting",
             "methods": list(METHODS),
+            "ablate": sorted(ablate),
         },
         "regimes": regimes,
         "criteria_6_1": {method: criteria(regimes["collapse"]["methods"][method]) for method in METHODS},

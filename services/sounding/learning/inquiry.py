@@ -13,6 +13,7 @@ Thresholds are stored in the calibrations table under
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,16 @@ class StopThresholdRequest:
     delta: float = 0.1
     alpha: float = 0.05
     states: tuple[InlineState, ...] = ()
+    one_state_per_session: bool = False
+
+
+def one_per_session(states: Sequence[InquiryState]) -> list[InquiryState]:
+    """One state of each session, drawn at random seeded by the session id (in the order the
+    sessions first appear)."""
+    by_session: dict[str, list[InquiryState]] = {}
+    for state in states:
+        by_session.setdefault(state.session_id, []).append(state)
+    return [random.Random(session).choice(found) for session, found in by_session.items()]
 
 
 class InquiryLearning:
@@ -167,6 +178,8 @@ class InquiryLearning:
                 states = [_inline(request, s) for s in request.states]
             else:
                 states = await self._log.inquiry_states(request.task, request.regime, request.bucket)
+                if request.one_state_per_session:
+                    states = one_per_session(states)
             yield CalibrationProgress("fitting", 0.4)
             fitted = await asyncio.to_thread(
                 stop_thresholds.fit, states, request.stop_rule, request.delta, request.alpha
@@ -211,6 +224,11 @@ def _validate(request: StopThresholdRequest) -> None:
     if request.bucket and request.bucket not in homogeneity.BUCKETS:
         raise errors.InvalidArgument(
             f"bucket must be empty or one of {', '.join(homogeneity.BUCKETS)}", field="bucket"
+        )
+    if request.one_state_per_session and request.states:
+        raise errors.InvalidArgument(
+            "one_state_per_session picks among recorded sessions' states; inline states have no session",
+            field="one_state_per_session",
         )
     if request.stop_rule not in stop_rules.STOP_RULES:
         raise errors.InvalidArgument(

@@ -1,13 +1,21 @@
 import pytest
 from sounding.auth import ROLES
 from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
-from sounding.cli.eval_choices import BullsAndCowsPolicy, LongQueries, QuestionSelection, StopRule, ToolConfig
+from sounding.cli.eval_choices import (
+    Ablation,
+    BullsAndCowsPolicy,
+    LongQueries,
+    QuestionSelection,
+    StopRule,
+    ToolConfig,
+)
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation.retrieval import LONG_QUERIES
 from sounding.evaluation.tools import CONFIGS as TOOL_CONFIGS
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
 from sounding.inquiry.domains.llm import LLM_POLICIES
+from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
 from sounding.retrieval.strategies import STRATEGIES
 from sounding_client._convert import CALIBRATION_TARGETS
 
@@ -25,6 +33,7 @@ pytestmark = pytest.mark.unit
         (BullsAndCowsPolicy, list(POLICIES)),
         (ToolConfig, list(TOOL_CONFIGS)),
         (QuestionSelection, list(LLM_POLICIES)),
+        (Ablation, [*SESSION_ABLATIONS, "episode_tau"]),
         (LongQueries, list(LONG_QUERIES)),
     ],
 )

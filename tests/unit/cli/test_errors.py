@@ -46,3 +46,17 @@ def test_version():
         [sys.executable, "-m", "sounding.cli", "--version"], capture_output=True, text=True
     )
     assert shown.returncode == 0 and shown.stdout.startswith("sounding ")
+
+
+def test_arbench_refuses_episode_level_calibration_before_starting_anything(tmp_path):
+    data = tmp_path / "gn.json"
+    data.write_text("[]")
+    command = [sys.executable, "-m", "sounding.cli", "eval", "arbench", "--task", "gn", "--data", str(data)]
+    refused = subprocess.run(
+        [*command, "--ablate", "dpp", "--ablate", "episode_tau", "--out", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "--one-state-per-session" in refused.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -105,6 +105,7 @@ def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_st
             InlineState(s.score, s.error, s.stated_confidence if s.HasField("stated_confidence") else None)
             for s in request.states
         ),
+        one_state_per_session=request.one_state_per_session,
     )
 
 

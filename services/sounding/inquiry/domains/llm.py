@@ -18,7 +18,8 @@ and `run_to_max_turns` ("true": the stop rule is scored but never ends the sessi
 evaluation can replay every rule on one full trajectory). Question selection
 (`InquiryPolicy.question_selection`): `direct_prompting`, `naive_prompting` (which also asks
 until the turn cap), `voi` or `cip_full` (`inquiry.llm.selection`), or, for gn and sp, `eig` or
-`uot` over a hypothesis set (`inquiry.llm.planning`).
+`uot` over a hypothesis set (`inquiry.llm.planning`). `ablate` switches off parts of the full
+method (`inquiry.llm.ablations`, robust-MI spec §5).
 Thresholds come from the latest Calibrate(STOP_THRESHOLD) for the task, regime and rule when the
 session starts (the homogeneity bucket's own calibration, if any, takes precedence), else the
 rule's default.
@@ -40,7 +41,7 @@ from sounding import errors
 from sounding.core import stop_rules
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.domains import parameters as parameters_
-from sounding.inquiry.llm import assessment, planning, selection, tasks
+from sounding.inquiry.llm import ablations, assessment, planning, selection, tasks
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.llm.simulated import SimulatedGuesser
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
@@ -83,11 +84,9 @@ class LlmInquiry:
 
     def __init__(self, setup: dict, state: dict):
         self._setup = setup
+        task = ablations.task(tasks.TASK_SPECS[setup["task"]], setup.get("ablate", ()))
         self.problem = tasks.Problem(
-            tasks.TASK_SPECS[setup["task"]],
-            setup["context"],
-            tuple(setup["choices"]),
-            setup["regime"] == "collapse",
+            task, setup["context"], tuple(setup["choices"]), setup["regime"] == "collapse"
         )
         self.sampling = SamplingSettings(**setup["sampling"])
         self.rules: list[str] = setup["rules"]
@@ -144,6 +143,7 @@ class LlmInquiry:
             raise errors.InvalidArgument(
                 "signals must be rule or all", field="start.domain_parameters.signals"
             )
+        ablate = ablations.named(parameters)
         sampling = SamplingSettings(
             samples=parameters_.integer(parameters, "samples", 4, 2, limits.llm_max_samples),
             regime=regime,
@@ -151,6 +151,7 @@ class LlmInquiry:
             answer_tokens=parameters_.integer(parameters, "answer_tokens", 0, 0, limits.llm_max_tokens),
             question_tokens=parameters_.integer(parameters, "question_tokens", 0, 0, limits.llm_max_tokens),
         )
+        sampling = ablations.sampling(sampling, ablate)
         question_cost = parameters_.number(parameters, "question_cost", 0.0, 0.0, 100.0)
         run_to_max_turns = parameters.get("run_to_max_turns", "false")
         if run_to_max_turns not in ("true", "false"):
@@ -190,9 +191,17 @@ class LlmInquiry:
             # Naive prompting (§3.1) asks until the turn cap, whatever the stop rule says.
             "run_to_max_turns": run_to_max_turns == "true" or policy.question_selection == "naive_prompting",
             "question_cost": question_cost,
+            "ablate": ablate,
             "seed": policy.seed if policy.seed is not None else random.randrange(2**31),
             "thresholds": {
-                rule: {b: asdict(t) for b, t in thresholds.get(rule, {"": default_threshold(rule)}).items()}
+                rule: {
+                    b: asdict(t)
+                    for b, t in (
+                        {"": default_threshold(rule)}
+                        if "risk_tau" in ablate
+                        else thresholds.get(rule, {"": default_threshold(rule)})
+                    ).items()
+                }
                 for rule in rules
             },
         }
@@ -317,11 +326,9 @@ class LlmInquiry:
                     self._setup.get("question_cost", 0.0),
                 )
             elif policy.question_selection == "voi":
-                # Now and after by the same estimator (the assessment's robust MI uses more).
-                now = await selection.robust_mi(backend, self.problem, turns, self.sampling, rng)
                 cost = self._setup.get("question_cost", 0.0)
                 chosen = await selection.value_of_information(
-                    backend, self.problem, turns, self.sampling, rng, now, cost
+                    backend, self.problem, turns, self.sampling, rng, quantile, cost
                 )
             elif policy.question_selection in planning.PLANNING_METHODS:
                 chosen = await planning.plan_question(

@@ -102,6 +102,14 @@ class SamplingSettings:
     # 0: the task's default token budgets.
     answer_tokens: int = 0
     question_tokens: int = 0
+    # Robust MI's prompt variants, the first `variants` of tasks.VARIANTS (§5 "− robust MI": 1).
+    variants: int = 3
+    # How VoI's slate is thinned (§5 "− DPP": "top", the first candidates listed) and chosen
+    # from (§5 "− MI-based selection": "random", a random valid candidate).
+    slate: Literal["dpp", "top"] = "dpp"
+    choice: Literal["best", "random"] = "best"
+    # VoI's uncertainty measure (§5 "MI → self-consistency", "MI → set size").
+    measure: Literal["robust_mi", "self_consistency", "set_size"] = "robust_mi"
 
 
 def worst_case_tokens(problem: Problem, settings: SamplingSettings, rules: set[str], states: int) -> int:
@@ -112,7 +120,7 @@ def worst_case_tokens(problem: Problem, settings: SamplingSettings, rules: set[s
     k = settings.samples
     answers = 2 * k
     if "robust_mi_risk" in rules:
-        answers += len(tasks.VARIANTS) * (settings.max_tries + 1) * k
+        answers += settings.variants * (settings.max_tries + 1) * k
     answer_tokens = settings.answer_tokens or problem.task.answer_tokens
     question_tokens = settings.question_tokens or problem.task.question_tokens
     verbal = answer_tokens + 16 if "verbalized_confidence" in rules else 0
@@ -288,7 +296,7 @@ async def assess(
     if robust:
         jobs += [
             sample_pairs(backend, problem, turns, v, settings, settings.diversity, rng)
-            for v in tasks.VARIANTS
+            for v in tasks.VARIANTS[: settings.variants]
         ]
     verbalized = "verbalized_confidence" in rules
     temperature, top_p = REGIMES[settings.regime]

@@ -76,7 +76,7 @@ def lookahead_tokens_per_state(problem: Problem, settings: SamplingSettings, met
     diversity-steered draws and revisions; C-IP-full: K_FUTURE plain answers)."""
     answer_tokens = settings.answer_tokens or problem.task.answer_tokens
     if method == "voi":
-        per_outcome = len(FUTURE_VARIANTS) * (settings.max_tries + 1) * K_FUTURE
+        per_outcome = len(FUTURE_VARIANTS[: settings.variants]) * (settings.max_tries + 1) * K_FUTURE
         return dpp.DEFAULT_SLATE * SIMULATED_ANSWERS * (1 + per_outcome) * answer_tokens
     if method == "cip_full":
         scored = 2 * settings.question_candidates
@@ -124,11 +124,13 @@ async def direct_prompting(
 async def robust_mi(
     backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
 ) -> float:
-    """Robust MI of a (possibly imagined) history: the max over `FUTURE_VARIANTS` of the
-    diversity-steered self-revision MI with `K_FUTURE` samples."""
+    """Robust MI of a (possibly imagined) history: the max over `FUTURE_VARIANTS` (the first
+    `settings.variants` of them) of the diversity-steered self-revision MI with `K_FUTURE`
+    samples."""
     future = replace(settings, samples=K_FUTURE)
+    variants = FUTURE_VARIANTS[: settings.variants]
     sampled = await asyncio.gather(
-        *(sample_pairs(backend, problem, turns, v, future, settings.diversity, rng) for v in FUTURE_VARIANTS)
+        *(sample_pairs(backend, problem, turns, v, future, settings.diversity, rng) for v in variants)
     )
     await score_pairs(backend, problem, sampled)
     return max(s.mutual_information for s in sampled)
@@ -178,25 +180,53 @@ async def _lookahead(
     return sorted(scored, key=lambda c: -c.value)
 
 
+async def uncertainty(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, quantile: float, rng: random.Random
+) -> float:
+    """VoI's measure of a (possibly imagined) history: robust MI, or, as §5's ablations swap it,
+    1 − p_max of `K_FUTURE` plain answers (`self_consistency`) or the conformal set's size."""
+    if settings.measure == "set_size":
+        return await set_size(backend, problem, turns, settings, quantile, rng)
+    if settings.measure == "self_consistency":
+        temperature, top_p = REGIMES[settings.regime]
+        tokens = settings.answer_tokens or problem.task.answer_tokens
+        prompt = tasks.initial_prompt(problem, turns)
+        texts = await asyncio.gather(
+            *(backend.text(prompt, temperature, top_p, tokens) for _ in range(K_FUTURE))
+        )
+        labels = await label_answers(backend, problem, [tasks.parse_answer(problem, t, rng) for t in texts])
+        return 1.0 - max(stop_rules.cluster_distribution(labels).values())
+    return await robust_mi(backend, problem, turns, settings, rng)
+
+
 async def value_of_information(
     backend: Backend,
     problem: Problem,
     turns,
     settings: SamplingSettings,
     rng: random.Random,
-    current: float,
+    quantile: float,
     cost: float,
 ) -> Selection:
-    """§2.7: the slate's candidate of largest VoI (`current`: the state's robust MI)."""
+    """§2.7: the slate's candidate of largest VoI, measured by `uncertainty` now and after each
+    imagined answer (`quantile`: the conformal set's, for the set-size measure). Under §5's
+    ablations the slate is the first candidates listed (`slate="top"`) or the question a
+    random valid candidate (`choice="random"`, nothing scored)."""
     found = await candidates(backend, problem, turns, settings, rng)
     if not found:
         return fallback(problem, turns, rng)
-    vectors = np.asarray(await backend.embed(found), dtype=float)
-    slate = [found[i] for i in dpp.greedy_slate(vectors, np.ones(len(found)))]
+    if settings.choice == "random":
+        return Selection(rng.choice(found), f"random: one of {len(found)} valid candidates (VoI ablated)", [])
+    if settings.slate == "top":
+        slate = found[: dpp.DEFAULT_SLATE]
+    else:
+        vectors = np.asarray(await backend.embed(found), dtype=float)
+        slate = [found[i] for i in dpp.greedy_slate(vectors, np.ones(len(found)))]
 
     async def measure(history: list) -> float:
-        return await robust_mi(backend, problem, history, settings, rng)
+        return await uncertainty(backend, problem, history, settings, quantile, rng)
 
+    current = await measure(list(turns))
     scored = await _lookahead(backend, problem, turns, settings, slate, measure, current, cost)
     return Selection(
         scored[0].question,

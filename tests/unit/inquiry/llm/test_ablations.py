@@ -1,0 +1,79 @@
+import asyncio
+
+import pytest
+from sounding import errors
+from sounding.inquiry import engine
+from sounding.inquiry.domains.llm import LlmInquiry, Threshold
+from sounding.inquiry.llm import ablations, tasks
+from sounding.inquiry.llm.assessment import SamplingSettings
+from sounding.inquiry.protocol import Policy, Start
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_named_ablations_are_validated_and_sorted():
+    assert ablations.named({"ablate": " voi,dpp ,voi"}) == ["dpp", "voi"]
+    assert ablations.named({}) == []
+    with pytest.raises(errors.InvalidArgument) as refused:
+        ablations.named({"ablate": "dpp,episode_tau"})
+    assert refused.value.field == "start.domain_parameters.ablate" and "episode_tau" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("ablate", "changed"),
+    [
+        ("robust", {"variants": 1, "diversity": "off"}),
+        ("weights", {"diversity": "unweighted"}),
+        ("dpp", {"slate": "top"}),
+        ("voi", {"choice": "random"}),
+        ("mi_to_sc", {"measure": "self_consistency"}),
+        ("mi_to_setsize", {"measure": "set_size"}),
+        ("risk_tau", {}),
+        ("entailment", {}),
+    ],
+)
+def test_each_ablation_changes_only_its_own_settings(ablate, changed):
+    full = SamplingSettings()
+    ablated = ablations.sampling(full, [ablate])
+    differing = {k: v for k, v in vars(ablated).items() if getattr(full, k) != v}
+    assert differing == changed
+
+
+def test_without_entailment_sp_answers_are_clustered_by_embedding_also_after_a_resume():
+    assert tasks.TASK_SPECS["sp"].cluster_method == "entailment"
+    start = Start(
+        "llm",
+        Policy(question_selection="direct_prompting", stop_rule="mi_only"),
+        {"task": "sp", "ablate": "entailment"},
+        context="A man asks for water and is handed a gun.",
+    )
+    session = engine.start(start)
+    assert session.domain_setup["ablate"] == ["entailment"]
+    resumed = LlmInquiry.from_state(session.domain_setup, session.domain_state)
+    assert resumed.problem.task.cluster_method == "embedding"
+
+
+def test_without_risk_control_every_rule_keeps_its_default_threshold():
+    calibrated = {"mi_only": {"": Threshold(0.42, version=3)}}
+    parameters = {"task": "gn", "policy_model": "simulated"}
+    policy = Policy(stop_rule="mi_only")
+    used = engine.start(Start("llm", policy, parameters), calibrated).domain_setup["thresholds"]["mi_only"]
+    assert used[""]["value"] == 0.42 and used[""]["version"] == 3
+    ablated = engine.start(Start("llm", policy, {**parameters, "ablate": "risk_tau"}), calibrated)
+    default = ablated.domain_setup["thresholds"]["mi_only"][""]
+    assert default["version"] == 0 and default["value"] != 0.42
+
+
+def test_without_robustness_the_state_is_measured_with_one_unsteered_prompt_variant():
+    def sampled_variants(parameters):
+        start = Start("llm", Policy(stop_rule="robust_mi_risk", max_turns=2, seed=1), parameters)
+        session = engine.start(start)
+        asyncio.run(engine.advance(session))
+        pairs = session.domain_state["assessments"][0]["pairs"]
+        return [p["variant"] for p in pairs], {w for p in pairs[1:] for w in p["weights"]}
+
+    parameters = {"task": "gn", "policy_model": "simulated"}
+    variants, _ = sampled_variants(parameters)
+    assert variants == ["plain", *tasks.VARIANTS]
+    variants, weights = sampled_variants({**parameters, "ablate": "robust"})
+    assert variants == ["plain", "base"] and weights == {1.0}
