@@ -75,7 +75,9 @@ def test_a_voi_session_streams_its_prompt_sensitivity_and_simulator_divergence(c
 
 @pytest.mark.parametrize("method", ["eig", "uot"])
 def test_a_planning_session_finds_the_secret_asking_the_guess_of_largest_gain(client, method):
+    from sounding.core import hypothesis_planning
     from sounding.inquiry.domains import bulls_and_cows as bc
+    from sounding.inquiry.llm import planning
     from sounding_client import Ask, InquiryAnswer, InquiryPolicy
 
     secret = "3140"
@@ -93,9 +95,20 @@ def test_a_planning_session_finds_the_secret_asking_the_guess_of_largest_gain(cl
             answer = event
     assert answer is not None and answer.answer == secret and len(asks) <= 12
     assert all(a.rationale.startswith(method) for a in asks)
+    # The first move's scores, computed here from the 5,040 secrets and the guesses' feedback.
     first = asks[0]
-    assert first.expected_information_gain > 0
-    assert all(first.expected_information_gain >= r.expected_information_gain for r in first.runners_up)
+    guesses = [first.question, *(r.question for r in first.runners_up)]
+    problem, _ = planning.gn_problem([], guesses)
+    plan = (
+        hypothesis_planning.two_step_gains
+        if method == "uot"
+        else hypothesis_planning.expected_information_gain
+    )
+    expected = plan(problem)
+    assert [first.expected_information_gain, *(r.expected_information_gain for r in first.runners_up)] == (
+        pytest.approx(list(expected), abs=1e-6)
+    )
+    assert expected[0] == max(expected) > 0
 
 
 def test_episode_level_calibration_fits_one_state_per_calibration_episode(client):

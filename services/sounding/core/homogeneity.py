@@ -7,12 +7,17 @@ similarity of their word 3-gram sets. The bucket (§4.3.6) is read from the mean
 high (≥ 0.9), medium (≥ 0.6), low. Prompt sensitivity: 1 − the share of prompt-variant pairs
 whose modal answers agree. Simulator-NPC divergence: the surprise −ln p̂(actual) of the real
 answer under the imagined answers' distribution (p̂ floored at half an imagined answer, so an
-answer nobody imagined is finite), and whether any imagined answer matched it.
+answer nobody imagined is finite), and whether any imagined answer matched it. Task-functional
+diversity of an episode's questions (axis 5): for gn the share of the 10 digits and of the 40
+digit-position placements its guesses tested; for dc and sp the normalised entropy (0 to 1) of
+the suspects the questions address (the spec names the suspects accused; the answers' spread is
+axis 1's), or of their kinds (factual, causal, clarification, told apart by their wording).
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -122,16 +127,16 @@ def simulator_divergence(matched: float, draws: int) -> tuple[float, bool]:
 
 
 QUESTION_KINDS = ("factual", "causal", "clarification")
-_CAUSAL = ("why", "because", "cause", "caused", "reason", "due to", "lead to", "led to", "result of")
-_CLARIFYING = ("do you mean", "mean by", "clarify", "to be clear", "you said", "did you say")
+_CAUSAL = re.compile(r"\b(why|because|caused?|causes|reasons?|due to|leads? to|led to|result of)\b")
+_CLARIFYING = re.compile(r"\b(do you mean|mean by|clarify|to be clear|you said|did you say)\b")
 
 
 def question_kind(question: str) -> str:
     """factual, causal or clarification, by the question's wording."""
-    text = f" {question.lower()} "
-    if any(f" {w} " in text or text.strip().startswith(w) for w in _CLARIFYING):
+    text = question.lower()
+    if _CLARIFYING.search(text):
         return "clarification"
-    if any(f" {w}" in text for w in _CAUSAL):
+    if _CAUSAL.search(text):
         return "causal"
     return "factual"
 

@@ -18,6 +18,7 @@ answer), or is forced at the last. This holds the question generator fixed acros
 §1.1, "Control condition") and costs one trajectory instead of seven. A single rule name runs
 the sessions with that rule actually stopping them.
 
+Per episode and averaged: the task-functional diversity of its questions (spec §4.3 axis 5).
 Per rule: accuracy (or mean F1), mean questions, forced share, ECE over visited states (the
 score mapped to confidence by an isotonic fit on the other half of the episodes, cross-fitted by
 episode parity), the Spearman correlation between score and error over visited states, and the
@@ -41,6 +42,7 @@ import numpy as np
 from rich.console import Console
 
 from sounding.config import ModelsSettings
+from sounding.core import homogeneity
 from sounding.core.calibration import IsotonicMap, expected_calibration_error
 from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation.journal import append_journal, read_journal
@@ -167,9 +169,14 @@ def play(client, models, task: str, episode: dict, policy, parameters: dict, loo
             inquiry.answer(reply)
         elif isinstance(event, InquiryAnswer):
             final = {"answer": event.answer, "stopping_reason": event.stopping_reason, "forced": event.forced}
+    asked = [q for q, _ in questions]
+    addressed = [tasks.addressed_suspect(q, episode["choices"]) for q in asked] if task == "dc" else []
     return {
         "id": episode["id"],
         "session_id": inquiry.session_id,
+        "task_functional_diversity": homogeneity.task_functional_diversity(
+            task, asked, addressed, len(episode["choices"])
+        ),
         "truth": episode["truth"] if task != "sp" else episode["truth"][:200],
         "states": states,
         "questions": questions,
@@ -353,6 +360,10 @@ def run(
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,
         "question_redundancy_rate": redundancy,
+        "task_functional_diversity": {
+            key: round(float(np.mean([p["task_functional_diversity"][key] for p in played])), 4)
+            for key in (played[0]["task_functional_diversity"] if played else {})
+        },
         "outcomes_recorded_through_observe": sum(p["outcome_recorded"] for p in played),
         "mean_episode_seconds": round(float(np.mean([p["seconds"] for p in played])), 1) if played else None,
         "trajectories": [{k: v for k, v in p.items() if k != "_truth"} for p in played],

@@ -64,7 +64,15 @@ class Pools:
             "missed_document_ids": self.documents or ["d"],
             "document_id": self.documents or ["d"],
             "domain": ["bulls_and_cows", "hypotheses", "llm", "corpus"],
-            "question_selection": ["eig", "eig_lookahead", "naive", "random_consistent", "direct_prompting"],
+            "question_selection": [
+                "eig",
+                "eig_lookahead",
+                "naive",
+                "random_consistent",
+                "direct_prompting",
+                "naive_prompting",
+                "uot",
+            ],
             "stop_rule": ["default", "robust_mi_risk", "mi_only", "self_consistency", "knowno_set_size"],
             "arms": ["dense", "lexical", "hyde", "query2doc", "multi_query", "grounded"],
             "strategies": [

@@ -49,7 +49,7 @@ from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation import arbench
 from sounding.evaluation.harness import run_concurrently
 from sounding.inquiry.domains import bulls_and_cows as bc
-from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm import ablations, tasks
 from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
 from sounding.inquiry.llm.tasks import consistent_guesses
 
@@ -62,6 +62,11 @@ IN_FLIGHT = 4
 REGIMES = ("normal", "collapse")
 METHODS = ("direct_prompting", "voi", "cip_full", "eig", "uot")
 MEASURES = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
+
+
+def in_effect(ablate: Sequence[str], method: str) -> list[str]:
+    """The session ablations that change a gn session of this question selection."""
+    return ablations.applicable(sorted(a for a in ablate if a in SESSION_ABLATIONS), "gn", method)
 
 
 def split_secrets(calibration: int, test: int, seed: int) -> tuple[list[str], list[str]]:
@@ -95,7 +100,7 @@ def play_episodes(
         "samples": str(SAMPLES),
         "signals": "all",
         "run_to_max_turns": "true",
-        "ablate": ",".join(a for a in ablate if a in SESSION_ABLATIONS),
+        "ablate": ",".join(in_effect(ablate, method)),
     }
     played: dict[int, dict] = {}
 
@@ -345,7 +350,8 @@ def _compact(episode: dict) -> dict:
 def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Sequence[str] = ()) -> dict:
     """Both regimes: calibration episodes, a stop threshold per rule, test episodes, judgement.
     `progress(label, total)` gives the callable advanced as each episode ends. `ablate`: §5's
-    ablations, applied to every episode (calibration ones too), `episode_tau` to the calibration."""
+    ablations, each applied to the episodes it changes (calibration ones too; VoI's only to
+    `voi` sessions), `episode_tau` to the calibration."""
     from sounding_client import CalibrationReport
 
     calibrating, testing = split_secrets(calibration, secrets, seed)
@@ -365,7 +371,7 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
                 e
                 for e in client.calibrate(
                     "stop_threshold",
-                    task=tasks.SIMULATED_GN,
+                    task=ablations.calibration_task("gn", "simulated", ablate),
                     regime=regime,
                     stop_rule=rule,
                     risk=DELTA,
@@ -422,6 +428,7 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
             "calibration_question_selection": "direct_prompting",
             "methods": list(METHODS),
             "ablate": sorted(ablate),
+            "ablations_in_effect": {method: in_effect(ablate, method) for method in METHODS},
         },
         "regimes": regimes,
         "criteria_6_1": {method: criteria(regimes["collapse"]["methods"][method]) for method in METHODS},

@@ -22,7 +22,7 @@ from sounding.core import homogeneity, stop_rules
 from sounding.inquiry import engine
 from sounding.inquiry.domains.corpus import CorpusInquiry
 from sounding.inquiry.domains.llm import LlmInquiry, Threshold, threshold_key, threshold_prefix
-from sounding.inquiry.llm import outcomes, tasks
+from sounding.inquiry.llm import ablations, outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
 from sounding.learning import stop_thresholds
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
@@ -62,12 +62,15 @@ class StopThresholdRequest:
 
 
 def one_per_session(states: Sequence[InquiryState]) -> list[InquiryState]:
-    """One state of each session, drawn at random seeded by the session id (in the order the
-    sessions first appear)."""
+    """One state of each session, drawn at random seeded by the session id from its states in
+    turn order (the sessions in the order they first appear)."""
     by_session: dict[str, list[InquiryState]] = {}
     for state in states:
         by_session.setdefault(state.session_id, []).append(state)
-    return [random.Random(session).choice(found) for session, found in by_session.items()]
+    return [
+        random.Random(session).choice(sorted(found, key=lambda s: s.turn))
+        for session, found in by_session.items()
+    ]
 
 
 class InquiryLearning:
@@ -215,9 +218,11 @@ def _inline(request: StopThresholdRequest, state: InlineState) -> InquiryState:
 
 
 def _validate(request: StopThresholdRequest) -> None:
-    if request.task not in tasks.CALIBRATION_TASKS:
+    if not ablations.is_calibration_task(request.task):
         raise errors.InvalidArgument(
-            f"task must be one of {', '.join(tasks.CALIBRATION_TASKS)}", field="task"
+            f"task must be one of {', '.join(tasks.CALIBRATION_TASKS)}, or one of them followed by "
+            "'+<ablation>' for each of a session's ablations (sorted)",
+            field="task",
         )
     if request.regime not in REGIMES:
         raise errors.InvalidArgument("regime must be normal or collapse", field="regime")

@@ -70,6 +70,7 @@ def test_sp_functional_diversity_reads_each_questions_kind_from_its_wording():
         for q in ("Was he thirsty?", "Did he die because of the gun?", "Do you mean the barman?")
     ]
     assert kinds == ["factual", "causal", "clarification"]
+    assert homogeneity.question_kind("Was the price reasonable?") == "factual"
     found = homogeneity.task_functional_diversity(
         "sp", ["Was he thirsty?", "Was it raining?", "Why did he go?"]
     )

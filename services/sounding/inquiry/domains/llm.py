@@ -144,6 +144,7 @@ class LlmInquiry:
                 "signals must be rule or all", field="start.domain_parameters.signals"
             )
         ablate = ablations.named(parameters)
+        ablations.validate(ablate, task, policy.question_selection)
         sampling = SamplingSettings(
             samples=parameters_.integer(parameters, "samples", 4, 2, limits.llm_max_samples),
             regime=regime,
@@ -233,7 +234,8 @@ class LlmInquiry:
     def calibration_scope(cls, parameters: Mapping[str, str]) -> tuple[str, assessment.Regime]:
         """The task and regime whose stop thresholds a session of these parameters uses."""
         task, regime = cls.task_and_regime(parameters)
-        return tasks.calibration_task(task, parameters.get("policy_model") or "sidecar"), regime
+        policy_model = parameters.get("policy_model") or "sidecar"
+        return ablations.calibration_task(task, policy_model, ablations.named(parameters)), regime
 
     def setup(self) -> dict[str, Any]:
         return self._setup

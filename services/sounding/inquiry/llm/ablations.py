@@ -10,7 +10,15 @@
 - `mi_to_sc`, `mi_to_setsize`: VoI measures 1 − p_max, or the conformal set's size, instead of
   robust MI (the stop rule is the session's policy: self_consistency or knowno_set_size).
 
-`episode_tau` (one state per episode in the calibration) belongs to Calibrate, not to a session.
+`dpp`, `voi`, `mi_to_sc` and `mi_to_setsize` change VoI and need `question_selection=voi`;
+`entailment` needs a task that clusters by entailment (sp). A session whose states are measured
+differently (robust, weights, entailment) is calibrated apart from the full method: its states
+and thresholds are kept under `calibration_task`, the task's name followed by `+<ablation>`.
+Where the spec leaves a choice: `risk_tau`'s fixed threshold is the documented default, not one
+tuned on a development split.
+
+`episode_tau` (one state per episode in the calibration) belongs to Calibrate
+(`one_state_per_session`), not to a session.
 """
 
 from __future__ import annotations
@@ -19,10 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from sounding import errors
+from sounding.inquiry.llm import tasks
 from sounding.inquiry.llm.assessment import SamplingSettings
 from sounding.inquiry.llm.tasks import Task
 
 SESSION_ABLATIONS = ("risk_tau", "robust", "weights", "entailment", "dpp", "voi", "mi_to_sc", "mi_to_setsize")
+VOI_ABLATIONS = ("dpp", "voi", "mi_to_sc", "mi_to_setsize")
+# Ablations that change how a state is measured; the others change the thresholds read or the
+# questions asked (as question_selection does, which the calibration does not separate either).
+MEASURING_ABLATIONS = ("robust", "weights", "entailment")
 
 
 def named(parameters: Mapping[str, str]) -> list[str]:
@@ -36,6 +49,49 @@ def named(parameters: Mapping[str, str]) -> list[str]:
             field="start.domain_parameters.ablate",
         )
     return sorted(ablate)
+
+
+def applicable(ablate: Sequence[str], task: str, question_selection: str) -> list[str]:
+    """The ablations that change a session of this task and question selection."""
+    return [
+        a
+        for a in ablate
+        if (a not in VOI_ABLATIONS or question_selection == "voi")
+        and (a != "entailment" or tasks.TASK_SPECS[task].cluster_method == "entailment")
+    ]
+
+
+def validate(ablate: Sequence[str], task: str, question_selection: str) -> None:
+    """InvalidArgument for an ablation that would change nothing in this session, or two that
+    swap VoI's measure at once."""
+    idle = sorted(set(ablate) - set(applicable(ablate, task, question_selection)))
+    if idle:
+        raise errors.InvalidArgument(
+            f"ablating {', '.join(idle)} changes nothing here: {', '.join(VOI_ABLATIONS)} need "
+            "question_selection voi, entailment a task clustered by entailment (sp)",
+            field="start.domain_parameters.ablate",
+        )
+    if {"mi_to_sc", "mi_to_setsize"} <= set(ablate):
+        raise errors.InvalidArgument(
+            "mi_to_sc and mi_to_setsize both swap VoI's measure: ablate one",
+            field="start.domain_parameters.ablate",
+        )
+
+
+def calibration_task(task: str, policy_model: str, ablate: Sequence[str] = ()) -> str:
+    """Where a session's states and thresholds are kept: the task (a gn session of the simulated
+    policy under `gn_simulated`), then `+<ablation>` for each state-changing ablation."""
+    base = tasks.SIMULATED_GN if policy_model == "simulated" else task
+    return base + "".join(f"+{a}" for a in sorted(ablate) if a in MEASURING_ABLATIONS)
+
+
+def is_calibration_task(name: str) -> bool:
+    base, *ablated = name.split("+")
+    return (
+        base in tasks.CALIBRATION_TASKS
+        and all(a in MEASURING_ABLATIONS for a in ablated)
+        and ablated == sorted(set(ablated))
+    )
 
 
 def sampling(settings: SamplingSettings, ablate: Sequence[str]) -> SamplingSettings:
@@ -56,4 +112,5 @@ def sampling(settings: SamplingSettings, ablate: Sequence[str]) -> SamplingSetti
 
 
 def task(spec: Task, ablate: Sequence[str]) -> Task:
-    return replace(spec, cluster_method="embedding") if "entailment" in ablate else spec
+    ablated = "entailment" in ablate and spec.cluster_method == "entailment"
+    return replace(spec, cluster_method="embedding") if ablated else spec

@@ -343,7 +343,7 @@ async def assess(
     vectors = await backend.embed([a or t for a, t in zip(plain.initial, plain.initial_texts, strict=True)])
     diagnostics = homogeneity.diagnose(plain.initial_texts, vectors, plain.initial_labels)
     sensitivity = {}
-    if robust:  # each variant's modal answer: its heaviest cluster (labels are joint across variants)
+    if robust and settings.variants > 1:  # each variant's modal answer: its heaviest cluster
         modal = [
             next(iter(stop_rules.cluster_distribution(s.initial_labels, s.weights))) for s in sampled[1:]
         ]

@@ -10,7 +10,7 @@ strings differ.
 from __future__ import annotations
 
 from sounding.core.clustering import canonical
-from sounding.inquiry.llm import tasks
+from sounding.inquiry.llm import ablations, tasks
 from sounding.store.learning import InquiryState
 
 # An SP explanation counts as right from this character-level F1 on (AR-Bench scores SP by the
@@ -37,7 +37,9 @@ def state_records(session_id: str, setup: dict, state: dict, truth: str) -> list
         records.append(
             InquiryState(
                 session_id=session_id,
-                task=tasks.calibration_task(setup["task"], setup.get("policy_model", "sidecar")),
+                task=ablations.calibration_task(
+                    setup["task"], setup.get("policy_model", "sidecar"), setup.get("ablate", ())
+                ),
                 regime=setup["regime"],
                 bucket=assessed["bucket"],
                 turn=assessed["turn"],

@@ -12,9 +12,12 @@ The hypothesis set at a state:
   entailment probability is below `UNKNOWN_BELOW`. The referee's answer is read through a
   channel with noise `SP_NOISE` (the NLI model's predictions are not certain).
 
-The candidates are the shared question generator's (§2.6), every valid unasked one. A question's
-score is its EIG (or two-step gain) in nats, minus the question cost. Other tasks have no
-hypothesis set the spec defines, so a session asking for these methods there is refused.
+The candidates are the shared question generator's (§2.6), the valid unasked ones (at most twice
+the number asked for). A question's score is its EIG (or two-step gain) in nats, minus the
+question cost. Other tasks have no hypothesis set the spec defines, so a session asking for
+these methods there is refused. Unlike §3.7 and §3.8, which also stop at an entropy threshold
+and answer with the most probable hypothesis, these are question selectors only: the session's
+stop rule decides when to answer, and the answer is the state's, as for every other selection.
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ def hypothesis_tokens_per_state(problem: Problem, settings: SamplingSettings) ->
 
 
 def gn_problem(turns, questions: Sequence[str]) -> tuple[HypothesisProblem, list[str]]:
-    """The consistent secrets (uniform) and each guess's exact feedback under each; outcome
-    labels are feedback sentences, as `tasks.parse_outcome` writes them."""
+    """The consistent secrets (uniform) and each guess's exact feedback under each (every
+    question a valid guess); outcome labels are feedback sentences, as `tasks.parse_outcome`
+    writes them."""
     table = bc.feedback_table()
     secrets = np.array([table.index[s] for s in tasks.consistent_guesses(turns)])
     outcomes = np.stack([table.table[table.index[q], secrets] for q in questions]).astype(int)
@@ -108,18 +112,22 @@ async def plan_question(
         raise ValueError(f"{method} plans over gn or sp hypotheses")
     found = await candidates(backend, problem, turns, settings, rng)
     if problem.task.name == "gn":
-        found = [q for q in found if q in bc.feedback_table().index]
+        found = [q for q in found if len(q) == bc.LENGTH and q.isdigit() and len(set(q)) == bc.LENGTH]
+    found = found[: 2 * settings.question_candidates]  # at most as many as C-IP-full scores
     if not found:
         return fallback(problem, turns, rng)
+    # The arithmetic (up to 5,040 secrets, and the feedback table's first build) runs on a worker
+    # thread, off the event loop.
     if problem.task.name == "gn":
-        hypotheses, labels = gn_problem(turns, found)
+        hypotheses, labels = await asyncio.to_thread(gn_problem, turns, found)
     else:
         hypotheses, labels = await sp_problem(backend, problem, turns, found, settings, rng)
-    gains = (
-        hypothesis_planning.expected_information_gain(hypotheses)
+    planner = (
+        hypothesis_planning.expected_information_gain
         if method == "eig"
-        else hypothesis_planning.two_step_gains(hypotheses)
+        else hypothesis_planning.two_step_gains
     )
+    gains = await asyncio.to_thread(planner, hypotheses)
     scored = []
     for index, (question, gain) in enumerate(zip(found, gains, strict=True)):
         marginal, _ = hypotheses.branches(index)

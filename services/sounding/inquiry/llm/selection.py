@@ -73,11 +73,14 @@ def lookahead_tokens_per_state(problem: Problem, settings: SamplingSettings, met
     scored (a VoI slate holds at most `dpp.DEFAULT_SLATE`; C-IP-full scores at most twice the
     `question_candidates` asked for),
     the imagined answers and, per outcome, the measure's samples (VoI: the future variants'
-    diversity-steered draws and revisions; C-IP-full: K_FUTURE plain answers)."""
+    diversity-steered draws and revisions; C-IP-full: K_FUTURE plain answers), and the measure
+    of the state itself. VoI ablated to a random candidate scores nothing."""
     answer_tokens = settings.answer_tokens or problem.task.answer_tokens
+    if method == "voi" and settings.choice == "random":
+        return 0
     if method == "voi":
-        per_outcome = len(FUTURE_VARIANTS[: settings.variants]) * (settings.max_tries + 1) * K_FUTURE
-        return dpp.DEFAULT_SLATE * SIMULATED_ANSWERS * (1 + per_outcome) * answer_tokens
+        per_history = len(FUTURE_VARIANTS[: settings.variants]) * (settings.max_tries + 1) * K_FUTURE
+        return (per_history + dpp.DEFAULT_SLATE * SIMULATED_ANSWERS * (1 + per_history)) * answer_tokens
     if method == "cip_full":
         scored = 2 * settings.question_candidates
         return (K_FUTURE + scored * SIMULATED_ANSWERS * (1 + K_FUTURE)) * answer_tokens

@@ -129,10 +129,6 @@ TURN_CHARS = 1500
 TRANSCRIPT_HEADING = "Transcript so far:\n"
 
 
-def calibration_task(task: str, policy_model: str) -> str:
-    return SIMULATED_GN if policy_model == "simulated" else task
-
-
 def _transcript(turns: Sequence[tuple[str, str]]) -> str:
     if not turns:
         return "No questions asked yet."

@@ -77,3 +77,44 @@ def test_without_robustness_the_state_is_measured_with_one_unsteered_prompt_vari
     assert variants == ["plain", *tasks.VARIANTS]
     variants, weights = sampled_variants({**parameters, "ablate": "robust"})
     assert variants == ["plain", "base"] and weights == {1.0}
+
+
+@pytest.mark.parametrize(
+    ("ablate", "task", "selection"),
+    [
+        ("dpp", "gn", "direct_prompting"),
+        ("voi", "sp", "eig"),
+        ("mi_to_sc", "gn", "cip_full"),
+        ("entailment", "gn", "voi"),
+        ("entailment", "dc", "direct_prompting"),
+        ("mi_to_sc,mi_to_setsize", "gn", "voi"),
+    ],
+)
+def test_an_ablation_that_would_change_nothing_is_refused(ablate, task, selection):
+    named = ablations.named({"ablate": ablate})
+    with pytest.raises(errors.InvalidArgument) as refused:
+        ablations.validate(named, task, selection)
+    assert refused.value.field == "start.domain_parameters.ablate"
+
+
+def test_applicable_ablations_depend_on_the_task_and_the_question_selection():
+    every = list(ablations.SESSION_ABLATIONS)
+    assert ablations.applicable(every, "gn", "direct_prompting") == ["risk_tau", "robust", "weights"]
+    assert ablations.applicable(every, "sp", "voi") == every
+    ablations.validate(["dpp", "entailment", "robust"], "sp", "voi")  # all change an sp voi session
+
+
+def test_sessions_measured_differently_are_calibrated_apart_and_only_those():
+    assert ablations.calibration_task("sp", "sidecar", []) == "sp"
+    assert ablations.calibration_task("gn", "simulated", ["robust"]) == "gn_simulated+robust"
+    assert ablations.calibration_task("sp", "sidecar", ["weights", "dpp", "entailment", "risk_tau"]) == (
+        "sp+entailment+weights"
+    )
+    assert ablations.is_calibration_task("sp+entailment+weights") and ablations.is_calibration_task("dc")
+    for name in ("sp+weights+entailment", "sp+dpp", "sp+robust+robust", "chess", "gn_simulated+nothing"):
+        assert not ablations.is_calibration_task(name), name
+
+
+def test_an_ablated_sessions_states_and_thresholds_are_kept_under_its_own_task():
+    parameters = {"task": "gn", "policy_model": "simulated", "ablate": "robust,risk_tau"}
+    assert LlmInquiry.calibration_scope(parameters) == ("gn_simulated+robust", "normal")
