@@ -247,6 +247,44 @@ def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[s
     return result
 
 
+def by_bucket(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
+    """§4.3 axis 6: per homogeneity bucket and rule, the answers the rule gave at the bucket's
+    states (forced ones left out: their count and mean score, accuracy or F1) and the Spearman
+    correlation between its score and error over the bucket's visited states."""
+    from scipy.stats import spearmanr
+
+    choices = {e["id"]: e["choices"] for e in episodes}
+    result: dict = {}
+    for bucket in homogeneity.BUCKETS:
+        result[bucket] = {"states": sum(s.get("bucket") == bucket for e in played for s in e["states"])}
+        for rule in rules:
+            answered, visited = [], []
+            for episode in played:
+                truth, options = episode["_truth"], choices[episode["id"]]
+                if episode["states"]:
+                    stop = episode["states"][_rule_stop(rule, episode["states"])]
+                    if stop.get("bucket") == bucket and _answers(rule, stop):
+                        answered.append(_score(task, stop["answer"], truth, options))
+                for s in episode["states"]:
+                    if s.get("bucket") == bucket and rule in s["signals"]:
+                        visited.append(
+                            (
+                                s["signals"][rule][0],
+                                not outcomes.is_correct(task, s["answer"], truth, options),
+                            )
+                        )
+            correlation = None
+            if len({v[0] for v in visited}) > 1 and len({v[1] for v in visited}) > 1:
+                scores, erred = zip(*visited, strict=True)
+                correlation = round(float(spearmanr(scores, np.asarray(erred, dtype=float)).statistic), 4)  # pyright: ignore[reportAttributeAccessIssue]
+            result[bucket][rule] = {
+                "answered": len(answered),
+                "mean_score": round(float(np.mean(answered)), 4) if answered else None,
+                "spearman_score_error": correlation,
+            }
+    return result
+
+
 async def _redundancy(models, played: list[dict]) -> float | None:
     redundant, total = 0, 0
     for episode in played:
@@ -357,6 +395,7 @@ def run(
         else "sessions stop by the rule",
         "settings": settings,
         "rules": judge(task, played, episodes, rules),
+        "by_bucket": by_bucket(task, played, episodes, rules),
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,
         "question_redundancy_rate": redundancy,

@@ -53,3 +53,29 @@ def test_each_rule_is_judged_where_it_would_answer_on_the_shared_trajectory():
     assert (judged["self_consistency"]["accuracy"], judged["self_consistency"]["mean_questions"]) == (0.0, 0)
     assert (judged["mi_only"]["accuracy"], judged["mi_only"]["mean_questions"]) == (1.0, 1)
     assert judged["mi_only"]["forced_rate"] == 0.0 and judged["mi_only"]["visited_states"] == 3
+
+
+def test_by_bucket_reports_where_each_rule_answered_and_its_score_error_correlation():
+    def at(bucket, answer, **signals):
+        return {**state(answer, **signals), "bucket": bucket}
+
+    first = [
+        at("high", "1234", mi_only=(0.9, 0.1, False), self_consistency=(0.1, 0.2, True)),
+        at("low", "5678", mi_only=(0.05, 0.1, True), self_consistency=(0.0, 0.2, True)),
+    ]
+    second = [
+        at("high", "5678", mi_only=(0.2, 0.1, False), self_consistency=(0.1, 0.2, True)),
+        at("high", "5678", mi_only=(0.1, 0.1, False), self_consistency=(0.0, 0.2, True)),
+    ]
+    played = [{**trajectory("5678", first), "id": "0"}, {**trajectory("5678", second), "id": "1"}]
+    episodes = [{"id": "0", "choices": []}, {"id": "1", "choices": []}]
+    found = arbench.by_bucket("gn", played, episodes, ["mi_only", "self_consistency"])
+    assert [found[b]["states"] for b in ("high", "medium", "low")] == [3, 0, 1]
+    # self_consistency answers at once in both: wrongly in the first, rightly in the second.
+    assert found["high"]["self_consistency"]["answered"] == 2
+    assert found["high"]["self_consistency"]["mean_score"] == 0.5
+    # mi_only answers at the first's low state (right) and never in the second (forced).
+    assert found["low"]["mi_only"] == {"answered": 1, "mean_score": 1.0, "spearman_score_error": None}
+    assert found["high"]["mi_only"]["answered"] == 0
+    # High states: mi_only 0.9 (wrong), 0.2 and 0.1 (right): the score tracks the error.
+    assert found["high"]["mi_only"]["spearman_score_error"] > 0.8
