@@ -191,14 +191,8 @@ async def uncertainty(
     if settings.measure == "set_size":
         return await set_size(backend, problem, turns, settings, quantile, rng)
     if settings.measure == "self_consistency":
-        temperature, top_p = REGIMES[settings.regime]
-        tokens = settings.answer_tokens or problem.task.answer_tokens
-        prompt = tasks.initial_prompt(problem, turns)
-        texts = await asyncio.gather(
-            *(backend.text(prompt, temperature, top_p, tokens) for _ in range(K_FUTURE))
-        )
-        labels = await label_answers(backend, problem, [tasks.parse_answer(problem, t, rng) for t in texts])
-        return 1.0 - max(stop_rules.cluster_distribution(labels).values())
+        distribution = await plain_distribution(backend, problem, turns, settings, rng)
+        return 1.0 - max(distribution.values())
     return await robust_mi(backend, problem, turns, settings, rng)
 
 
@@ -245,14 +239,20 @@ async def set_size(
     """|C(h)|: the conformal prediction set (§3.5) of `K_FUTURE` plain answers at a history. An
     empty set (no answer plausible enough) counts as every cluster sampled, the least certain
     outcome, as the stop rules read it."""
+    distribution = await plain_distribution(backend, problem, turns, settings, rng)
+    return float(len(stop_rules.prediction_set(distribution, quantile)) or len(distribution))
+
+
+async def plain_distribution(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
+) -> dict:
+    """The cluster shares of `K_FUTURE` plain answers at a history."""
     temperature, top_p = REGIMES[settings.regime]
     tokens = settings.answer_tokens or problem.task.answer_tokens
     prompt = tasks.initial_prompt(problem, turns)
     texts = await asyncio.gather(*(backend.text(prompt, temperature, top_p, tokens) for _ in range(K_FUTURE)))
-    answers = [tasks.parse_answer(problem, t, rng) for t in texts]
-    labels = await label_answers(backend, problem, answers)
-    distribution = stop_rules.cluster_distribution(labels)
-    return float(len(stop_rules.prediction_set(distribution, quantile)) or len(distribution))
+    labels = await label_answers(backend, problem, [tasks.parse_answer(problem, t, rng) for t in texts])
+    return stop_rules.cluster_distribution(labels)
 
 
 async def smallest_expected_set(
