@@ -161,10 +161,14 @@ class LearningLog:
                 await log._db.create_table(name, schema=table_schema, exist_ok=True)
             else:
                 await upgrade(log._db, name, table_schema)
-        for name in (tenant_table(RETRIEVALS_TABLE, tenant), tenant_table(OBSERVATIONS_TABLE, tenant)):
+        for name, key in (
+            (tenant_table(RETRIEVALS_TABLE, tenant), "retrieval_id"),
+            (tenant_table(OBSERVATIONS_TABLE, tenant), "retrieval_id"),
+            (tenant_table(INQUIRY_STATES_TABLE, tenant), "session_id"),
+        ):
             table = await log._db.open_table(name)
-            if not any(index.columns == ["retrieval_id"] for index in await table.list_indices()):
-                await table.create_index("retrieval_id", config=BTree(), replace=True)
+            if not any(index.columns == [key] for index in await table.list_indices()):
+                await table.create_index(key, config=BTree(), replace=True)
         log._retrievals = await log._db.open_table(tenant_table(RETRIEVALS_TABLE, tenant))
         log._calibrations = await log._db.open_table(tenant_table(CALIBRATIONS_TABLE, tenant))
         log._observations = await log._db.open_table(tenant_table(OBSERVATIONS_TABLE, tenant))
@@ -173,9 +177,12 @@ class LearningLog:
         return log
 
     async def _compact_now_and_then(self) -> None:
+        """Every append is a commit that leaves a small fragment and a table version: compact the
+        appended tables (and refresh their key indexes) every so many, or each later read opens
+        every fragment ever written."""
         self._writes += 1
         if self._writes % WRITES_PER_COMPACTION == 0:
-            await compact(self._retrievals, self._observations)
+            await compact(self._retrievals, self._observations, self._inquiry_states)
 
     async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:
         rows = [r.row() for r in records]
@@ -342,6 +349,7 @@ class LearningLog:
             for s in states
         ]
         await self._inquiry_states.add(pa.Table.from_pylist(rows, INQUIRY_STATES_SCHEMA))
+        await self._compact_now_and_then()
         await self._durability.sync()
 
     async def inquiry_states(self, task: str, regime: str, bucket: str = "") -> list[InquiryState]:

@@ -1,0 +1,37 @@
+import asyncio
+
+import pytest
+from sounding.store import learning
+from sounding.store.learning import InquiryState, LearningLog
+from sounding.store.location import StoreLocation
+
+pytestmark = pytest.mark.unit
+
+
+def states(session: str) -> list[InquiryState]:
+    fields = {"task": "gn", "regime": "normal", "bucket": "low", "scores": {"mi_only": 0.5}}
+    return [
+        InquiryState(session_id=session, turn=t, error=False, nonconformity=0.5, **fields) for t in (0, 1)
+    ]
+
+
+def test_inquiry_state_appends_are_compacted_and_found_by_an_indexed_session_id(tmp_path, monkeypatch):
+    """One commit per Observe: uncompacted, every later read opens every fragment ever written."""
+    monkeypatch.setattr(learning, "WRITES_PER_COMPACTION", 5)
+
+    async def run():
+        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        for i in range(12):
+            await log.append_inquiry_states(states(f"s{i}"))
+        stats = await log._inquiry_states.stats()
+        indexed = [index.columns for index in await log._inquiry_states.list_indices()]
+        found = await log.observed_sessions(["s3", "s11", "s12"])
+        recorded = await log.inquiry_states("gn", "normal")
+        return stats, indexed, found, recorded
+
+    stats, indexed, found, recorded = asyncio.run(run())
+    # Compacted after the 5th and 10th appends (uncompacted, 12 appends leave 12 fragments).
+    assert stats["fragment_stats"]["num_fragments"] <= 4
+    assert ["session_id"] in indexed
+    assert found == {"s3", "s11"}
+    assert len(recorded) == 24 and {s.turn for s in recorded} == {0, 1}
