@@ -17,7 +17,7 @@ from sounding.cli.eval_choices import (
     LongQueries,
     ToolConfig,
 )
-from sounding.cli.evaluate_arbench import eval_arbench
+from sounding.cli.evaluate_arbench import eval_arbench, eval_arbench_compare
 from sounding.cli.evaluate_nli import eval_nli
 from sounding.cli.evaluate_simulated import eval_robust_mi_simulated
 from sounding.config import Settings
@@ -25,6 +25,7 @@ from sounding.progress import progress_bar
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)
+eval_app.command("arbench-compare")(eval_arbench_compare)
 eval_app.command("nli")(eval_nli)
 eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
 from sounding.cli.common import console, write_result
 from sounding.cli.eval_choices import Ablation, ArbenchTask, QuestionSelection, Regime, StopRule
@@ -84,4 +85,44 @@ def eval_arbench(
     write_result(result, out, settings, seed)
     journal.unlink(missing_ok=True)
     console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
+    console.print(f"written to {out}")
+
+
+def eval_arbench_compare(
+    runs: list[Path] = typer.Argument(
+        ..., exists=True, dir_okay=False, help="`sounding eval arbench` results of one task"
+    ),
+    reference: str = typer.Option(
+        "",
+        help="the system the others are compared with, <run>/<rule> (default: the first run's "
+        "robust_mi_risk)",
+    ),
+    seed: int = typer.Option(0, help="seed of the bootstrap resamples"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+) -> None:
+    """Compare AR-Bench runs on the episodes they share: every run's stop rules against the
+    reference, per episode (score, questions, forced), with paired bootstrap 95% intervals
+    (`evaluation/arbench_compare.py`). Runs of different methods on the same episodes give
+    the spec's §6.1 comparisons."""
+    from sounding.evaluation import arbench_compare
+
+    try:
+        names = arbench_compare.run_names([str(p) for p in runs])
+        result = arbench_compare.compare(
+            {name: json.loads(p.read_text()) for name, p in zip(names, runs, strict=True)}, reference, seed
+        )
+    except arbench_compare.NotComparable as error:
+        raise typer.BadParameter(str(error), param_hint="RUNS") from None
+    except (json.JSONDecodeError, KeyError) as error:
+        raise typer.BadParameter(
+            f"not a `sounding eval arbench` result: {error}", param_hint="RUNS"
+        ) from None
+    write_result({"runs": [str(p) for p in runs], **result}, out, Settings(), seed)
+    table = Table(title=f"{result['reference']} minus each system, {result['episodes_paired']} episodes")
+    table.add_column("system", overflow="fold")
+    for heading in arbench_compare.MEASURES:
+        table.add_column(heading)
+    for name, found in result["reference_minus"].items():
+        table.add_row(name, *(f"{d['difference']:+.3f} {d['interval_95']}" for d in found.values()))
+    console.print(table)
     console.print(f"written to {out}")

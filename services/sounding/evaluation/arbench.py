@@ -202,20 +202,42 @@ def _rule_stop(rule: str, states: list[dict]) -> int:
     return next((i for i, state in enumerate(states) if _answers(rule, state)), len(states) - 1)
 
 
+def rule_outcome(task: str, episode: dict, choices: Sequence[str], rule: str) -> dict:
+    """Where a rule answers on a played episode (states non-empty): its AR-Bench score there,
+    the questions asked before, and whether it was forced at the last state."""
+    states = episode["states"]
+    stop = _rule_stop(rule, states)
+    state = states[stop]
+    return {
+        "id": episode["id"],
+        "score": _score(task, state["answer"], episode["_truth"], choices),
+        "questions": stop,
+        "forced": stop == len(states) - 1 and not _answers(rule, state),
+    }
+
+
+def per_episode(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
+    """Per rule, `rule_outcome` of every played episode with states (what paired comparisons
+    across runs read: `evaluation.arbench_compare`)."""
+    choices = {e["id"]: e["choices"] for e in episodes}
+    return {
+        rule: [rule_outcome(task, p, choices[p["id"]], rule) for p in played if p["states"]] for rule in rules
+    }
+
+
 def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
     from scipy.stats import spearmanr
 
     choices = {e["id"]: e["choices"] for e in episodes}
+    found = per_episode(task, played, episodes, rules)
     result = {}
     for rule in rules:
-        stops, scores, visited = [], [], []
+        scores = [o["score"] for o in found[rule]]
+        stops = [(o["questions"], o["forced"]) for o in found[rule]]
+        visited = []
         for parity, episode in enumerate(played):
             if not episode["states"]:
                 continue
-            stop = _rule_stop(rule, episode["states"])
-            state = episode["states"][stop]
-            scores.append(_score(task, state["answer"], episode["_truth"], choices[episode["id"]]))
-            stops.append((stop, stop == len(episode["states"]) - 1 and not _answers(rule, state)))
             for s in episode["states"]:
                 if rule in s["signals"]:
                     erred = not outcomes.is_correct(
@@ -395,6 +417,7 @@ def run(
         else "sessions stop by the rule",
         "settings": settings,
         "rules": judge(task, played, episodes, rules),
+        "per_episode": per_episode(task, played, episodes, rules),
         "by_bucket": by_bucket(task, played, episodes, rules),
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 Rankings = Mapping[str, Sequence[str]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -65,4 +66,26 @@ def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
     return {
         "latency_ms_p50": round(float(np.percentile(values, 50)), 3),
         "latency_ms_p95": round(float(np.percentile(values, 95)), 3),
+    }
+
+
+def paired_difference(a: ArrayLike, b: ArrayLike, seed: int, resamples: int = 2000) -> dict:
+    """mean(a − b) over paired units (episodes) and its percentile bootstrap 95% interval."""
+    from scipy.stats import bootstrap
+
+    difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if np.all(difference == difference[0]):
+        low = high = float(difference[0])
+    else:
+        found = bootstrap(
+            (difference,),
+            np.mean,
+            n_resamples=resamples,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+        low, high = found.confidence_interval
+    return {
+        "difference": round(float(difference.mean()), 4),
+        "interval_95": [round(float(low), 4), round(float(high), 4)],
     }

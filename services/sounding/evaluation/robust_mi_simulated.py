@@ -42,12 +42,13 @@ import random
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy.stats import bootstrap, spearmanr
+from scipy.stats import spearmanr
 
 from sounding.core import homogeneity
 from sounding.core.stop_rules import STOP_RULES
 from sounding.evaluation import arbench
 from sounding.evaluation.harness import run_concurrently
+from sounding.evaluation.metrics import paired_difference
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.inquiry.llm import ablations, tasks
 from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
@@ -147,26 +148,6 @@ def rule_outcome(rule: str, episode: dict) -> dict:
         "premature": not solved and len(consistent_guesses(turns)) > 1,
         "forced": not solved,
         "bucket": states[-1]["bucket"] if states else "",
-    }
-
-
-def _paired(a: np.ndarray, b: np.ndarray, seed: int) -> dict:
-    """mean(a − b) over episodes and its paired percentile bootstrap 95% interval."""
-    difference = a.astype(float) - b.astype(float)
-    if np.all(difference == difference[0]):
-        low = high = float(difference[0])
-    else:
-        found = bootstrap(
-            (difference,),
-            np.mean,
-            n_resamples=RESAMPLES,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
-        low, high = found.confidence_interval
-    return {
-        "difference": round(float(difference.mean()), 4),
-        "interval_95": [round(float(low), 4), round(float(high), 4)],
     }
 
 
@@ -275,7 +256,10 @@ def judge(episodes: list[dict], seed: int) -> dict:
     }
     robust = arrays["robust_mi_risk"]
     paired = {
-        rule: {name: _paired(robust[key], arrays[rule][key], seed) for name, key in MEASURES.items()}
+        rule: {
+            name: paired_difference(robust[key], arrays[rule][key], seed, RESAMPLES)
+            for name, key in MEASURES.items()
+        }
         for rule in STOP_RULES
         if rule != "robust_mi_risk"
     }
@@ -298,7 +282,7 @@ def compare_methods(episodes: list[dict], baseline: list[dict], seed: int) -> di
         ours = [rule_outcome(rule, e) for e in episodes]
         theirs = [rule_outcome(rule, e) for e in baseline]
         result[rule] = {
-            name: _paired(np.asarray([o[key] for o in ours]), np.asarray([o[key] for o in theirs]), seed)
+            name: paired_difference([o[key] for o in ours], [o[key] for o in theirs], seed, RESAMPLES)
             for name, key in MEASURES.items()
         }
     return result

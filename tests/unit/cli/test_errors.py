@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -59,4 +60,15 @@ def test_arbench_refuses_episode_level_calibration_before_starting_anything(tmp_
         timeout=60,
     )
     assert refused.returncode == 2 and "--one-state-per-session" in refused.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_arbench_compare_refuses_a_file_that_is_no_arbench_result(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"task": "gn"}))
+    command = [sys.executable, "-m", "sounding.cli", "eval", "arbench-compare", str(other)]
+    refused = subprocess.run(
+        [*command, "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "not a `sounding eval arbench` result" in refused.stderr
     assert not (tmp_path / "r.json").exists()

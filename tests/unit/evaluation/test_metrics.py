@@ -1,7 +1,8 @@
 import math
 
+import numpy as np
 import pytest
-from sounding.evaluation.metrics import beir_scores, per_query, percentiles
+from sounding.evaluation.metrics import beir_scores, paired_difference, per_query, percentiles
 
 pytestmark = pytest.mark.unit
 
@@ -41,3 +42,11 @@ def test_unknown_measures_are_refused():
 def test_percentiles():
     stats = percentiles([1.0, 2.0, 3.0, 4.0, 100.0])
     assert stats["latency_ms_p50"] == 3.0 and stats["latency_ms_p95"] > 4.0
+
+
+def test_paired_difference_has_a_bootstrap_interval_and_a_constant_difference_its_own():
+    a = np.array([0, 0, 0, 1] * 25)
+    b = np.array([1, 1, 0, 1] * 25)
+    found = paired_difference(a, b, seed=0)
+    assert found["difference"] == -0.5 and found["interval_95"][0] < -0.5 < found["interval_95"][1] < 0
+    assert paired_difference(a, a, seed=0) == {"difference": 0.0, "interval_95": [0.0, 0.0]}
