@@ -75,30 +75,43 @@ def test_a_voi_session_streams_its_prompt_sensitivity_and_simulator_divergence(c
 
 @pytest.mark.parametrize("method", ["eig", "uot"])
 def test_a_planning_session_finds_the_secret_asking_the_guess_of_largest_gain(client, method):
+    """§3.7-§3.8 whole: the planner asks, and the set's entropy (`hypothesis_entropy`) stops it
+    with the set's most probable member once one secret is left."""
+    import numpy as np
     from sounding.core import hypothesis_planning
     from sounding.inquiry.domains import bulls_and_cows as bc
-    from sounding.inquiry.llm import planning
-    from sounding_client import Ask, InquiryAnswer, InquiryPolicy
+    from sounding.inquiry.llm import planning, tasks
+    from sounding_client import Ask, Belief, InquiryAnswer, InquiryPolicy
 
     secret = "3140"
     inquiry = client.inquire(
         "llm",
-        InquiryPolicy(question_selection=method, stop_rule="mi_only", max_turns=12, seed=0),
-        domain_parameters={"task": "gn", "policy_model": "simulated", "run_to_max_turns": "true"},
+        InquiryPolicy(question_selection=method, stop_rule="hypothesis_entropy", max_turns=12, seed=0),
+        domain_parameters={"task": "gn", "policy_model": "simulated"},
     )
-    asks, answer = [], None
+    asks, beliefs, answer = [], [], None
     for event in inquiry:
         if isinstance(event, Ask):
             asks.append(event)
             inquiry.answer(bc.feedback_sentence(*bc.score(event.question, secret)))
+        elif isinstance(event, Belief):
+            beliefs.append(event)
         elif isinstance(event, InquiryAnswer):
             answer = event
-    assert answer is not None and answer.answer == secret and len(asks) <= 12
+    assert answer is not None and answer.answer == secret and not answer.forced and len(asks) <= 12
     assert all(a.rationale.startswith(method) for a in asks)
+    signals = [b.stop_signals[0] for b in beliefs if b.stop_signals]
+    assert [s.rule for s in signals] == ["hypothesis_entropy"] * len(signals)
+    assert signals[0].score == pytest.approx(np.log(5040)) and not signals[0].answers
+    if asks[-1].question != secret:  # the rule answered: one secret left, named in its signal
+        assert signals[-1].answers and signals[-1].score == 0 and signals[-1].answer == secret
     # The first move's scores, computed here from the 5,040 secrets and the guesses' feedback.
     first = asks[0]
     guesses = [first.question, *(r.question for r in first.runners_up)]
-    problem, _ = planning.gn_problem([], guesses)
+    every = tasks.consistent_guesses([])
+    problem, _ = planning.gn_problem(
+        planning.HypothesisSet(np.full(len(every), 1 / len(every)), every), guesses
+    )
     plan = (
         hypothesis_planning.two_step_gains
         if method == "uot"

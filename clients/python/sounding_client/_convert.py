@@ -338,7 +338,7 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             ),
             b.homogeneity_bucket,
             [
-                t.StopSignal(s.rule, s.score, s.threshold, s.answers, s.calibration_version)
+                t.StopSignal(s.rule, s.score, s.threshold, s.answers, s.calibration_version, s.answer)
                 for s in b.stop_signals
             ],
         )

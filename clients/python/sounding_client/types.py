@@ -232,13 +232,15 @@ class Homogeneity:
 @dataclass(frozen=True)
 class StopSignal:
     """A stop rule's reading of the state (llm domain): score (lower is readier), threshold in
-    use, whether it answers, and the calibration version (0: the rule's default)."""
+    use, whether it answers, the calibration version (0: the rule's default), and what it answers
+    with when that is not the belief's most probable hypothesis (`hypothesis_entropy`)."""
 
     rule: str
     score: float
     threshold: float
     answers: bool
     calibration_version: int
+    answer: str = ""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ class StopRule(StrEnum):
     verbalized_confidence = "verbalized_confidence"
     knowno_set_size = "knowno_set_size"
     cip_lite = "cip_lite"
+    hypothesis_entropy = "hypothesis_entropy"
 
 
 class QuestionSelection(StrEnum):

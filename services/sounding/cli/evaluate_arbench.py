@@ -94,8 +94,8 @@ def eval_arbench_compare(
     ),
     reference: str = typer.Option(
         "",
-        help="the system the others are compared with, <run>/<rule> (default: the first run's "
-        "robust_mi_risk)",
+        help="the system the others are compared with, <run>/<rule> with <run> a file's name without "
+        ".json (default: the first run's robust_mi_risk)",
     ),
     seed: int = typer.Option(0, help="seed of the bootstrap resamples"),
     out: Path = typer.Option(..., help="where to write the JSON result"),
@@ -113,7 +113,7 @@ def eval_arbench_compare(
         )
     except arbench_compare.NotComparable as error:
         raise typer.BadParameter(str(error), param_hint="RUNS") from None
-    except (json.JSONDecodeError, KeyError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
         raise typer.BadParameter(
             f"not a `sounding eval arbench` result: {error}", param_hint="RUNS"
         ) from None
@@ -123,6 +123,6 @@ def eval_arbench_compare(
     for heading in arbench_compare.MEASURES:
         table.add_column(heading)
     for name, found in result["reference_minus"].items():
-        table.add_row(name, *(f"{d['difference']:+.3f} {d['interval_95']}" for d in found.values()))
+        table.add_row(name, *(f"{d['difference']:+.3f} {d['interval_95'] or ''}" for d in found.values()))
     console.print(table)
     console.print(f"written to {out}")

@@ -17,6 +17,11 @@ rule answers when its score is at most its threshold:
   certainty: no answer is plausible enough to stand alone, so both rules ask on. The methods
   differ in how they choose questions (C-IP-full minimises the expected set size), not in when
   they stop.
+
+`hypothesis_entropy` is the planning baselines' own stop (§3.7, §3.8): the entropy (nats) of the
+hypothesis set the `eig` and `uot` question selections plan over, answered by its most probable
+member rather than the state's answer. It exists only in sessions of those selections, and its
+threshold is the fixed `DEFAULT_THRESHOLDS` value (the spec fixes it; nothing calibrates it).
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ STOP_RULES: tuple[StopRule, ...] = (
     "cip_lite",
 )
 SET_RULES = ("knowno_set_size", "cip_lite")
+HYPOTHESIS_ENTROPY = "hypothesis_entropy"
+# Every rule a session may stop by: the calibrated ones, and the planning selections' own.
+SESSION_STOP_RULES: tuple[str, ...] = (*STOP_RULES, HYPOTHESIS_ENTROPY)
 
 # Thresholds a rule uses before any calibration (scores: lower is readier).
 DEFAULT_THRESHOLDS: dict[str, float] = {
@@ -55,6 +63,8 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "self_consistency": 1 - 0.8,  # ρ = 0.8
     "semantic_entropy": 0.5,  # nats
     "verbalized_confidence": 1 - 0.8,  # θ = 8 of 10
+    # Below ln 2: one gn secret left, or seven of eight sp explanations in one cluster.
+    HYPOTHESIS_ENTROPY: 0.5,  # nats
 }
 # Split-conformal quantile q before calibration: the set keeps labels with p ≥ 1 − q = 0.5.
 DEFAULT_CONFORMAL_QUANTILE = 0.5

@@ -44,10 +44,11 @@ from rich.console import Console
 from sounding.config import ModelsSettings
 from sounding.core import homogeneity
 from sounding.core.calibration import IsotonicMap, expected_calibration_error
-from sounding.core.stop_rules import STOP_RULES
+from sounding.core.stop_rules import HYPOTHESIS_ENTROPY, STOP_RULES
 from sounding.evaluation.journal import append_journal, read_journal
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.llm import outcomes, tasks
+from sounding.inquiry.llm.planning import PLANNING_METHODS
 from sounding.progress import progress_bar
 
 NPC_TOKENS = 64
@@ -158,7 +159,11 @@ def play(client, models, task: str, episode: dict, policy, parameters: dict, loo
                 {
                     "turn": event.turn,
                     "answer": event.current_answer,
-                    "signals": {s.rule: [s.score, s.threshold, s.answers] for s in event.stop_signals},
+                    # [score, threshold, answers], and the rule's own answer where it has one
+                    "signals": {
+                        s.rule: [s.score, s.threshold, s.answers, *([s.answer] if s.answer else [])]
+                        for s in event.stop_signals
+                    },
                     "homogeneity": vars(event.homogeneity) if event.homogeneity else {},
                     "bucket": event.homogeneity_bucket,
                 }
@@ -197,6 +202,13 @@ def _answers(rule: str, state: dict) -> bool:
     return bool(state["signals"].get(rule, (0.0, 0.0, False))[2])
 
 
+def _rule_answer(rule: str, state: dict) -> str:
+    """What the rule answers with at a state: its own answer (hypothesis_entropy's MAP), else
+    the state's."""
+    signal = state["signals"].get(rule, ())
+    return signal[3] if len(signal) > 3 else state["answer"]
+
+
 def _rule_stop(rule: str, states: list[dict]) -> int:
     """The state a rule answers at on a trajectory (the last one if it never does)."""
     return next((i for i, state in enumerate(states) if _answers(rule, state)), len(states) - 1)
@@ -210,7 +222,7 @@ def rule_outcome(task: str, episode: dict, choices: Sequence[str], rule: str) ->
     state = states[stop]
     return {
         "id": episode["id"],
-        "score": _score(task, state["answer"], episode["_truth"], choices),
+        "score": _score(task, _rule_answer(rule, state), episode["_truth"], choices),
         "questions": stop,
         "forced": stop == len(states) - 1 and not _answers(rule, state),
     }
@@ -225,11 +237,15 @@ def per_episode(task: str, played: list[dict], episodes: list[dict], rules: Sequ
     }
 
 
-def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
+def judge(
+    task: str, played: list[dict], episodes: list[dict], rules: Sequence[str], found: dict | None = None
+) -> dict:
+    """Per rule: its score, questions and forced share over the episodes, and over the visited
+    states ECE and the score-error correlation. `found`: `per_episode`'s outcomes, if at hand."""
     from scipy.stats import spearmanr
 
     choices = {e["id"]: e["choices"] for e in episodes}
-    found = per_episode(task, played, episodes, rules)
+    found = found or per_episode(task, played, episodes, rules)
     result = {}
     for rule in rules:
         scores = [o["score"] for o in found[rule]]
@@ -241,7 +257,7 @@ def judge(task: str, played: list[dict], episodes: list[dict], rules: Sequence[s
             for s in episode["states"]:
                 if rule in s["signals"]:
                     erred = not outcomes.is_correct(
-                        task, s["answer"], episode["_truth"], choices[episode["id"]]
+                        task, _rule_answer(rule, s), episode["_truth"], choices[episode["id"]]
                     )
                     visited.append((parity % 2, s["signals"][rule][0], erred))
         entry = {
@@ -286,13 +302,13 @@ def by_bucket(task: str, played: list[dict], episodes: list[dict], rules: Sequen
                 if episode["states"]:
                     stop = episode["states"][_rule_stop(rule, episode["states"])]
                     if stop.get("bucket") == bucket and _answers(rule, stop):
-                        answered.append(_score(task, stop["answer"], truth, options))
+                        answered.append(_score(task, _rule_answer(rule, stop), truth, options))
                 for s in episode["states"]:
                     if s.get("bucket") == bucket and rule in s["signals"]:
                         visited.append(
                             (
                                 s["signals"][rule][0],
-                                not outcomes.is_correct(task, s["answer"], truth, options),
+                                not outcomes.is_correct(task, _rule_answer(rule, s), truth, options),
                             )
                         )
             correlation = None
@@ -347,7 +363,8 @@ def run(
 
     episodes = load_episodes(task, data, limit)
     everything = stop_rule == "all"
-    rules = list(STOP_RULES) if everything else [stop_rule]
+    planned = [HYPOTHESIS_ENTROPY] if question_selection in PLANNING_METHODS else []
+    rules = [*STOP_RULES, *planned] if everything else [stop_rule]
     parameters = {
         "task": task,
         "regime": regime,
@@ -400,6 +417,7 @@ def run(
     finally:
         loop.run_until_complete(models.close())
         loop.close()
+    outcomes_per_episode = per_episode(task, played, episodes, rules)
     states = [s for p in played for s in p["states"]]
     homogeneity = {
         key: round(float(np.mean([s["homogeneity"][key] for s in states if s["homogeneity"]])), 4)
@@ -416,8 +434,8 @@ def run(
         if everything
         else "sessions stop by the rule",
         "settings": settings,
-        "rules": judge(task, played, episodes, rules),
-        "per_episode": per_episode(task, played, episodes, rules),
+        "rules": judge(task, played, episodes, rules, outcomes_per_episode),
+        "per_episode": outcomes_per_episode,
         "by_bucket": by_bucket(task, played, episodes, rules),
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,

@@ -1,14 +1,17 @@
 """`sounding eval arbench-compare`: paired comparisons of `sounding eval arbench` runs on the
 episodes they share (robust-MI spec §6.1; issue 21, item 4).
 
-A system is one run's stop rule, named `<run>/<rule>` (`<run>` the result file's stem). Every
-system of every run is compared with the reference system (by default the first run's
-`robust_mi_risk`): per episode both sides' AR-Bench score (accuracy, or F1 for sp), questions
-asked and forced answer, differences reference minus system with paired percentile bootstrap 95%
-intervals over the episodes all runs share. So §6.1's comparisons come from runs of the methods
-on the same episodes: Ours (a `voi` run's robust_mi_risk) against C-IP (a `cip_full` run's
-cip_lite, criterion 1), against the other rules of its own trajectories (2, 4), and any method
-against any other.
+A system is one run's stop rule, named `<run>/<rule>` (`<run>` the result file's name without
+`.json`). Every system of every run is compared with the reference system (by default the first
+run's `robust_mi_risk`): per episode both sides' AR-Bench score (accuracy, or F1 for sp),
+questions asked and forced answer; differences reference minus system, with paired percentile
+bootstrap 95% intervals over the episodes all runs share (none from fewer than two). Runs must
+be of one task and one data file (episode ids are positions in it); their regimes and settings
+are recorded beside the comparison. So a `voi` run's robust_mi_risk can be set against a
+`cip_full` run's cip_lite in the collapse regime (§6.1 criterion 1), and against an `--ablate
+robust` run (criterion 4's robust against naive MI). The premature-answer rate of criterion 2
+needs the ground truth of every state, which only the simulated harness has
+(`evaluation.robust_mi_simulated`).
 
 Each run's per-episode outcomes are its `per_episode` record; a result written before that
 record existed is judged again from its trajectories (gn and dc only: an sp trajectory keeps a
@@ -45,7 +48,14 @@ def outcomes_of(result: Mapping) -> dict[str, dict[str, dict]]:
         played = [{**t, "_truth": t["truth"]} for t in result["trajectories"]]
         episodes = [{"id": t["id"], "choices": []} for t in played]
         recorded = arbench.per_episode(result["task"], played, episodes, list(result["rules"]))
-    return {rule: {o["id"]: o for o in found} for rule, found in recorded.items()}
+    by_rule = {rule: {o["id"]: o for o in found} for rule, found in recorded.items()}
+    if any(len(by_id) < len(recorded[rule]) for rule, by_id in by_rule.items()):
+        raise NotComparable("a run records one episode twice")
+    return by_rule
+
+
+def _episode_order(episode_id: str) -> tuple:
+    return (0, int(episode_id), "") if episode_id.isdigit() else (1, 0, episode_id)
 
 
 def compare(runs: Mapping[str, Mapping], reference: str = "", seed: int = 0) -> dict:
@@ -56,6 +66,9 @@ def compare(runs: Mapping[str, Mapping], reference: str = "", seed: int = 0) -> 
     tasks = {name: r["task"] for name, r in runs.items()}
     if len(set(tasks.values())) > 1:
         raise NotComparable(f"the runs are of different tasks: {tasks}")
+    data = {name: r.get("data", "") for name, r in runs.items()}
+    if len(set(data.values())) > 1:
+        raise NotComparable(f"the runs played different data files (episode ids are positions): {data}")
     systems = {
         f"{name}/{rule}": found
         for name, result in runs.items()
@@ -64,7 +77,9 @@ def compare(runs: Mapping[str, Mapping], reference: str = "", seed: int = 0) -> 
     reference = reference or f"{next(iter(runs))}/{REFERENCE_RULE}"
     if reference not in systems:
         raise NotComparable(f"no system {reference!r}; the runs have {sorted(systems)}")
-    shared = sorted(set.intersection(*(set(found) for found in systems.values())))
+    if not all(systems.values()):
+        raise NotComparable(f"no episode with states in {sorted(n for n, f in systems.items() if not f)}")
+    shared = sorted(set.intersection(*(set(found) for found in systems.values())), key=_episode_order)
     if not shared:
         raise NotComparable("the runs share no episode")
 
@@ -73,6 +88,10 @@ def compare(runs: Mapping[str, Mapping], reference: str = "", seed: int = 0) -> 
 
     return {
         "task": next(iter(tasks.values())),
+        "data": next(iter(data.values())),
+        "runs": {
+            name: {"regime": r.get("regime"), "settings": r.get("settings", {})} for name, r in runs.items()
+        },
         "reference": reference,
         "episodes_paired": len(shared),
         "episodes_left_out": {name: len(found) - len(shared) for name, found in systems.items()},

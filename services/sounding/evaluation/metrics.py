@@ -70,10 +70,15 @@ def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
 
 
 def paired_difference(a: ArrayLike, b: ArrayLike, seed: int, resamples: int = 2000) -> dict:
-    """mean(a − b) over paired units (episodes) and its percentile bootstrap 95% interval."""
+    """mean(a − b) over paired units (episodes) and its percentile bootstrap 95% interval (None
+    from fewer than two units; ValueError from none)."""
     from scipy.stats import bootstrap
 
     difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if difference.size == 0:
+        raise ValueError("no paired units")
+    if difference.size < 2:
+        return {"difference": round(float(difference[0]), 4), "interval_95": None}
     if np.all(difference == difference[0]):
         low = high = float(difference[0])
     else:

@@ -19,7 +19,7 @@ from typing import Any
 from sounding import errors
 from sounding.core.information import StoppingConfig, default_stopping
 from sounding.core.provenance import Provenance
-from sounding.core.stop_rules import STOP_RULES
+from sounding.core.stop_rules import SESSION_STOP_RULES
 from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
 from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
 from sounding.inquiry.domains.corpus import CORPUS_POLICIES, CorpusInquiry
@@ -103,9 +103,9 @@ def validate_policy(policy: Policy, domain: str, limits: InquiryLimits = Inquiry
             field="start.policy.question_selection",
         )
     if domain == LlmInquiry.name:
-        if policy.stop_rule not in STOP_RULES:
+        if policy.stop_rule not in SESSION_STOP_RULES:
             raise errors.InvalidArgument(
-                f"stop_rule must be one of {', '.join(STOP_RULES)}", field="start.policy.stop_rule"
+                f"stop_rule must be one of {', '.join(SESSION_STOP_RULES)}", field="start.policy.stop_rule"
             )
     elif policy.stop_rule != "default":
         raise errors.InvalidArgument(

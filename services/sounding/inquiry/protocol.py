@@ -75,13 +75,15 @@ class ScoredHypothesis:
 @dataclass(frozen=True)
 class StopSignal:
     """A stop rule's reading of the state: its score (lower is readier to answer), the threshold
-    in use (calibration version 0: the rule's default) and whether the rule would answer."""
+    in use (calibration version 0: the rule's default), whether the rule would answer, and with
+    what when that is not the state's answer (`hypothesis_entropy`: its most probable member)."""
 
     rule: str
     score: float
     threshold: float
     answers: bool
     calibration_version: int = 0
+    answer: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

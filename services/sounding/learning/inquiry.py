@@ -235,6 +235,11 @@ def _validate(request: StopThresholdRequest) -> None:
             "one_state_per_session picks among recorded sessions' states; inline states have no session",
             field="one_state_per_session",
         )
+    if request.stop_rule == stop_rules.HYPOTHESIS_ENTROPY:
+        raise errors.InvalidArgument(
+            "hypothesis_entropy's threshold is fixed (robust-MI spec §3.7, §3.8): nothing calibrates it",
+            field="stop_rule",
+        )
     if request.stop_rule not in stop_rules.STOP_RULES:
         raise errors.InvalidArgument(
             f"stop_rule must be one of {', '.join(stop_rules.STOP_RULES)}", field="stop_rule"

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 import lancedb
 import pyarrow as pa
+from lancedb.index import BTree
 
 from sounding.store.collections import compact
 from sounding.store.connection import connect
@@ -26,7 +27,7 @@ from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
 from sounding.store.upgrade import upgrade
 
 QUERIES_TABLE = "corpus_inquiry_queries"
-# A query row is one small commit: compact the table every so many.
+# A query or verdict row is one small commit: compact both tables every so many.
 WRITES_PER_COMPACTION = 200
 VERDICTS_TABLE = "corpus_inquiry_verdicts"
 
@@ -115,16 +116,24 @@ class CorpusInquiryLog:
                 await db.create_table(name, schema=table_schema, exist_ok=True)
             else:
                 await upgrade(db, name, table_schema)
-            tables.append(await db.open_table(name))
+            table = await db.open_table(name)
+            # Observe finds a session's rows through this index, not by a scan.
+            if not any(index.columns == ["session_id"] for index in await table.list_indices()):
+                await table.create_index("session_id", config=BTree(), replace=True)
+            tables.append(table)
         queries, verdicts = tables
         return cls(queries, verdicts, durability or Durability("process", location))
 
     async def append_query(self, query: ExecutedQuery) -> None:
         row = {**asdict(query), "create_time_us": int(time.time() * 1e6)}
         await self._queries.add(pa.Table.from_pylist([row], QUERIES_SCHEMA))
+        await self._compact_now_and_then()
+
+    async def _compact_now_and_then(self) -> None:
+        """Uncompacted, every later read opens every fragment ever written."""
         self._writes += 1
         if self._writes % WRITES_PER_COMPACTION == 0:
-            await compact(self._queries)
+            await compact(self._queries, self._verdicts)
 
     async def queries(self, session_ids: Sequence[str] | None = None) -> list[ExecutedQuery]:
         """Every recorded query in the order recorded (only the named sessions', if given)."""
@@ -144,6 +153,7 @@ class CorpusInquiryLog:
     async def append_verdict(self, verdict: Verdict) -> None:
         row = {**asdict(verdict), "create_time_us": int(time.time() * 1e6)}
         await self._verdicts.add(pa.Table.from_pylist([row], VERDICTS_SCHEMA))
+        await self._compact_now_and_then()
         await self._durability.sync()
 
     async def verdicts(self) -> list[Verdict]:

@@ -1,7 +1,9 @@
-"""The learning log: what each Retrieve ran and found, and the outcomes observed for it.
+"""The learning log: what each Retrieve ran and found, the outcomes observed for it, the inquiry
+states recorded through Observe, and the calibrations and selector deployments fitted from them.
 
-Both tables are append-only, their structured values in Arrow types of their own (a log written
-before that is upgraded when it opens: `store.upgrade`). An observation is committed before
+Every table is append-only, its structured values in Arrow types of their own (a log written
+before that is upgraded when it opens: `store.upgrade`), and compacted every
+WRITES_PER_COMPACTION appends. An observation is committed before
 Observe acknowledges it, and the strategy selector is rebuilt by replaying the observations in
 sequence order, so an acknowledged observation survives a crash and a restart reproduces the
 selector exactly. Rows are decoded on a worker thread (a log can hold many thousands); lookups by
@@ -182,7 +184,13 @@ class LearningLog:
         every fragment ever written."""
         self._writes += 1
         if self._writes % WRITES_PER_COMPACTION == 0:
-            await compact(self._retrievals, self._observations, self._inquiry_states)
+            await compact(
+                self._retrievals,
+                self._observations,
+                self._inquiry_states,
+                self._calibrations,
+                self._deployments,
+            )
 
     async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:
         rows = [r.row() for r in records]

@@ -10,7 +10,7 @@ from sounding.cli.eval_choices import (
     ToolConfig,
 )
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
-from sounding.core.stop_rules import STOP_RULES
+from sounding.core.stop_rules import SESSION_STOP_RULES
 from sounding.evaluation.retrieval import LONG_QUERIES
 from sounding.evaluation.tools import CONFIGS as TOOL_CONFIGS
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.unit
         (ExpansionStrategy, list(EXPANSION_STRATEGIES)),
         (Role, list(ROLES)),
         (CalibrationTarget, list(CALIBRATION_TARGETS)),
-        (StopRule, ["all", *STOP_RULES]),
+        (StopRule, ["all", *SESSION_STOP_RULES]),
         (BullsAndCowsPolicy, list(POLICIES)),
         (ToolConfig, list(TOOL_CONFIGS)),
         (QuestionSelection, list(LLM_POLICIES)),

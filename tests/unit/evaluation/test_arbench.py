@@ -55,6 +55,19 @@ def test_each_rule_is_judged_where_it_would_answer_on_the_shared_trajectory():
     assert judged["mi_only"]["forced_rate"] == 0.0 and judged["mi_only"]["visited_states"] == 3
 
 
+def test_hypothesis_entropy_is_judged_by_its_own_answer_not_the_states():
+    states = [
+        state("1234", mi_only=(0.5, 0.1, False), hypothesis_entropy=(1.2, 0.5, False, "9012")),
+        state("1234", mi_only=(0.0, 0.1, True), hypothesis_entropy=(0.0, 0.5, True, "5678")),
+    ]
+    episodes = [{"id": "0", "choices": []}]
+    found = arbench.per_episode(
+        "gn", [trajectory("5678", states)], episodes, ["mi_only", "hypothesis_entropy"]
+    )
+    assert found["mi_only"][0]["score"] == 0.0  # the state's answer, wrong
+    assert found["hypothesis_entropy"][0] == {"id": "0", "score": 1.0, "questions": 1, "forced": False}
+
+
 def test_by_bucket_reports_where_each_rule_answered_and_its_score_error_correlation():
     def at(bucket, answer, **signals):
         return {**state(answer, **signals), "bucket": bucket}

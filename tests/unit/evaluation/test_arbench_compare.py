@@ -42,6 +42,10 @@ def test_systems_are_paired_on_the_episodes_every_run_shares():
     found = compare({"voi": ours, "cip_full": cip})
     assert found["reference"] == "voi/robust_mi_risk"
     assert found["episode_ids"] == ["e1", "e2", "e3"] and found["episodes_paired"] == 3
+    assert found["runs"] == {
+        "voi": {"regime": None, "settings": {}},
+        "cip_full": {"regime": None, "settings": {}},
+    }
     assert found["episodes_left_out"] == {"voi/robust_mi_risk": 1, "voi/mi_only": 1, "cip_full/cip_lite": 1}
     assert found["systems"]["cip_full/cip_lite"] == {
         "score": pytest.approx(1 / 3, abs=1e-4),
@@ -75,6 +79,16 @@ def test_runs_that_cannot_be_paired_are_refused_with_the_reason():
         arbench_compare.run_names(["a/run.json", "b/run.json"])
     with pytest.raises(NotComparable, match="clipped"):
         compare({"sp": {"task": "sp", "rules": {}, "trajectories": []}})
+    with pytest.raises(NotComparable, match="different data files"):
+        compare({"train": {**gn, "data": "gn/train.json"}, "test": {**gn, "data": "gn/test.json"}})
+    with pytest.raises(NotComparable, match="one episode twice"):
+        compare({"twice": run("gn", {"robust_mi_risk": [("a", 1, 1, False), ("a", 0, 2, False)]})})
+
+
+def test_one_shared_episode_gives_a_difference_but_no_interval():
+    one = run("gn", {"robust_mi_risk": [("3", 1, 2, False)], "mi_only": [("3", 0, 5, True)]})
+    found = compare({"one": one})
+    assert found["reference_minus"]["one/mi_only"]["score"] == {"difference": 1.0, "interval_95": None}
 
 
 def test_a_result_without_per_episode_outcomes_is_judged_again_from_its_trajectories():

@@ -38,3 +38,9 @@ def test_one_state_per_session_is_refused_with_inline_states():
     with pytest.raises(errors.InvalidArgument) as refused:
         _validate(request)
     assert refused.value.field == "one_state_per_session"
+
+
+def test_the_fixed_threshold_of_hypothesis_entropy_is_not_calibrated():
+    with pytest.raises(errors.InvalidArgument, match="fixed") as refused:
+        _validate(StopThresholdRequest("gn", "normal", stop_rule="hypothesis_entropy"))
+    assert refused.value.field == "stop_rule"

@@ -103,6 +103,7 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                         threshold=signal.threshold,
                         answers=signal.answers,
                         calibration_version=signal.calibration_version,
+                        answer=signal.answer,
                     )
                     for signal in event.stop_signals
                 ],

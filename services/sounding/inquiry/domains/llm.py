@@ -159,13 +159,7 @@ class LlmInquiry:
             raise errors.InvalidArgument(
                 "run_to_max_turns must be true or false", field="start.domain_parameters.run_to_max_turns"
             )
-        if policy.question_selection in planning.PLANNING_METHODS and task not in planning.PLANNING_TASKS:
-            raise errors.InvalidArgument(
-                f"{policy.question_selection} plans over a hypothesis set, which only "
-                f"{' and '.join(planning.PLANNING_TASKS)} have",
-                field="start.policy.question_selection",
-            )
-        rules = list(stop_rules.STOP_RULES) if signals == "all" else [policy.stop_rule]
+        rules = planning.session_rules(task, policy.question_selection, policy.stop_rule, signals)
         problem = tasks.Problem(tasks.TASK_SPECS[task], context, tuple(choices), regime == "collapse")
         per_state = selection.lookahead_tokens_per_state(problem, sampling, policy.question_selection)
         if policy.question_selection in planning.PLANNING_METHODS:
@@ -262,7 +256,8 @@ class LlmInquiry:
             answers = stop_rules.set_rule_answers(int(score))
         else:
             answers = score <= threshold.value
-        return StopSignal(rule, score, threshold.value, answers, threshold.version)
+        answer = current.get("rule_answers", {}).get(rule, ("",))[0]
+        return StopSignal(rule, score, threshold.value, answers, threshold.version, answer)
 
     async def think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
         """Assess the state (once per turn) and, unless the stop rule answers, find the next
@@ -301,6 +296,16 @@ class LlmInquiry:
             confidence_map,
         )
         current = measured.to_json()
+        turns = [(question, answer) for question, answer in self.turns]
+        hypotheses = None
+        if stop_rules.HYPOTHESIS_ENTROPY in self.rules:  # §3.7-§3.8: the set decides, its MAP answers
+            hypotheses = await planning.hypothesis_set(
+                backend, self.problem, turns, self.sampling, self._rng(turn, "hypotheses")
+            )
+            current["scores"][stop_rules.HYPOTHESIS_ENTROPY] = hypotheses.entropy()
+            current["rule_answers"] = {
+                stop_rules.HYPOTHESIS_ENTROPY: hypotheses.most_probable(current["answer"])
+            }
         if self.divergence and self.divergence[-1]["turn"] == len(self.turns) - 1:
             last = self.divergence[-1]
             if "surprise" not in last:
@@ -315,7 +320,6 @@ class LlmInquiry:
         self.assessments.append(current)
         self.next = None
         if not self._rule_answers(current) and turn < policy.max_turns:
-            turns = [(question, answer) for question, answer in self.turns]
             rng = self._rng(turn, "ask")
             if policy.question_selection == "cip_full":
                 chosen = await selection.smallest_expected_set(
@@ -341,6 +345,7 @@ class LlmInquiry:
                     self.sampling,
                     rng,
                     self._setup.get("question_cost", 0.0),
+                    hypotheses,
                 )
             elif policy.question_selection == "naive_prompting":
                 chosen = await selection.naive_prompting(backend, self.problem, turns, self.sampling, rng)
@@ -433,4 +438,7 @@ class LlmInquiry:
         if not self.assessments:
             return tasks.UNPARSED, 0.0
         current = self.assessments[-1]
-        return current["answer"], current["answer_share"]
+        answer, share = current.get("rule_answers", {}).get(
+            self.stop_rule, (current["answer"], current["answer_share"])
+        )
+        return answer, share

@@ -15,9 +15,9 @@ The hypothesis set at a state:
 The candidates are the shared question generator's (§2.6), the valid unasked ones (at most twice
 the number asked for). A question's score is its EIG (or two-step gain) in nats, minus the
 question cost. Other tasks have no hypothesis set the spec defines, so a session asking for
-these methods there is refused. Unlike §3.7 and §3.8, which also stop at an entropy threshold
-and answer with the most probable hypothesis, these are question selectors only: the session's
-stop rule decides when to answer, and the answer is the state's, as for every other selection.
+these methods there is refused. The session's stop rule decides when to answer; §3.7 and §3.8's
+own stop, the set's entropy below a fixed threshold answered by its most probable member, is the
+stop rule `hypothesis_entropy` (`core.stop_rules`), which reads the same set.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from sounding.core import hypothesis_planning
+from sounding import errors
+from sounding.core import hypothesis_planning, stop_rules
 from sounding.core.hypothesis_planning import HypothesisProblem
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.inquiry.llm import tasks
@@ -44,6 +46,28 @@ SP_NOISE = 0.1
 SP_OUTCOMES = ("Yes", "No", "Unknown")
 
 
+def session_rules(task: str, question_selection: str, stop_rule: str, signals: str) -> list[str]:
+    """The stop rules a session scores: its own, or with `signals` "all" every calibrated rule
+    and, for a planning selection, `hypothesis_entropy`. InvalidArgument for a planning method
+    outside the planning tasks, or hypothesis_entropy without one."""
+    planned = question_selection in PLANNING_METHODS
+    if planned and task not in PLANNING_TASKS:
+        raise errors.InvalidArgument(
+            f"{question_selection} plans over a hypothesis set, which only "
+            f"{' and '.join(PLANNING_TASKS)} have",
+            field="start.policy.question_selection",
+        )
+    if stop_rule == stop_rules.HYPOTHESIS_ENTROPY and not planned:
+        raise errors.InvalidArgument(
+            f"hypothesis_entropy stops on the hypothesis set of {' or '.join(PLANNING_METHODS)}; this "
+            f"session's question_selection is {question_selection}",
+            field="start.policy.stop_rule",
+        )
+    if signals != "all":
+        return [stop_rule]
+    return [*stop_rules.STOP_RULES, *([stop_rules.HYPOTHESIS_ENTROPY] if planned else [])]
+
+
 def hypothesis_tokens_per_state(problem: Problem, settings: SamplingSettings) -> int:
     """The most tokens a planning method generates per state beyond the candidate list."""
     if problem.task.name != "sp":
@@ -51,19 +75,62 @@ def hypothesis_tokens_per_state(problem: Problem, settings: SamplingSettings) ->
     return HYPOTHESIS_SAMPLES * (settings.answer_tokens or problem.task.answer_tokens)
 
 
-def gn_problem(turns, questions: Sequence[str]) -> tuple[HypothesisProblem, list[str]]:
-    """The consistent secrets (uniform) and each guess's exact feedback under each (every
-    question a valid guess); outcome labels are feedback sentences, as `tasks.parse_outcome`
-    writes them."""
+@dataclass(frozen=True)
+class HypothesisSet:
+    """The hypotheses at a state: their prior (normalised) and what each stands for (gn: a
+    secret; sp: its cluster's first explanation)."""
+
+    prior: np.ndarray
+    members: list[str]
+
+    def entropy(self) -> float:
+        """H(p(z)) in nats."""
+        return hypothesis_planning.entropy(self.prior)
+
+    def most_probable(self, preferred: str = "") -> tuple[str, float]:
+        """The MAP member and its probability; among tied members `preferred` if it is one,
+        else the first."""
+        top = float(self.prior.max())
+        tied = [m for m, p in zip(self.members, self.prior, strict=True) if p >= top - 1e-12]
+        return (preferred if preferred in tied else tied[0]), top
+
+
+async def hypothesis_set(
+    backend: Backend, problem: Problem, turns, settings: SamplingSettings, rng: random.Random
+) -> HypothesisSet:
+    """gn: the consistent secrets, uniform (off the event loop: up to 5,040 of them). sp: the
+    clusters of `HYPOTHESIS_SAMPLES` sampled explanations, weighted by their shares (one
+    unparsed member when none parses)."""
+    if problem.task.name == "gn":
+        secrets = await asyncio.to_thread(tasks.consistent_guesses, turns)
+        return HypothesisSet(np.full(len(secrets), 1.0 / len(secrets)), list(secrets))
+    temperature, top_p = REGIMES[settings.regime]
+    tokens = settings.answer_tokens or problem.task.answer_tokens
+    prompt = tasks.initial_prompt(problem, turns)
+    texts = await asyncio.gather(
+        *(backend.text(prompt, temperature, top_p, tokens) for _ in range(HYPOTHESIS_SAMPLES))
+    )
+    parsed = [a for a in (tasks.parse_answer(problem, t, rng) for t in texts) if a != tasks.UNPARSED]
+    if not parsed:
+        return HypothesisSet(np.ones(1), [tasks.UNPARSED])
+    labels = await label_answers(backend, problem, parsed)
+    clusters = sorted(set(labels), key=labels.index)
+    counts = np.array([labels.count(c) for c in clusters], dtype=float)
+    return HypothesisSet(counts / counts.sum(), [parsed[labels.index(c)] for c in clusters])
+
+
+def gn_problem(hypotheses: HypothesisSet, questions: Sequence[str]) -> tuple[HypothesisProblem, list[str]]:
+    """Each guess's exact feedback under each consistent secret (every question a valid guess);
+    outcome labels are feedback sentences, as `tasks.parse_outcome` writes them."""
     table = bc.feedback_table()
-    secrets = np.array([table.index[s] for s in tasks.consistent_guesses(turns)])
+    secrets = np.array([table.index[s] for s in hypotheses.members])
     outcomes = np.stack([table.table[table.index[q], secrets] for q in questions]).astype(int)
     alphabet = int(bc.CODES_PER_FEEDBACK**2)
     labels = [
         bc.feedback_sentence(code // bc.CODES_PER_FEEDBACK, code % bc.CODES_PER_FEEDBACK)
         for code in range(alphabet)
     ]
-    return HypothesisProblem.of(np.ones(len(secrets)), outcomes, alphabet), labels
+    return HypothesisProblem.of(hypotheses.prior, outcomes, alphabet), labels
 
 
 def implied_outcome_statements(question: str) -> list[str]:
@@ -71,31 +138,19 @@ def implied_outcome_statements(question: str) -> list[str]:
 
 
 async def sp_problem(
-    backend: Backend, problem: Problem, turns, questions: Sequence[str], settings: SamplingSettings, rng
+    backend: Backend, hypotheses: HypothesisSet, questions: Sequence[str]
 ) -> tuple[HypothesisProblem, list[str]]:
-    """Sampled, clustered explanations and each question's NLI-predicted outcome under each."""
-    temperature, top_p = REGIMES[settings.regime]
-    tokens = settings.answer_tokens or problem.task.answer_tokens
-    prompt = tasks.initial_prompt(problem, turns)
-    texts = await asyncio.gather(
-        *(backend.text(prompt, temperature, top_p, tokens) for _ in range(HYPOTHESIS_SAMPLES))
-    )
-    answers = [tasks.parse_answer(problem, t, rng) for t in texts]
-    parsed = [a for a in answers if a != tasks.UNPARSED]
-    if not parsed:
-        return HypothesisProblem.of([1.0], np.zeros((len(questions), 1)), len(SP_OUTCOMES), SP_NOISE), list(
-            SP_OUTCOMES
-        )
-    labels = await label_answers(backend, problem, parsed)
-    clusters = sorted(set(labels), key=labels.index)
-    stories = [parsed[labels.index(c)] for c in clusters]
-    prior = np.array([labels.count(c) for c in clusters], dtype=float)
+    """Each question's NLI-predicted outcome under each explanation cluster."""
+    if hypotheses.members == [tasks.UNPARSED]:
+        outcomes = np.zeros((len(questions), 1))
+        return HypothesisProblem.of(hypotheses.prior, outcomes, len(SP_OUTCOMES), SP_NOISE), list(SP_OUTCOMES)
+    stories = hypotheses.members
     pairs = [(story, s) for q in questions for story in stories for s in implied_outcome_statements(q)]
     entailment = np.asarray(await backend.entail(pairs), dtype=float)[:, 0]
     by_statement = entailment.reshape(len(questions), len(stories), len(SP_OUTCOMES))
     outcomes = by_statement.argmax(axis=2)
     outcomes[by_statement.max(axis=2) < UNKNOWN_BELOW] = SP_OUTCOMES.index("Unknown")
-    return HypothesisProblem.of(prior, outcomes, len(SP_OUTCOMES), SP_NOISE), list(SP_OUTCOMES)
+    return HypothesisProblem.of(hypotheses.prior, outcomes, len(SP_OUTCOMES), SP_NOISE), list(SP_OUTCOMES)
 
 
 async def plan_question(
@@ -106,8 +161,10 @@ async def plan_question(
     settings: SamplingSettings,
     rng: random.Random,
     cost: float,
+    hypotheses: HypothesisSet | None = None,
 ) -> Selection:
-    """The candidate of largest EIG (`eig`) or two-step gain (`uot`), less `cost`."""
+    """The candidate of largest EIG (`eig`) or two-step gain (`uot`), less `cost`, over
+    `hypotheses` (the state's `hypothesis_set`, drawn here if not given)."""
     if method not in PLANNING_METHODS or problem.task.name not in PLANNING_TASKS:
         raise ValueError(f"{method} plans over gn or sp hypotheses")
     found = await candidates(backend, problem, turns, settings, rng)
@@ -116,28 +173,29 @@ async def plan_question(
     found = found[: 2 * settings.question_candidates]  # at most as many as C-IP-full scores
     if not found:
         return fallback(problem, turns, rng)
+    hypotheses = hypotheses or await hypothesis_set(backend, problem, turns, settings, rng)
     # The arithmetic (up to 5,040 secrets, and the feedback table's first build) runs on a worker
     # thread, off the event loop.
     if problem.task.name == "gn":
-        hypotheses, labels = await asyncio.to_thread(gn_problem, turns, found)
+        planned, labels = await asyncio.to_thread(gn_problem, hypotheses, found)
     else:
-        hypotheses, labels = await sp_problem(backend, problem, turns, found, settings, rng)
+        planned, labels = await sp_problem(backend, hypotheses, found)
     planner = (
         hypothesis_planning.expected_information_gain
         if method == "eig"
         else hypothesis_planning.two_step_gains
     )
-    gains = await asyncio.to_thread(planner, hypotheses)
+    gains = await asyncio.to_thread(planner, planned)
     scored = []
     for index, (question, gain) in enumerate(zip(found, gains, strict=True)):
-        marginal, _ = hypotheses.branches(index)
+        marginal, _ = planned.branches(index)
         outcomes = {labels[o]: float(m) for o, m in enumerate(marginal) if m > 0}
         scored.append(ScoredCandidate(question, float(gain), float(gain) - cost, outcomes))
     scored.sort(key=lambda c: -c.value)
     what = "expected information gain" if method == "eig" else "two-step gain"
     return Selection(
         scored[0].question,
-        f"{method}: {what} {scored[0].reduction:.3f} nats over {len(hypotheses.prior)} hypotheses, "
+        f"{method}: {what} {scored[0].reduction:.3f} nats over {len(planned.prior)} hypotheses, "
         f"{len(scored) - 1} other candidates",
         scored,
     )

@@ -27,8 +27,14 @@ ASK_HICCUPS, ASK_THIRST, ASK_NOTHING = "Did he have hiccups?", "Was he thirsty?"
 
 def test_gn_hypotheses_are_the_consistent_secrets_and_a_guesss_outcomes_its_exact_feedback():
     turns = [("0123", bc.feedback_sentence(0, 1))]
-    problem, labels = planning.gn_problem(turns, ["4567", "1089"])
+    hypotheses = asyncio.run(
+        planning.hypothesis_set(FakeBackend(lambda *_: ""), GN, turns, SamplingSettings(), random.Random(0))
+    )
+    problem, labels = planning.gn_problem(hypotheses, ["4567", "1089"])
     consistent = tasks.consistent_guesses(turns)
+    assert hypotheses.members == consistent and hypotheses.entropy() == pytest.approx(
+        math.log(len(consistent))
+    )
     assert len(problem.prior) == len(consistent) and problem.prior == pytest.approx(1 / len(consistent))
     for row, guess in zip(problem.outcomes, ["4567", "1089"], strict=True):
         assert Counter(labels[o] for o in row) == Counter(
@@ -88,9 +94,10 @@ def implied(story, statement):
 
 def test_sp_hypotheses_are_clustered_explanations_and_outcomes_the_most_entailed_statement():
     backend = sp_backend(implied)
-    problem, labels = asyncio.run(
-        planning.sp_problem(backend, SP, [], [ASK_NOTHING, ASK_HICCUPS], SamplingSettings(), random.Random(0))
-    )
+    hypotheses = asyncio.run(planning.hypothesis_set(backend, SP, [], SamplingSettings(), random.Random(0)))
+    assert hypotheses.members == [HICCUPS, THIRST] and hypotheses.most_probable() == (HICCUPS, 0.75)
+    assert hypotheses.entropy() == pytest.approx(entropy([0.75, 0.25]))
+    problem, labels = asyncio.run(planning.sp_problem(backend, hypotheses, [ASK_NOTHING, ASK_HICCUPS]))
     assert labels == ["Yes", "No", "Unknown"]
     assert problem.prior == pytest.approx([6 / 8, 2 / 8])  # hiccups, thirst: eight samples
     assert problem.outcomes.tolist() == [[2, 2], [0, 1]]  # rain: both unknown (0.4 < 0.5)
@@ -204,3 +211,38 @@ def test_an_unnamed_question_selection_is_the_domains_default():
     assert engine.normalized(Start("bulls_and_cows", Policy())).policy.question_selection == "eig"
     explicit = engine.normalized(Start("llm", Policy(question_selection="eig"), {"task": "gn"}))
     assert explicit.policy.question_selection == "eig"
+
+
+def simulated_gn(selection_name: str, stop_rule: str, seed: int = 3, signals: str = "rule") -> Start:
+    return Start(
+        "llm",
+        Policy(question_selection=selection_name, stop_rule=stop_rule, max_turns=12, seed=seed),
+        {"task": "gn", "policy_model": "simulated", "samples": "2", "signals": signals},
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hypothesis_entropy_answers_with_the_last_consistent_secret_never_before(seed):
+    """§3.8's stop: the consistent secrets' entropy below 0.5 nats (one left), MAP answered."""
+    secret = "5813"
+    asks, answer = play(simulated_gn("eig", "hypothesis_entropy", seed), secret)
+    assert answer.answer == secret and not answer.forced
+    turns = [(a.chosen.question, bc.feedback_sentence(*bc.score(a.chosen.question, secret))) for a in asks]
+    solved_by_guessing = asks and asks[-1].chosen.question == secret
+    if not solved_by_guessing:  # the rule answered: one secret was left and it was named
+        assert tasks.consistent_guesses(turns) == [secret]
+    for index in range(len(asks)):  # it asked on while more than one was consistent
+        assert len(tasks.consistent_guesses(turns[:index])) > 1
+
+
+def test_hypothesis_entropy_is_read_by_the_planning_selections_only():
+    session = engine.start(simulated_gn("eig", "robust_mi_risk", signals="all"))
+    belief = asyncio.run(engine.advance(session))[0]
+    signal = next(s for s in belief.stop_signals if s.rule == "hypothesis_entropy")
+    assert signal.score == pytest.approx(math.log(5040)) and not signal.answers and signal.answer
+    assert signal.threshold == 0.5 and signal.calibration_version == 0
+    voi = asyncio.run(engine.advance(engine.start(simulated_gn("voi", "robust_mi_risk", signals="all"))))[0]
+    assert "hypothesis_entropy" not in {s.rule for s in voi.stop_signals}
+    with pytest.raises(errors.InvalidArgument, match="hypothesis set of eig or uot") as refused:
+        engine.start(simulated_gn("direct_prompting", "hypothesis_entropy"))
+    assert refused.value.field == "start.policy.stop_rule"

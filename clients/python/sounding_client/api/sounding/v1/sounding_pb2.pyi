@@ -488,18 +488,20 @@ class Homogeneity(_message.Message):
     def __init__(self, p_max: _Optional[float] = ..., mean_pairwise_similarity: _Optional[float] = ..., effective_rank: _Optional[float] = ..., exact_repetition_rate: _Optional[float] = ..., trigram_jaccard: _Optional[float] = ..., prompt_sensitivity: _Optional[float] = ..., simulator_surprise: _Optional[float] = ..., simulator_overlap: _Optional[bool] = ...) -> None: ...
 
 class StopSignal(_message.Message):
-    __slots__ = ("rule", "score", "threshold", "answers", "calibration_version")
+    __slots__ = ("rule", "score", "threshold", "answers", "calibration_version", "answer")
     RULE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
     rule: str
     score: float
     threshold: float
     answers: bool
     calibration_version: int
-    def __init__(self, rule: _Optional[str] = ..., score: _Optional[float] = ..., threshold: _Optional[float] = ..., answers: _Optional[bool] = ..., calibration_version: _Optional[int] = ...) -> None: ...
+    answer: str
+    def __init__(self, rule: _Optional[str] = ..., score: _Optional[float] = ..., threshold: _Optional[float] = ..., answers: _Optional[bool] = ..., calibration_version: _Optional[int] = ..., answer: _Optional[str] = ...) -> None: ...
 
 class ScoredHypothesis(_message.Message):
     __slots__ = ("id", "description", "probability")
