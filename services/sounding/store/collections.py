@@ -58,6 +58,29 @@ async def compact(*tables: lancedb.AsyncTable) -> None:
     await asyncio.to_thread(release_free_memory)
 
 
+class BackgroundCompaction:
+    """Append-only tables whose every append is a commit (a small fragment and a table version):
+    after every `every` counted appends they are compacted in the background, so the append that
+    reaches the count is acknowledged without waiting, and one compaction runs at a time (a count
+    reached meanwhile waits for the next). Appends and compaction may overlap: LanceDB retries an
+    append that races a compaction."""
+
+    def __init__(self, tables: Collection[lancedb.AsyncTable], every: int):
+        self._tables, self._every = tuple(tables), every
+        self._appends = 0
+        self._running: asyncio.Task | None = None
+
+    def count(self) -> None:
+        self._appends += 1
+        if self._appends % self._every == 0 and (self._running is None or self._running.done()):
+            self._running = asyncio.get_running_loop().create_task(compact(*self._tables))
+
+    async def settled(self) -> None:
+        """Returns once no compaction is running."""
+        if self._running is not None:
+            await self._running
+
+
 @dataclass(frozen=True)
 class CollectionInfo:
     name: str

@@ -19,7 +19,7 @@ import lancedb
 import pyarrow as pa
 from lancedb.index import BTree
 
-from sounding.store.collections import compact
+from sounding.store.collections import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
@@ -101,7 +101,7 @@ class CorpusInquiryLog:
         self._queries = queries
         self._verdicts = verdicts
         self._durability = durability
-        self._writes = 0
+        self.compaction = BackgroundCompaction((queries, verdicts), WRITES_PER_COMPACTION)
 
     @classmethod
     async def open(
@@ -127,13 +127,7 @@ class CorpusInquiryLog:
     async def append_query(self, query: ExecutedQuery) -> None:
         row = {**asdict(query), "create_time_us": int(time.time() * 1e6)}
         await self._queries.add(pa.Table.from_pylist([row], QUERIES_SCHEMA))
-        await self._compact_now_and_then()
-
-    async def _compact_now_and_then(self) -> None:
-        """Uncompacted, every later read opens every fragment ever written."""
-        self._writes += 1
-        if self._writes % WRITES_PER_COMPACTION == 0:
-            await compact(self._queries, self._verdicts)
+        self.compaction.count()
 
     async def queries(self, session_ids: Sequence[str] | None = None) -> list[ExecutedQuery]:
         """Every recorded query in the order recorded (only the named sessions', if given)."""
@@ -153,7 +147,7 @@ class CorpusInquiryLog:
     async def append_verdict(self, verdict: Verdict) -> None:
         row = {**asdict(verdict), "create_time_us": int(time.time() * 1e6)}
         await self._verdicts.add(pa.Table.from_pylist([row], VERDICTS_SCHEMA))
-        await self._compact_now_and_then()
+        self.compaction.count()
         await self._durability.sync()
 
     async def verdicts(self) -> list[Verdict]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from lancedb.index import BTree
 from numpy.typing import ArrayLike
 
-from sounding.store.collections import compact
+from sounding.store.collections import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.learning_tables import (
@@ -136,11 +136,11 @@ class LearningLog:
     _calibrations: lancedb.AsyncTable
     _deployments: lancedb.AsyncTable
     _inquiry_states: lancedb.AsyncTable
+    compaction: BackgroundCompaction
 
     def __init__(self, db: lancedb.AsyncConnection, durability: Durability):
         self._db = db
         self._durability = durability
-        self._writes = 0
 
     @classmethod
     async def open(
@@ -176,27 +176,17 @@ class LearningLog:
         log._observations = await log._db.open_table(tenant_table(OBSERVATIONS_TABLE, tenant))
         log._deployments = await log._db.open_table(tenant_table(DEPLOYMENTS_TABLE, tenant))
         log._inquiry_states = await log._db.open_table(tenant_table(INQUIRY_STATES_TABLE, tenant))
+        log.compaction = BackgroundCompaction(
+            (log._retrievals, log._observations, log._inquiry_states, log._calibrations, log._deployments),
+            WRITES_PER_COMPACTION,
+        )
         return log
-
-    async def _compact_now_and_then(self) -> None:
-        """Every append is a commit that leaves a small fragment and a table version: compact the
-        appended tables (and refresh their key indexes) every so many, or each later read opens
-        every fragment ever written."""
-        self._writes += 1
-        if self._writes % WRITES_PER_COMPACTION == 0:
-            await compact(
-                self._retrievals,
-                self._observations,
-                self._inquiry_states,
-                self._calibrations,
-                self._deployments,
-            )
 
     async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:
         rows = [r.row() for r in records]
         if rows:
             await self._retrievals.add(pa.Table.from_pylist(rows, RETRIEVALS_SCHEMA))
-            await self._compact_now_and_then()
+            self.compaction.count()
 
     async def _by_ids(self, table: lancedb.AsyncTable, ids: Iterable[str], columns=None) -> list[pa.Table]:
         """The rows of `table` whose retrieval_id is one of `ids`, as Arrow tables."""
@@ -261,7 +251,7 @@ class LearningLog:
             for r in records
         ]
         await self._observations.add(pa.Table.from_pylist(rows, OBSERVATIONS_SCHEMA))
-        await self._compact_now_and_then()
+        self.compaction.count()
         await self._durability.sync()
 
     async def observations(self) -> list[ObservationRecord]:
@@ -357,7 +347,7 @@ class LearningLog:
             for s in states
         ]
         await self._inquiry_states.add(pa.Table.from_pylist(rows, INQUIRY_STATES_SCHEMA))
-        await self._compact_now_and_then()
+        self.compaction.count()
         await self._durability.sync()
 
     async def inquiry_states(self, task: str, regime: str, bucket: str = "") -> list[InquiryState]:

@@ -19,7 +19,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from sounding.store.collections import compact
+from sounding.store.collections import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
@@ -149,7 +149,7 @@ class ToolStore:
         self._db = db
         self._durability = durability
         self._tables = tables
-        self._writes = 0
+        self.compaction = BackgroundCompaction(tables.values(), WRITES_PER_COMPACTION)
         self._events = GroupCommit(self._commit_events)
 
     @classmethod
@@ -165,11 +165,6 @@ class ToolStore:
                 await db.create_table(name, schema=schema, exist_ok=True)
             tables[table] = await db.open_table(name)
         return cls(db, durability or Durability("process", location), tables)
-
-    async def _compact_now_and_then(self) -> None:
-        self._writes += 1
-        if self._writes % WRITES_PER_COMPACTION == 0:
-            await compact(*self._tables.values())
 
     async def tools(self) -> list[ToolRecord]:
         """Every tool of every toolset, removed ones included."""
@@ -205,7 +200,7 @@ class ToolStore:
             .when_not_matched_insert_all()
             .execute(pa.Table.from_pylist(rows, TOOLS_SCHEMA))
         )
-        await self._compact_now_and_then()
+        self.compaction.count()
         await self._durability.sync()
 
     async def delete_exemplars(self, toolset: str, tools: Sequence[str]) -> None:
@@ -228,7 +223,7 @@ class ToolStore:
         ]
         if rows:
             await self._tables[EVENTS_TABLE].add(pa.Table.from_pylist(rows, EVENTS_SCHEMA))
-            await self._compact_now_and_then()
+            self.compaction.count()
 
     async def last_sequence(self) -> int:
         """The highest event sequence recorded (-1 for none)."""
@@ -284,7 +279,7 @@ class ToolStore:
         if labels:
             rows = [{**asdict(label), "create_time_us": now} for label in labels]
             await self._tables[LABELS_TABLE].add(pa.Table.from_pylist(rows, LABELS_SCHEMA))
-        await self._compact_now_and_then()
+        self.compaction.count()
 
     async def latest_exemplars(self, per_tool: int) -> dict[tuple[str, str], list[tuple[int, np.ndarray]]]:
         """Per (toolset, tool), its latest `per_tool` exemplars as (sequence, embedding), oldest

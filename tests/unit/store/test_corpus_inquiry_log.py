@@ -15,6 +15,7 @@ def test_verdict_appends_are_compacted_and_found_by_an_indexed_session_id(tmp_pa
         log = await CorpusInquiryLog.open(StoreLocation(str(tmp_path)))
         for i in range(12):
             await log.append_verdict(Verdict(f"s{i}", "docs", "SUPPORT"))
+        await log.compaction.settled()  # compaction runs in the background
         stats = await log._verdicts.stats()
         indexed = [
             index.columns for table in (log._verdicts, log._queries) for index in await table.list_indices()
@@ -27,7 +28,8 @@ def test_verdict_appends_are_compacted_and_found_by_an_indexed_session_id(tmp_pa
         )
 
     stats, indexed, observed, count = asyncio.run(run())
-    # Compacted after the 5th and 10th appends (uncompacted, 12 appends leave 12 fragments).
-    assert stats["fragment_stats"]["num_fragments"] <= 4
+    # Compacted after the 5th append, and after the 10th unless the first was still running
+    # (uncompacted, 12 appends leave 12 fragments).
+    assert stats["fragment_stats"]["num_fragments"] <= 8
     assert indexed == [["session_id"], ["session_id"]]
     assert observed == [True, True, False] and count == 12

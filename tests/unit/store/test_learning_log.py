@@ -23,6 +23,7 @@ def test_inquiry_state_appends_are_compacted_and_found_by_an_indexed_session_id(
         log = await LearningLog.open(StoreLocation(str(tmp_path)))
         for i in range(12):
             await log.append_inquiry_states(states(f"s{i}"))
+        await log.compaction.settled()  # compaction runs in the background
         stats = await log._inquiry_states.stats()
         indexed = [index.columns for index in await log._inquiry_states.list_indices()]
         found = await log.observed_sessions(["s3", "s11", "s12"])
@@ -30,8 +31,9 @@ def test_inquiry_state_appends_are_compacted_and_found_by_an_indexed_session_id(
         return stats, indexed, found, recorded
 
     stats, indexed, found, recorded = asyncio.run(run())
-    # Compacted after the 5th and 10th appends (uncompacted, 12 appends leave 12 fragments).
-    assert stats["fragment_stats"]["num_fragments"] <= 4
+    # Compacted after the 5th append, and after the 10th unless the first was still running
+    # (uncompacted, 12 appends leave 12 fragments).
+    assert stats["fragment_stats"]["num_fragments"] <= 8
     assert ["session_id"] in indexed
     assert found == {"s3", "s11"}
     assert len(recorded) == 24 and {s.turn for s in recorded} == {0, 1}
