@@ -202,7 +202,7 @@ def _answers(rule: str, state: dict) -> bool:
     return bool(state["signals"].get(rule, (0.0, 0.0, False))[2])
 
 
-def _rule_answer(rule: str, state: dict) -> str:
+def rule_answer(rule: str, state: dict) -> str:
     """What the rule answers with at a state: its own answer (hypothesis_entropy's MAP), else
     the state's."""
     signal = state["signals"].get(rule, ())
@@ -222,7 +222,7 @@ def rule_outcome(task: str, episode: dict, choices: Sequence[str], rule: str) ->
     state = states[stop]
     return {
         "id": episode["id"],
-        "score": _score(task, _rule_answer(rule, state), episode["_truth"], choices),
+        "score": _score(task, rule_answer(rule, state), episode["_truth"], choices),
         "questions": stop,
         "forced": stop == len(states) - 1 and not _answers(rule, state),
     }
@@ -257,7 +257,7 @@ def judge(
             for s in episode["states"]:
                 if rule in s["signals"]:
                     erred = not outcomes.is_correct(
-                        task, _rule_answer(rule, s), episode["_truth"], choices[episode["id"]]
+                        task, rule_answer(rule, s), episode["_truth"], choices[episode["id"]]
                     )
                     visited.append((parity % 2, s["signals"][rule][0], erred))
         entry = {
@@ -302,13 +302,13 @@ def by_bucket(task: str, played: list[dict], episodes: list[dict], rules: Sequen
                 if episode["states"]:
                     stop = episode["states"][_rule_stop(rule, episode["states"])]
                     if stop.get("bucket") == bucket and _answers(rule, stop):
-                        answered.append(_score(task, _rule_answer(rule, stop), truth, options))
+                        answered.append(_score(task, rule_answer(rule, stop), truth, options))
                 for s in episode["states"]:
                     if s.get("bucket") == bucket and rule in s["signals"]:
                         visited.append(
                             (
                                 s["signals"][rule][0],
-                                not outcomes.is_correct(task, _rule_answer(rule, s), truth, options),
+                                not outcomes.is_correct(task, rule_answer(rule, s), truth, options),
                             )
                         )
             correlation = None

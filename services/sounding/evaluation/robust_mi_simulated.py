@@ -30,6 +30,8 @@ Protocol, fixed before the first run:
   every other rule's (each interval's upper end < 0); (3) in the high bucket, the score-error
   correlation of robust MI exceeds that of the set size (the interval's lower end > 0); (4) robust
   MI's accuracy exceeds naive MI's (`mi_only`; the interval's lower end > 0).
+- In `eig` and `uot` sessions `hypothesis_entropy` (their own stop, §3.7-§3.8) is judged too, by
+  its own answer (the most probable consistent secret); added after the run at e6d973b.
 - Reported beside them (§4.3 axes 5-6): per homogeneity bucket, each rule's score-error
   correlation over its states and the accuracy and premature rate of the answers given there;
   per method, the digits and placements its guesses tested.
@@ -45,7 +47,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from sounding.core import homogeneity
-from sounding.core.stop_rules import STOP_RULES
+from sounding.core.stop_rules import HYPOTHESIS_ENTROPY, STOP_RULES
 from sounding.evaluation import arbench
 from sounding.evaluation.harness import run_concurrently
 from sounding.evaluation.metrics import paired_difference
@@ -134,14 +136,14 @@ def rule_outcome(rule: str, episode: dict) -> dict:
     for index, state in enumerate(states):
         if state["signals"][rule][2]:
             return {
-                "correct": state["answer"] == secret,
+                "correct": arbench.rule_answer(rule, state) == secret,
                 "questions": index,
                 "premature": len(consistent_guesses(turns[:index])) > 1,
                 "forced": False,
                 "bucket": state["bucket"],
             }
     solved = bool(turns) and turns[-1][0] == secret
-    last = states[-1]["answer"] if states else tasks.UNPARSED
+    last = arbench.rule_answer(rule, states[-1]) if states else tasks.UNPARSED
     return {
         "correct": solved or last == secret,
         "questions": len(turns),
@@ -151,14 +153,27 @@ def rule_outcome(rule: str, episode: dict) -> dict:
     }
 
 
-def _bucket_states(episodes: list[dict], bucket: str) -> list[tuple[int, dict[str, float], bool]]:
-    """(episode index, rule scores, erred) of every test state in a homogeneity bucket."""
+def rules_of(episodes: list[dict]) -> list[str]:
+    """The rules the episodes were scored by: every calibrated one, and `hypothesis_entropy` in
+    sessions of a planning selection (judged by its own answer, the set's most probable)."""
+    planned = any(HYPOTHESIS_ENTROPY in s["signals"] for e in episodes for s in e["states"])
+    return [*STOP_RULES, *([HYPOTHESIS_ENTROPY] if planned else [])]
+
+
+def _bucket_states(episodes: list[dict], bucket: str) -> list[tuple[int, dict[str, tuple[float, bool]]]]:
+    """(episode index, {rule: (score, whether the rule's answer there is wrong)}) of every test
+    state in a homogeneity bucket."""
+    rules = rules_of(episodes)
     return [
-        (i, {rule: s["signals"][rule][0] for rule in STOP_RULES}, s["answer"] != e["_truth"])
+        (i, {r: (s["signals"][r][0], arbench.rule_answer(r, s) != e["_truth"]) for r in rules})
         for i, e in enumerate(episodes)
         for s in e["states"]
         if s["bucket"] == bucket
     ]
+
+
+def _rule_spearman(states: Sequence[tuple[int, dict[str, tuple[float, bool]]]], rule: str) -> float | None:
+    return _spearman([s[1][rule][0] for s in states], [s[1][rule][1] for s in states])
 
 
 def _spearman(scores: Sequence[float], erred: Sequence[bool]) -> float | None:
@@ -173,8 +188,8 @@ def correlations(episodes: list[dict], seed: int) -> dict:
     skipped)."""
     states = _bucket_states(episodes, "high")
     result: dict = {"states": len(states)}
-    for rule in STOP_RULES:
-        value = _spearman([s[1][rule] for s in states], [s[2] for s in states])
+    for rule in rules_of(episodes):
+        value = _rule_spearman(states, rule)
         result[rule] = None if value is None else round(value, 4)
     by_episode: dict[int, list] = {}
     for state in states:
@@ -184,9 +199,8 @@ def correlations(episodes: list[dict], seed: int) -> dict:
     differences = []
     for _ in range(RESAMPLES if blocks else 0):
         drawn = [s for b in rng.integers(0, len(blocks), len(blocks)) for s in blocks[b]]
-        erred = [s[2] for s in drawn]
-        robust = _spearman([s[1]["robust_mi_risk"] for s in drawn], erred)
-        size = _spearman([s[1]["knowno_set_size"] for s in drawn], erred)
+        robust = _rule_spearman(drawn, "robust_mi_risk")
+        size = _rule_spearman(drawn, "knowno_set_size")
         if robust is not None and size is not None:
             differences.append(robust - size)
     if differences:
@@ -206,8 +220,8 @@ def by_bucket(episodes: list[dict], outcomes: dict[str, list[dict]]) -> dict:
     for bucket in homogeneity.BUCKETS:
         states = _bucket_states(episodes, bucket)
         correlations = {}
-        for rule in STOP_RULES:
-            value = _spearman([s[1][rule] for s in states], [s[2] for s in states])
+        for rule in rules_of(episodes):
+            value = _rule_spearman(states, rule)
             correlations[rule] = None if value is None else round(value, 4)
         answered = {
             rule: [o for o in found if o["bucket"] == bucket and not o["forced"]]
@@ -237,7 +251,7 @@ def functional_diversity(episodes: list[dict]) -> dict:
 
 
 def judge(episodes: list[dict], seed: int) -> dict:
-    outcomes = {rule: [rule_outcome(rule, e) for e in episodes] for rule in STOP_RULES}
+    outcomes = {rule: [rule_outcome(rule, e) for e in episodes] for rule in rules_of(episodes)}
     arrays = {
         rule: {
             key: np.asarray([o[key] for o in found])
@@ -260,7 +274,7 @@ def judge(episodes: list[dict], seed: int) -> dict:
             name: paired_difference(robust[key], arrays[rule][key], seed, RESAMPLES)
             for name, key in MEASURES.items()
         }
-        for rule in STOP_RULES
+        for rule in outcomes
         if rule != "robust_mi_risk"
     }
     buckets = [s["bucket"] for e in episodes for s in e["states"]]
@@ -276,9 +290,10 @@ def judge(episodes: list[dict], seed: int) -> dict:
 
 
 def compare_methods(episodes: list[dict], baseline: list[dict], seed: int) -> dict:
-    """Per rule, one method's outcomes minus another's on the same secrets (paired intervals)."""
+    """Per rule both were scored by, one method's outcomes minus another's on the same secrets
+    (paired intervals)."""
     result = {}
-    for rule in STOP_RULES:
+    for rule in [r for r in rules_of(episodes) if r in rules_of(baseline)]:
         ours = [rule_outcome(rule, e) for e in episodes]
         theirs = [rule_outcome(rule, e) for e in baseline]
         result[rule] = {
@@ -311,7 +326,8 @@ def criteria(collapse: dict) -> dict:
 
 def _compact(episode: dict) -> dict:
     """An episode as the result keeps it: the secret, the guesses, and per state its answer,
-    homogeneity bucket, consistent secrets and every rule's [score, threshold, answers]."""
+    homogeneity bucket, consistent secrets and every rule's [score, threshold, answers] (and its
+    own answer, where it has one)."""
     turns = [tuple(q) for q in episode["questions"]]
     return {
         "secret": episode["_truth"],
@@ -322,8 +338,8 @@ def _compact(episode: dict) -> dict:
                 "bucket": s["bucket"],
                 "consistent": len(consistent_guesses(turns[:index])),
                 "signals": {
-                    rule: [round(v, 4) for v in s["signals"][rule][:2]] + [s["signals"][rule][2]]
-                    for rule in STOP_RULES
+                    rule: [round(v, 4) for v in signal[:2]] + signal[2:]
+                    for rule, signal in s["signals"].items()
                 },
             }
             for index, s in enumerate(episode["states"])

@@ -104,3 +104,30 @@ def test_functional_diversity_is_the_mean_over_episodes():
     one = episode([], [["0123", "x"], ["4567", "y"]])
     other = episode([], [["0123", "x"]])
     assert harness.functional_diversity([one, other]) == {"digits_tested": 0.6, "placements_tested": 0.15}
+
+
+def test_hypothesis_entropy_is_judged_in_planning_sessions_by_its_own_answer():
+    def planned(answer: str, answering: set[str], own: str, entropy: float) -> dict:
+        found = state(answer, answering)
+        found["signals"]["hypothesis_entropy"] = [entropy, 0.5, "hypothesis_entropy" in answering, own]
+        return found
+
+    # Two secrets left after 4568: the set's MAP names the secret where the state's answer does not.
+    played = episode(
+        [
+            planned("9876", set(), "1234", 8.5),
+            planned("4568", set(), "4569", 0.69),
+            planned("4569", {"hypothesis_entropy"}, "4567", 0.0),
+        ]
+    )
+    assert harness.rules_of([played]) == [*STOP_RULES, "hypothesis_entropy"]
+    assert harness.rules_of([episode([state("9876", set())])]) == list(STOP_RULES)
+    judged = harness.judge([played], seed=0)
+    assert judged["rules"]["hypothesis_entropy"]["accuracy"] == 1.0
+    assert "hypothesis_entropy" in judged["robust_mi_minus"]
+    # The set's answer was wrong at the first two states and right at the third.
+    states = harness._bucket_states([played], "high")
+    assert [s[1]["hypothesis_entropy"][1] for s in states] == [True, True, False]
+    assert [s[1]["mi_only"][1] for s in states] == [True, True, True]
+    compact = harness._compact(played)
+    assert compact["states"][2]["signals"]["hypothesis_entropy"] == [0.0, 0.5, True, "4567"]
