@@ -153,8 +153,6 @@ class SelectionSettings(BaseModel):
     arms: list[str] = ["dense", "lexical", "hyde", "query2doc", "multi_query", "grounded"]
     # LinUCB's exploration parameter α.
     alpha: float = Field(default=1.0, ge=0.0)
-    # Arms whose upper score is at least this share of the best arm's run.
-    relative_threshold: float = Field(default=0.9, ge=0.0, le=1.0)
     # The first this many planned queries run every arm.
     cold_start_queries: int = Field(default=100, ge=0)
     # Every this many planned queries run every arm (0: never).

@@ -1,8 +1,8 @@
 """Contextual bandit for strategy selection (adaptive-strategy spec §5.3–§6.4). Pure numpy.
 
 - `LinUCB`: disjoint arms; per arm A = I + Σ x xᵀ and b = Σ r x; the score of arm a for context x
-  is θₐᵀx + α·√(xᵀAₐ⁻¹x) with θₐ = Aₐ⁻¹bₐ (§5.3).
-- `select_arms`: the arms whose score is at least `threshold` × the best score (§5.3).
+  is θₐᵀx + α·√(xᵀAₐ⁻¹x) with θₐ = Aₐ⁻¹bₐ (§5.3). Its arms may be single strategies or plans
+  (`core.plans`: sets of strategies run together); Sounding's selector uses plans.
 - `ExplorationSchedule`: cold start runs every arm for the first N queries (§6.1); afterwards an
   exploration rate max(min_rate, rate·decayᵗ), doubled when the bandit is unsure, adds one arm
   the bandit did not choose; every N-th query runs all arms (§5.5).
@@ -36,7 +36,9 @@ class ArmScore:
 
 
 class LinUCB:
-    """LinUCB with disjoint arms over `dimension`-long contexts."""
+    """LinUCB with disjoint arms over `dimension`-long contexts. The arms' matrices are stacked,
+    so scoring every arm is a few batched products (inverses are refreshed lazily, only for the
+    arms updated since the last scoring)."""
 
     def __init__(self, arms: Sequence[str], dimension: int, alpha: float = 1.0):
         if dimension < 1 or alpha < 0:
@@ -44,8 +46,11 @@ class LinUCB:
         self.arms = tuple(arms)
         self.dimension = dimension
         self.alpha = alpha
-        self._a = {arm: np.eye(dimension) for arm in self.arms}
-        self._b = {arm: np.zeros(dimension) for arm in self.arms}
+        self._index = {arm: i for i, arm in enumerate(self.arms)}
+        self._a = np.tile(np.eye(dimension), (len(self.arms), 1, 1))
+        self._a_inverse = self._a.copy()
+        self._b = np.zeros((len(self.arms), dimension))
+        self._stale = np.zeros(len(self.arms), dtype=bool)
         self.pulls = dict.fromkeys(self.arms, 0)
 
     def _context(self, context: ArrayLike) -> np.ndarray:
@@ -56,18 +61,30 @@ class LinUCB:
 
     def scores(self, context: ArrayLike) -> dict[str, ArmScore]:
         x = self._context(context)
-        result = {}
-        for arm in self.arms:
-            a_inv_x = np.linalg.solve(self._a[arm], x)
-            theta = np.linalg.solve(self._a[arm], self._b[arm])
-            result[arm] = ArmScore(float(theta @ x), float(self.alpha * np.sqrt(max(x @ a_inv_x, 0.0))))
-        return result
+        if self._stale.any():
+            self._a_inverse[self._stale] = np.linalg.inv(self._a[self._stale])
+            self._stale[:] = False
+        a_inverse_x = self._a_inverse @ x
+        # θᵀx = bᵀA⁻¹x (A is symmetric).
+        means = np.einsum("ni,ni->n", a_inverse_x, self._b)
+        widths = self.alpha * np.sqrt(np.maximum(a_inverse_x @ x, 0.0))
+        return {arm: ArmScore(float(means[i]), float(widths[i])) for i, arm in enumerate(self.arms)}
 
     def update(self, arm: str, context: ArrayLike, reward: float) -> None:
+        self.update_many(context, {arm: reward})
+
+    def update_many(self, context: ArrayLike, rewards: Mapping[str, float]) -> None:
+        """One context observed with a reward for each of several arms (unknown arms ignored)."""
         x = self._context(context)
-        self._a[arm] += np.outer(x, x)
-        self._b[arm] += reward * x
-        self.pulls[arm] += 1
+        known = [(self._index[arm], value) for arm, value in rewards.items() if arm in self._index]
+        if not known:
+            return
+        rows = np.array([i for i, _ in known])
+        self._a[rows] += np.outer(x, x)
+        self._b[rows] += np.array([value for _, value in known])[:, None] * x
+        self._stale[rows] = True
+        for i, _ in known:
+            self.pulls[self.arms[i]] += 1
 
     def confidence(self, context: ArrayLike, scores: Mapping[str, ArmScore] | None = None) -> float:
         """1 − (width of the best arm) / (its width before any update, α‖x‖), in [0, 1]: 0 when
@@ -79,25 +96,6 @@ class LinUCB:
             return 1.0
         best = max(scores.values(), key=lambda s: s.upper)
         return float(np.clip(1.0 - best.width / prior_width, 0.0, 1.0))
-
-
-def select_arms(scores: Mapping[str, ArmScore], threshold: float) -> list[str]:
-    """Arms whose upper score is at least `threshold` × the best one (never empty)."""
-    best = max(s.upper for s in scores.values())
-    chosen = [arm for arm, s in scores.items() if s.upper >= best * threshold]
-    return chosen or [max(scores, key=lambda arm: scores[arm].upper)]
-
-
-def fusion_weights(
-    scores: Mapping[str, ArmScore], arms: Iterable[str], floor: float = 0.1
-) -> dict[str, float]:
-    """Each chosen arm's predicted reward relative to the best chosen one, at least `floor`."""
-    arms = list(arms)
-    means = {arm: max(scores[arm].mean, 0.0) for arm in arms}
-    best = max(means.values(), default=0.0)
-    if best <= 0:
-        return dict.fromkeys(arms, 1.0)
-    return {arm: max(mean / best, floor) for arm, mean in means.items()}
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,5 @@ def holdout_score(bandit: LinUCB, holdout: Sequence[Replay]) -> float:
 def train(arms: Sequence[str], dimension: int, alpha: float, history: Iterable[Replay]) -> LinUCB:
     bandit = LinUCB(arms, dimension, alpha)
     for record in history:
-        for arm, value in record.rewards.items():
-            if arm in bandit.arms:
-                bandit.update(arm, record.context, value)
+        bandit.update_many(record.context, record.rewards)
     return bandit

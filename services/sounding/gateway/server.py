@@ -118,7 +118,6 @@ def start_ray(settings: Settings) -> None:
 def selection_config(settings: SelectionSettings, history_capacity: int) -> SelectionConfig:
     return SelectionConfig(
         alpha=settings.alpha,
-        relative_threshold=settings.relative_threshold,
         schedule=ExplorationSchedule(
             cold_start_queries=settings.cold_start_queries,
             force_all_every=settings.force_all_every,

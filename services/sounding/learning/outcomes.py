@@ -1,12 +1,14 @@
 """What an observed retrieval outcome is: whether it is valid, the form it is logged in, and what
 it says about each arm that ran (adaptive-strategy spec §5.4): the share of the used documents
-the arm found, and its reward."""
+the arm found and its reward (logged, for metrics and pruning), and the reward of every plan of
+those arms (`core.plans`, what the selector learns)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sounding.core.bandit import contribution, reward
+from sounding.core.plans import plan_rewards
 from sounding.learning.protocol import RetrievalOutcome
 from sounding.store.learning import RetrievalRecord
 
@@ -29,6 +31,18 @@ def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, flo
         )
         for arm, ran in record.arms.items()
     }
+
+
+def plan_rewards_of(record: RetrievalRecord, outcome: Mapping) -> dict[str, float]:
+    """Every plan of the arms that ran, rewarded for its fused ranking against the documents the
+    agent used or reported missing; `outcome` as `logged_outcome` writes it."""
+    needed = {*outcome["used_document_ids"], *outcome.get("missed_document_ids", ())}
+    return plan_rewards(
+        {arm: ran["document_ids"] for arm, ran in record.arms.items()},
+        {arm: ran["cost_ms"] for arm, ran in record.arms.items()},
+        needed,
+        outcome["feedback"],
+    )
 
 
 def invalid(outcome: RetrievalOutcome) -> str:

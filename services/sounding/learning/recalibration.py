@@ -2,9 +2,10 @@
 §6.3–§6.4). Pure logic over replayed observations.
 
 A recalibration retrains the bandit from scratch on the observations of the recent window,
-leaving out arms that never help (pruning), and validates it on the most recent observations
-(the holdout) against the incumbent (the deployed window and arms, trained on the same
-pre-holdout data). It is deployed only if it scores at least 95% of the incumbent.
+leaving out arms that never help (pruning, judged on each arm's own rewards) and every plan that
+contains one, and validates it on the most recent observations (the holdout) against the
+incumbent (the deployed window and arms, trained on the same pre-holdout data). It is deployed
+only if it scores at least 95% of the incumbent.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sounding.core.bandit import ArmStats, Replay, holdout_score, should_prune, train
+from sounding.core.plans import plans
 
 MIN_OBSERVATIONS = 50
 MAX_HOLDOUT = 100
@@ -28,12 +30,15 @@ class Observed:
 
     create_time_us: int
     context: ArrayLike
+    # Each arm's own reward.
     rewards: dict[str, float]
     # Share of the used documents each arm found.
     contributions: dict[str, float]
+    # The reward of every plan of the arms that ran (`core.plans`).
+    plan_rewards: dict[str, float]
 
-    def replay(self, arms: Sequence[str]) -> Replay:
-        return Replay(self.context, {a: r for a, r in self.rewards.items() if a in arms})
+    def replay(self, plan_names: Sequence[str]) -> Replay:
+        return Replay(self.context, {p: r for p, r in self.plan_rewards.items() if p in plan_names})
 
 
 @dataclass(frozen=True)
@@ -102,21 +107,21 @@ def recalibrate(
     pruned = [a for a in arms if should_prune(a, stats, prune_min_samples)]
     if len(pruned) == len(arms):  # never prune everything: keep the best-rewarded arm
         pruned.remove(max(arms, key=lambda a: stats[a].mean_reward))
-    candidate_arms = [a for a in arms if a not in pruned]
-    incumbent_arms = [a for a in arms if a not in incumbent_pruned]
+    candidate_plans = plans([a for a in arms if a not in pruned])
+    incumbent_plans = plans([a for a in arms if a not in incumbent_pruned])
     candidate = train(
-        candidate_arms,
+        candidate_plans,
         dimension,
         alpha,
-        [o.replay(candidate_arms) for o in before if o.create_time_us >= window_start_us],
+        [o.replay(candidate_plans) for o in before if o.create_time_us >= window_start_us],
     )
     incumbent = train(
-        incumbent_arms,
+        incumbent_plans,
         dimension,
         alpha,
-        [o.replay(incumbent_arms) for o in before if o.create_time_us >= incumbent_window_start_us],
+        [o.replay(incumbent_plans) for o in before if o.create_time_us >= incumbent_window_start_us],
     )
-    held_out = [o.replay(arms) for o in holdout if o.rewards]
+    held_out = [o.replay(plans(arms)) for o in holdout if o.plan_rewards]
     candidate_score = holdout_score(candidate, held_out)
     incumbent_score = holdout_score(incumbent, held_out)
     return Recalibration(

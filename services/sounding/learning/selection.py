@@ -1,6 +1,12 @@
 """StrategySelector: which arms run for a query, learned from observed outcomes
 (adaptive-strategy spec §5.3–§6.2).
 
+The bandit's arms are plans (`core.plans`): every set of the selectable arms. Exploiting runs the
+plan with the highest upper score; exploring adds one arm that plan lacks; cold start and the
+periodic forced plans run every arm. A plan's arms are fused with equal weights, so a chosen
+plan ranks exactly as that fixed set of arms would. An observed retrieval credits every plan
+made of the arms that ran, each with the reward of its own fused ranking.
+
 The selector's state is a pure function of the observation log (replayed in order at startup),
 plus the number of queries it has planned, so a restarted orchestrator plans exactly as before.
 Exploration draws come from a generator seeded by (seed, query index): reproducible too.
@@ -14,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sounding.core.bandit import ArmScore, ExplorationSchedule, LinUCB, fusion_weights, select_arms
+from sounding.core.bandit import ArmScore, ExplorationSchedule, LinUCB
 from sounding.core.neighbours import NearestValues
+from sounding.core.plans import plan_arms, plan_name, plans
 from sounding.learning import features
 from sounding.retrieval.protocol import Plan, PlannedArm
 
@@ -25,8 +32,6 @@ SIMILAR_QUERIES = 5
 @dataclass(frozen=True)
 class SelectionConfig:
     alpha: float = 1.0
-    # Arms whose upper score is at least this share of the best one run.
-    relative_threshold: float = 0.9
     schedule: ExplorationSchedule = ExplorationSchedule()
     seed: int = 0
     # Observed queries the similar-outcomes feature looks among (the most recent).
@@ -37,61 +42,59 @@ class StrategySelector:
     def __init__(self, arms: Sequence[str], config: SelectionConfig = SelectionConfig()):
         self.arms = tuple(arms)
         self.config = config
-        self.bandit = LinUCB(self.arms, features.DIMENSION, config.alpha)
+        self.bandit = LinUCB(plans(self.arms), features.DIMENSION, config.alpha)
         self.queries_planned = 0
-        # Observed queries' embeddings with their best-arm rewards.
+        # Observed queries' embeddings with their best plan's reward.
         self._outcomes = NearestValues(capacity=config.history_capacity)
 
     def similar_outcomes(self, embedding: ArrayLike) -> float:
-        """Mean best-arm reward of the most similar observed queries (cosine), or NO_HISTORY."""
+        """Mean best-plan reward of the most similar observed queries (cosine), or NO_HISTORY."""
         if not len(self._outcomes):
             return features.NO_HISTORY
         return float(self._outcomes.nearest(embedding, SIMILAR_QUERIES).mean())
 
     def plan(self, context: np.ndarray, requested: Sequence[str] = ()) -> Plan:
-        """Requested arms run as given; otherwise the bandit and the exploration schedule choose."""
+        """Requested arms run as given; otherwise the bandit and the exploration schedule choose.
+        Each arm's score is the upper score of the plan it runs in, or, for an arm left out, of
+        the chosen plan with it added."""
         scores = self.bandit.scores(context)
         confidence = self.bandit.confidence(context, scores)
         if requested:
-            arms = [
-                PlannedArm(a, True, "requested", 1.0, scores[a].upper if a in scores else 0.0)
-                for a in requested
-            ]
+            arms = [PlannedArm(a, True, "requested", 1.0, _upper(scores, [a])) for a in requested]
             return Plan(-1, "requested", arms, confidence)
         index = self.queries_planned
         self.queries_planned += 1
         rng = np.random.default_rng([self.config.seed, index])
         mode = self.config.schedule.mode(index, confidence, float(rng.random()))
         if mode in ("cold_start", "forced_all"):
-            return Plan(
-                index, mode, [PlannedArm(a, True, mode, 1.0, scores[a].upper) for a in self.arms], confidence
-            )
-        chosen = select_arms(scores, self.config.relative_threshold)
-        explored = ""
+            upper = _upper(scores, self.arms)
+            return Plan(index, mode, [PlannedArm(a, True, mode, 1.0, upper) for a in self.arms], confidence)
+        chosen = plan_arms(max(scores, key=lambda name: scores[name].upper))
         unchosen = [a for a in self.arms if a not in chosen]
+        explored = ""
         if mode == "explore" and unchosen:
             explored = unchosen[int(rng.integers(len(unchosen)))]
         elif mode == "explore":
-            mode = "exploit"  # every arm is chosen already: nothing is left to explore
-        weights = fusion_weights(scores, [*chosen, *([explored] if explored else [])])
-        return Plan(
-            index, mode, [self._planned(a, scores, chosen, explored, weights) for a in self.arms], confidence
-        )
+            mode = "exploit"  # the best plan runs every arm: nothing is left to explore
+        return Plan(index, mode, [self._planned(a, scores, chosen, explored) for a in self.arms], confidence)
 
     @staticmethod
-    def _planned(
-        arm: str, scores: Mapping[str, ArmScore], chosen: list[str], explored: str, weights: dict[str, float]
-    ) -> PlannedArm:
+    def _planned(arm: str, scores: Mapping[str, ArmScore], chosen: list[str], explored: str) -> PlannedArm:
         if arm in chosen:
-            return PlannedArm(arm, True, "exploit", weights[arm], scores[arm].upper)
+            return PlannedArm(arm, True, "exploit", 1.0, _upper(scores, chosen))
+        with_arm = _upper(scores, [*chosen, arm])
         if arm == explored:
-            return PlannedArm(arm, True, "explore", weights[arm], scores[arm].upper, exploration=True)
-        return PlannedArm(arm, False, "below_threshold", 0.0, scores[arm].upper)
+            return PlannedArm(arm, True, "explore", 1.0, with_arm, exploration=True)
+        return PlannedArm(arm, False, "not_in_best_plan", 0.0, with_arm)
 
-    def learn(self, context: ArrayLike, embedding: ArrayLike, rewards: Mapping[str, float]) -> None:
-        """One observed outcome: every arm that ran is credited with its reward."""
-        for arm, value in rewards.items():
-            if arm in self.bandit.arms:
-                self.bandit.update(arm, context, value)
-        if rewards:
-            self._outcomes.add(embedding, max(rewards.values()))
+    def learn(self, context: ArrayLike, embedding: ArrayLike, plan_rewards: Mapping[str, float]) -> None:
+        """One observed outcome: each plan made of arms that ran, with the reward of its ranking."""
+        self.bandit.update_many(context, plan_rewards)
+        if plan_rewards:
+            self._outcomes.add(embedding, max(plan_rewards.values()))
+
+
+def _upper(scores: Mapping[str, ArmScore], arms: Sequence[str]) -> float:
+    """The upper score of the plan of `arms` (0 for arms the selector does not choose among)."""
+    score = scores.get(plan_name(arms))
+    return score.upper if score is not None else 0.0

@@ -1,7 +1,7 @@
-"""LearningService: plans which arms a Retrieve runs, remembers what each arm found, and turns
-observed outcomes into rewards for the strategy selector (adaptive-strategy spec §5–§6).
+"""LearningService: plans which arms a Retrieve runs (the selector's plan; a planned query advances
+its counter), remembers what each arm found, and turns observed outcomes into rewards for the
+strategy selector (adaptive-strategy spec §5–§6).
 
-- `plan` asks the selector (a planned query advances its counter).
 - `remember` registers a finished retrieval in memory at once (so an Observe sent right after
   the Final event finds it) and appends it to the log in the background, batched (at most one
   commit a second; an Observe waits for the pending ones). A crash can lose the last second of
@@ -33,7 +33,7 @@ from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
-from sounding.learning.outcomes import contributions, invalid, logged_outcome, rewards
+from sounding.learning.outcomes import contributions, invalid, logged_outcome, plan_rewards_of, rewards
 from sounding.learning.protocol import (
     CalibrationProgress,
     CalibrationReport,
@@ -50,9 +50,7 @@ from sounding.store.learning import Deployment, LearningLog, ObservationRecord, 
 log = logging.getLogger(__name__)
 _METER = telemetry.meter()
 _ARM_RUNS = _METER.create_counter("sounding.retrieval.arm.runs", description="arms run by Retrieve")
-_ARM_LATENCY = _METER.create_histogram(
-    "sounding.retrieval.arm.duration", unit="s", description="time an arm took to search"
-)
+_ARM_LATENCY = _METER.create_histogram("sounding.retrieval.arm.duration", unit="s", description="arm runtime")
 _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", description="observed reward per arm")
 # Retrievals kept in memory for Observe (the others are read back from the log): at most this
 # many, holding at most RECENT_DOCUMENT_IDS document ids together.
@@ -141,10 +139,10 @@ class LearningService:
         def replay() -> tuple[StrategySelector, MissHistory]:
             selector = StrategySelector([a for a in self._arms if a not in pruned], self._config)
             history = MissHistory(self._config.history_capacity)
-            for observation, record in logged:
-                if observation.create_time_us >= window_start:
-                    selector.learn(record.context, record.embedding, observation.rewards)
-                history.add(record.embedding, calibration.reported_missing(observation.outcome))
+            for seen, record in logged:
+                if seen.create_time_us >= window_start:
+                    selector.learn(record.context, record.embedding, plan_rewards_of(record, seen.outcome))
+                history.add(record.embedding, calibration.reported_missing(seen.outcome))
             return selector, history
 
         selector, history = await asyncio.to_thread(replay)
@@ -167,6 +165,7 @@ class LearningService:
                     r.context,
                     o.rewards,
                     contributions(r, o.outcome["used_document_ids"]),
+                    plan_rewards_of(r, o.outcome),
                 )
                 for o, r in logged
             ]
@@ -432,13 +431,15 @@ class LearningService:
             ObservationRecord(self._sequence + i, outcome.retrieval_id, logged_outcome(outcome), arm_rewards)
             for i, (outcome, _, arm_rewards) in enumerate(accepted)
         ]
+        records = [record for _, record, _ in accepted]
+        plans = await asyncio.to_thread(list, map(plan_rewards_of, records, [e.outcome for e in entries]))
         await self._log.append_observations(entries)
         self._sequence += len(entries)
-        for outcome, record, arm_rewards in accepted:
+        for (_, record, arm_rewards), entry, rewarded in zip(accepted, entries, plans, strict=True):
             for arm, value in arm_rewards.items():
                 _ARM_REWARD.record(value, {"sounding.arm": arm})
-            self.selector.learn(record.context, record.embedding, arm_rewards)
-            self.miss_history.add(record.embedding, calibration.reported_missing(logged_outcome(outcome)))
+            self.selector.learn(record.context, record.embedding, rewarded)
+            self.miss_history.add(record.embedding, calibration.reported_missing(entry.outcome))
 
     async def close(self) -> None:
         await self.wait_written()

@@ -7,10 +7,8 @@ from sounding.core.bandit import (
     LinUCB,
     Replay,
     contribution,
-    fusion_weights,
     holdout_score,
     reward,
-    select_arms,
     should_prune,
     train,
 )
@@ -47,8 +45,8 @@ def test_the_bandit_learns_which_arm_pays_in_which_context():
         x = np.eye(2)[side]
         bandit.update("left", x, float(side == 0))
         bandit.update("right", x, float(side == 1))
-    assert select_arms(bandit.scores([1.0, 0.0]), 0.8) == ["left"]
-    assert select_arms(bandit.scores([0.0, 1.0]), 0.8) == ["right"]
+    left, right = bandit.scores([1.0, 0.0]), bandit.scores([0.0, 1.0])
+    assert left["left"].upper > left["right"].upper and right["right"].upper > right["left"].upper
     # A = I + n·e1e1ᵀ along e1, so the width is 1/√(1 + n) of its prior.
     assert bandit.confidence([1.0, 0.0]) == pytest.approx(1 - 1 / np.sqrt(1 + np.sum(sides == 0)))
 
@@ -58,17 +56,19 @@ def test_context_length_is_checked():
         LinUCB(["a"], 3).scores([1.0])
 
 
-def test_selection_is_relative_to_the_best_and_never_empty():
-    scores = {"a": ArmScore(0.5, 0.5), "b": ArmScore(0.6, 0.1), "c": ArmScore(0.1, 0.1)}
-    assert select_arms(scores, 0.7) == ["a", "b"]
-    negative = {"a": ArmScore(-1.0, 0.0), "b": ArmScore(-2.0, 0.0)}
-    assert select_arms(negative, 0.9) == ["a"]
-
-
-def test_fusion_weights_follow_predicted_reward():
-    scores = {"a": ArmScore(0.8, 0.1), "b": ArmScore(0.4, 0.1), "c": ArmScore(-0.1, 0.1)}
-    assert fusion_weights(scores, ["a", "b", "c"]) == {"a": 1.0, "b": 0.5, "c": 0.1}
-    assert fusion_weights({"a": ArmScore(0.0, 1.0)}, ["a"]) == {"a": 1.0}
+def test_update_many_equals_one_update_per_arm_and_ignores_unknown_arms():
+    rng = np.random.default_rng(3)
+    together, apart = LinUCB(["a", "b", "c"], 4, 0.7), LinUCB(["a", "b", "c"], 4, 0.7)
+    for _ in range(30):
+        x, rewards = rng.normal(size=4), {"a": rng.uniform(), "c": rng.uniform(), "zz": 1.0}
+        together.update_many(x, rewards)
+        for arm in ("a", "c"):
+            apart.update(arm, x, rewards[arm])
+        probe = rng.normal(size=4)  # scoring between updates refreshes only what changed
+        mine, theirs = together.scores(probe), apart.scores(probe)
+        for arm in ("a", "b", "c"):
+            assert (mine[arm].mean, mine[arm].width) == pytest.approx((theirs[arm].mean, theirs[arm].width))
+    assert together.pulls == apart.pulls == {"a": 30, "b": 0, "c": 30}
 
 
 def test_exploration_schedule():

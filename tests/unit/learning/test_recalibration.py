@@ -8,14 +8,15 @@ DAY_US = 24 * 3600 * 10**6
 
 
 def stream(n: int, rewards_for, start_us: int = 0) -> list[Observed]:
-    """Contexts alternate between two kinds; `rewards_for(kind, t)` gives every arm's reward."""
+    """Contexts alternate between two kinds; `rewards_for(kind, t)` gives every arm's reward,
+    and each arm alone is the only plan observed."""
     observed = []
     for t in range(n):
         kind = t % 2
         context = np.array([1.0, float(kind == 0), float(kind == 1)])
         rewards = rewards_for(kind, t)
         observed.append(
-            Observed(start_us + t, context, rewards, {a: float(r > 0.3) for a, r in rewards.items()})
+            Observed(start_us + t, context, rewards, {a: float(r > 0.3) for a, r in rewards.items()}, rewards)
         )
     return observed
 
@@ -66,6 +67,21 @@ def test_a_candidate_worse_than_95_percent_is_not_deployed():
     assert result.training_size == 0
     assert result.candidate_score < 0.95 * result.incumbent_score
     assert not result.deploy
+
+
+def test_plans_of_a_pruned_arm_are_left_out_and_plans_are_judged_on_their_own_rewards():
+    def rewards(kind, t):
+        return {"dense": 0.5, "lexical": 0.4, "hyde": 0.0, "dense+lexical": 0.9, "dense+hyde": 0.95}
+
+    observed = [
+        Observed(t, np.array([1.0, 0.0, 0.0]), {"dense": 0.5, "lexical": 0.4, "hyde": 0.0}, {}, rewards(0, t))
+        for t in range(300)
+    ]
+    result = recalibrate(observed, ARMS, 1.0, 3, 0, 0, [])
+    # hyde is pruned on its own reward, so its best-rewarded plan is out of the candidate.
+    assert result.pruned_arms == ["hyde"]
+    assert result.candidate_score == pytest.approx(0.9)
+    assert result.incumbent_score == pytest.approx(0.95)
 
 
 def test_arm_stats():

@@ -15,20 +15,43 @@ def context(i: int) -> np.ndarray:
 
 
 def selector(**schedule) -> StrategySelector:
-    config = SelectionConfig(alpha=0.1, relative_threshold=0.9, schedule=ExplorationSchedule(**schedule))
+    config = SelectionConfig(alpha=0.1, schedule=ExplorationSchedule(**schedule))
     return StrategySelector(ARMS, config)
 
 
-def test_cold_start_runs_every_arm_then_the_bandit_chooses():
+# Every plan of the three arms: dense and lexical fused rank best, hyde hurts any plan it joins.
+REWARDS = {
+    "dense": 0.6,
+    "lexical": 0.5,
+    "hyde": 0.1,
+    "dense+lexical": 0.9,
+    "dense+hyde": 0.3,
+    "hyde+lexical": 0.2,
+    "dense+hyde+lexical": 0.4,
+}
+
+
+def test_cold_start_runs_every_arm_then_the_best_plan_runs():
     chooser = selector(cold_start_queries=3, force_all_every=0, initial_rate=0.0, min_rate=0.0)
     for _ in range(50):
-        chooser.learn(context(0), [1.0], {"dense": 0.9, "lexical": 0.2, "hyde": 0.1})
+        chooser.learn(context(0), [1.0], REWARDS)
     plans = [chooser.plan(context(0)) for _ in range(4)]
     assert [p.mode for p in plans] == ["cold_start"] * 3 + ["exploit"]
     assert plans[0].chosen == list(ARMS)
-    assert plans[-1].chosen == ["dense"]
-    assert [a.reason for a in plans[-1].arms] == ["exploit", "below_threshold", "below_threshold"]
-    assert plans[-1].arms[0].score > plans[-1].arms[1].score
+    best = plans[-1]
+    assert best.chosen == ["dense", "lexical"] and best.weights == {"dense": 1.0, "lexical": 1.0}
+    assert [a.reason for a in best.arms] == ["exploit", "exploit", "not_in_best_plan"]
+    # The chosen arms carry their plan's score; hyde the score of the plan with it added.
+    dense, lexical, hyde = best.arms
+    assert dense.score == lexical.score == pytest.approx(0.9, abs=0.05)
+    assert hyde.score == pytest.approx(0.4, abs=0.05)
+
+
+def test_the_best_plan_can_be_one_arm():
+    chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=0.0, min_rate=0.0)
+    for _ in range(50):
+        chooser.learn(context(0), [1.0], {**REWARDS, "dense": 0.95})
+    assert chooser.plan(context(0)).chosen == ["dense"]
 
 
 def test_every_nth_query_runs_all_arms():
@@ -38,21 +61,21 @@ def test_every_nth_query_runs_all_arms():
     assert modes.count("forced_all") == 2
 
 
-def test_exploration_adds_one_unchosen_arm_marked_as_such():
+def test_exploration_adds_one_arm_the_best_plan_lacks_marked_as_such():
     chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=1.0, min_rate=1.0)
     for _ in range(50):
-        chooser.learn(context(0), [1.0], {"dense": 0.9, "lexical": 0.1, "hyde": 0.1})
+        chooser.learn(context(0), [1.0], REWARDS)
     plan = chooser.plan(context(0))
     assert plan.mode == "explore"
-    explored = [a for a in plan.arms if a.exploration]
-    assert len(explored) == 1 and explored[0].chosen and explored[0].arm != "dense"
-    assert plan.weights["dense"] == 1.0 and plan.weights[explored[0].arm] == pytest.approx(0.1, abs=0.05)
+    assert plan.chosen == list(ARMS)
+    [explored] = [a for a in plan.arms if a.exploration]
+    assert explored.arm == "hyde" and explored.reason == "explore" and explored.fusion_weight == 1.0
 
 
-def test_an_exploration_draw_with_every_arm_chosen_already_is_an_exploit_plan():
+def test_an_exploration_draw_when_the_best_plan_runs_every_arm_is_an_exploit_plan():
     chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=1.0, min_rate=1.0)
-    for _ in range(50):  # every arm equally good: all are within the threshold
-        chooser.learn(context(0), [1.0], {"dense": 0.9, "lexical": 0.9, "hyde": 0.9})
+    for _ in range(50):
+        chooser.learn(context(0), [1.0], {**REWARDS, "dense+hyde+lexical": 1.0})
     plan = chooser.plan(context(0))
     assert plan.chosen == list(ARMS) and not any(a.exploration for a in plan.arms)
     assert plan.mode == "exploit"
@@ -72,7 +95,7 @@ def test_requested_arms_do_not_advance_the_schedule():
     assert chooser.queries_planned == 0
 
 
-def test_similar_outcomes_average_the_nearest_observed_queries():
+def test_similar_outcomes_average_the_nearest_observed_queries_best_plan():
     chooser = selector()
     assert chooser.similar_outcomes([1.0, 0.0]) == features.NO_HISTORY
     chooser.learn(context(0), [1.0, 0.0], {"dense": 0.8, "lexical": 0.2})

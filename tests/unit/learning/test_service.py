@@ -101,6 +101,26 @@ def test_the_latency_penalty_is_charged_on_cost_so_a_cached_generation_is_not_ch
     assert rewards(cached, outcome)["dense"] == pytest.approx(0.3)
 
 
+def test_the_selector_learns_every_plan_of_the_arms_that_ran_from_its_fused_ranking():
+    log = MemoryLog()
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1", dense_found=("d1", "d2"), lexical_found=("d3",)))
+        await learning.observe([RetrievalOutcome("r1", ("d1",), missed_document_ids=("d3",))])
+        return learning
+
+    learning = asyncio.run(run())
+    scores = learning.selector.bandit.scores(np.array(log.retrieval_rows["r1"].context))
+    # Needed d1 and d3 (ideal DCG 1 + 1/log2 3). dense ranks d1 first; lexical d3 first, at 1 s
+    # (penalty 0.2); fused, d1 and d3 tie at 1/61 and lead. One update with context e1 and
+    # A = I + e1e1ᵀ predicts half the reward.
+    ideal = 1 + 1 / np.log2(3)
+    assert scores["dense"].mean == pytest.approx(0.5 / ideal)
+    assert scores["lexical"].mean == pytest.approx(0.5 * (1 / ideal - 0.2))
+    assert scores["dense+lexical"].mean == pytest.approx(0.5 * (1 - 0.2))
+
+
 def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
     log = MemoryLog()
 
@@ -144,7 +164,7 @@ def test_a_failed_append_teaches_the_selector_nothing():
         return learning
 
     learning = asyncio.run(run())
-    assert learning.selector.bandit.pulls == {"dense": 0, "lexical": 0}
+    assert set(learning.selector.bandit.pulls.values()) == {0}
 
 
 def test_outcomes_for_a_retrieval_whose_log_write_failed_are_refused_until_it_is_written():
@@ -182,7 +202,10 @@ def test_a_cancelled_observe_still_commits_and_learns_together():
 
     learning, again = asyncio.run(run())
     assert [o.sequence for o in log.observation_rows] == [0]
-    assert learning._sequence == 1 and sum(learning.selector.bandit.pulls.values()) == 2  # both arms learnt
+    # Learnt once, about every plan of the two arms.
+    assert learning._sequence == 1 and learning.selector.bandit.pulls == dict.fromkeys(
+        ("dense", "lexical", "dense+lexical"), 1
+    )
     assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"]
 
 

@@ -520,8 +520,8 @@ type Plan struct {
 	RetrievalId string        `protobuf:"bytes,1,opt,name=retrieval_id,json=retrievalId,proto3" json:"retrieval_id,omitempty"`
 	Arms        []*PlannedArm `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
 	// How the arms were chosen: "requested" (the request named them), or the selector's
-	// "cold_start" and "forced_all" (every arm), "explore" (its best arms and one more) or
-	// "exploit" (its best arms).
+	// "cold_start" and "forced_all" (every arm), "explore" (its best plan and one more arm) or
+	// "exploit" (its best plan: the set of arms with the highest upper score).
 	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
 	// The Calibrate(QUERY_ADAPTER) version the arms searched the query's embedding with; 0 for
 	// the base embedding.
@@ -595,7 +595,8 @@ type PlannedArm struct {
 
 	Arm    string `protobuf:"bytes,1,opt,name=arm,proto3" json:"arm,omitempty"`
 	Chosen bool   `protobuf:"varint,2,opt,name=chosen,proto3" json:"chosen,omitempty"`
-	// Upper-confidence score of the arm for this query, when a bandit chose it.
+	// Upper-confidence score, when the selector planned: of the plan the arm runs in, or for an arm
+	// left out, of the chosen plan with it added.
 	Score       float64 `protobuf:"fixed64,3,opt,name=score,proto3" json:"score,omitempty"`
 	Exploration bool    `protobuf:"varint,4,opt,name=exploration,proto3" json:"exploration,omitempty"`
 	// Weight of the arm in fusion.

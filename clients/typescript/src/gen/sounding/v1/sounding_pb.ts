@@ -200,8 +200,8 @@ export type Plan = Message<"sounding.v1.Plan"> & {
 
   /**
    * How the arms were chosen: "requested" (the request named them), or the selector's
-   * "cold_start" and "forced_all" (every arm), "explore" (its best arms and one more) or
-   * "exploit" (its best arms).
+   * "cold_start" and "forced_all" (every arm), "explore" (its best plan and one more arm) or
+   * "exploit" (its best plan: the set of arms with the highest upper score).
    *
    * @generated from field: string mode = 3;
    */
@@ -238,7 +238,8 @@ export type PlannedArm = Message<"sounding.v1.PlannedArm"> & {
   chosen: boolean;
 
   /**
-   * Upper-confidence score of the arm for this query, when a bandit chose it.
+   * Upper-confidence score, when the selector planned: of the plan the arm runs in, or for an arm
+   * left out, of the chosen plan with it added.
    *
    * @generated from field: double score = 3;
    */

@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+from sounding.core.bandit import reward
+from sounding.core.fusion import weighted_rrf
+from sounding.core.plans import plan_arms, plan_name, plan_rewards, plans, ranked_contribution
+
+pytestmark = pytest.mark.unit
+
+
+def test_plans_are_every_nonempty_set_named_by_sorted_arms():
+    assert plans(["lexical", "dense"]) == ["lexical", "dense", "dense+lexical"]
+    assert len(plans(["a", "b", "c", "d", "e", "f"])) == 63
+    assert plan_name(["lexical", "dense", "hyde"]) == "dense+hyde+lexical"
+    assert plan_arms("dense+lexical") == ["dense", "lexical"]
+
+
+def test_ranked_contribution_is_ndcg_against_the_needed_documents():
+    # Needed d1 (rank 1) and d3 (rank 3): DCG 1 + 1/2; ideal 1 + 1/log2(3).
+    assert ranked_contribution(["d1", "d2", "d3"], ["d1", "d3"]) == pytest.approx(1.5 / (1 + 1 / np.log2(3)))
+    assert ranked_contribution(["d1", "d2"], ["d2"], depth=1) == 0.0
+    assert ranked_contribution(["d1"], []) == 0.0
+    # More needed documents than the depth: the ideal is a full list.
+    assert ranked_contribution(["a", "b"], ["a", "b", "c"], depth=2) == pytest.approx(1.0)
+
+
+def test_every_plan_is_rewarded_for_its_own_fused_ranking_and_slowest_arm():
+    rankings = {"dense": ["d1", "d2", "d3"], "lexical": ["d3", "d4", "d1"], "hyde": ["d5"]}
+    costs = {"dense": 0.0, "lexical": 0.0, "hyde": 2500.0}
+    rewards = plan_rewards(rankings, costs, needed={"d3"}, feedback="", rrf_k=60, depth=1)
+    assert set(rewards) == set(plans(["dense", "hyde", "lexical"]))
+    # Top 1: dense d1, lexical d3; fused, d1 and d3 both score 1/61 + 1/63, a tie broken by id: d1.
+    assert rewards["dense"] == 0.0 and rewards["lexical"] == 1.0 and rewards["dense+lexical"] == 0.0
+    # hyde's 2.5 s costs its plans the full 0.2; its ranking alone finds nothing needed.
+    assert rewards["hyde"] == 0.0 and rewards["hyde+lexical"] == pytest.approx(0.8)
+
+
+def test_a_plan_reward_counts_a_document_repeated_by_an_arm_at_its_first_rank():
+    rewards = plan_rewards({"dense": ["d2", "d2", "d1"]}, {"dense": 0.0}, {"d1"}, "helpful", depth=2)
+    # d1 at rank 2: 1/log2(3), plus the helpful bonus, clamped to 1.
+    assert rewards == {"dense": pytest.approx(min(1.0, 1 / np.log2(3) + 0.3))}
+    assert plan_rewards({}, {}, {"d1"}, "") == {}
+
+
+def test_plan_rewards_rank_as_the_services_fusion_does():
+    rng = np.random.default_rng(11)
+    arms = ["dense", "lexical", "hyde", "grounded"]
+    for _ in range(20):
+        rankings = {a: [f"d{i}" for i in rng.permutation(60)[:30]] for a in arms}
+        costs = {a: float(rng.uniform(0, 2000)) for a in arms}
+        needed = {f"d{i}" for i in rng.permutation(60)[:4]}
+        rewards = plan_rewards(rankings, costs, needed, "")
+        for plan in plans(arms):
+            members = plan_arms(plan)
+            fused = weighted_rrf({a: [(d, 0.0) for d in rankings[a]] for a in members}, limit=10)
+            expected = reward(
+                ranked_contribution([f.key for f in fused], needed), "", max(costs[a] for a in members)
+            )
+            assert rewards[plan] == pytest.approx(expected)
