@@ -1,11 +1,16 @@
 """StrategySelector: which arms run for a query, learned from observed outcomes
 (adaptive-strategy spec §5.3–§6.2).
 
-The bandit's arms are plans (`core.plans`): every set of the selectable arms. Exploiting runs the
-plan with the highest upper score; exploring adds one arm that plan lacks; cold start and the
-periodic forced plans run every arm. A plan's arms are fused with equal weights, so a chosen
-plan ranks exactly as that fixed set of arms would. An observed retrieval credits every plan
-made of the arms that ran, each with the reward of its own fused ranking.
+The bandit's arms are plans (`core.plans`): every set of the selectable arms. An observed
+retrieval credits every plan made of the arms that ran, each with the reward of its own fused
+ranking. Exploiting is conservative: it runs the baseline, the plan with the best mean reward
+over its latest `BASELINE_WINDOW` rewards, unless LinUCB is sure another plan does better for
+this query (the other's lower bound above the baseline's upper bound), so the selector follows
+the best fixed plan unless the query's features say otherwise, and a change in what the arms
+return (a new query adapter) shows in the baseline within a window. Before any plan has
+`BASELINE_MIN_REWARDS`, the plan with the highest upper score runs. Exploring adds one arm the
+plan lacks; cold start and the periodic forced plans run every arm. A plan's arms are fused with
+equal weights, so a chosen plan ranks exactly as that fixed set of arms would.
 
 The selector's state is a pure function of the observation log (replayed in order at startup),
 plus the number of queries it has planned, so a restarted orchestrator plans exactly as before.
@@ -14,6 +19,7 @@ Exploration draws come from a generator seeded by (seed, query index): reproduci
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +33,8 @@ from sounding.learning import features
 from sounding.retrieval.protocol import Plan, PlannedArm
 
 SIMILAR_QUERIES = 5
+BASELINE_WINDOW = 100
+BASELINE_MIN_REWARDS = 10
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,16 @@ class StrategySelector:
         self.queries_planned = 0
         # Observed queries' embeddings with their best plan's reward.
         self._outcomes = NearestValues(capacity=config.history_capacity)
+        self._recent = {name: deque(maxlen=BASELINE_WINDOW) for name in self.bandit.arms}
+
+    def baseline(self) -> str | None:
+        """The plan with the best mean over its latest rewards (None until one has enough)."""
+        means = {
+            name: sum(rewards) / len(rewards)
+            for name, rewards in self._recent.items()
+            if len(rewards) >= BASELINE_MIN_REWARDS
+        }
+        return max(means, key=lambda name: means[name]) if means else None
 
     def similar_outcomes(self, embedding: ArrayLike) -> float:
         """Mean best-plan reward of the most similar observed queries (cosine), or NO_HISTORY."""
@@ -69,7 +87,7 @@ class StrategySelector:
         if mode in ("cold_start", "forced_all"):
             upper = _upper(scores, self.arms)
             return Plan(index, mode, [PlannedArm(a, True, mode, 1.0, upper) for a in self.arms], confidence)
-        chosen = plan_arms(max(scores, key=lambda name: scores[name].upper))
+        chosen = plan_arms(self._exploit(scores))
         unchosen = [a for a in self.arms if a not in chosen]
         explored = ""
         if mode == "explore" and unchosen:
@@ -77,6 +95,14 @@ class StrategySelector:
         elif mode == "explore":
             mode = "exploit"  # the best plan runs every arm: nothing is left to explore
         return Plan(index, mode, [self._planned(a, scores, chosen, explored) for a in self.arms], confidence)
+
+    def _exploit(self, scores: Mapping[str, ArmScore]) -> str:
+        baseline = self.baseline()
+        if baseline is None:
+            return max(scores, key=lambda name: scores[name].upper)
+        surest = max(scores, key=lambda name: scores[name].mean - scores[name].width)
+        lower = scores[surest].mean - scores[surest].width
+        return surest if lower > scores[baseline].upper else baseline
 
     @staticmethod
     def _planned(arm: str, scores: Mapping[str, ArmScore], chosen: list[str], explored: str) -> PlannedArm:
@@ -90,6 +116,9 @@ class StrategySelector:
     def learn(self, context: ArrayLike, embedding: ArrayLike, plan_rewards: Mapping[str, float]) -> None:
         """One observed outcome: each plan made of arms that ran, with the reward of its ranking."""
         self.bandit.update_many(context, plan_rewards)
+        for name, value in plan_rewards.items():
+            if name in self._recent:
+                self._recent[name].append(value)
         if plan_rewards:
             self._outcomes.add(embedding, max(plan_rewards.values()))
 

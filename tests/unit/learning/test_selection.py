@@ -114,3 +114,38 @@ def test_similar_outcomes_over_a_long_history_are_the_nearest_queries_rewards():
     unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
     nearest = np.argsort(-(unit @ (query / np.linalg.norm(query))))[:5]
     assert chooser.similar_outcomes(query) == pytest.approx(outcomes[nearest].mean())
+
+
+def test_exploiting_follows_the_baseline_plan_unless_the_bandit_is_sure_of_another_for_this_query():
+    chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=0.0, min_rate=0.0)
+    # dense+lexical is the best plan on average; for queries of kind 1 dense alone is far better.
+    for i in range(300):
+        kind = i % 3
+        chooser.learn(context(i), [1.0], {**REWARDS, "dense": 1.0 if kind == 1 else 0.2})
+    assert chooser.baseline() == "dense+lexical"
+    assert chooser.plan(context(0)).chosen == ["dense", "lexical"]
+    assert chooser.plan(context(1)).chosen == ["dense"]
+
+
+def test_a_plan_the_bandit_is_unsure_of_does_not_displace_the_baseline():
+    chooser = StrategySelector(ARMS, SelectionConfig(alpha=1.0, schedule=ExplorationSchedule(0, 0, 0.0, 0.0)))
+    for i in range(30):
+        chooser.learn(context(i), [1.0], REWARDS)
+    # Ten queries of a new kind saw hyde alone far ahead; with α = 1 that is not yet sure.
+    novel = np.zeros(features.DIMENSION)
+    novel[0], novel[5] = 1.0, 1.0
+    for _ in range(10):
+        chooser.learn(novel, [1.0], {"hyde": 1.0, "dense": 0.6, "dense+lexical": 0.7})
+    scores = chooser.bandit.scores(novel)
+    assert scores["hyde"].upper > scores["dense+lexical"].upper  # plain LinUCB would run hyde
+    assert chooser.plan(novel).chosen == ["dense", "lexical"]
+
+
+def test_the_baseline_follows_a_change_within_its_window():
+    chooser = selector(cold_start_queries=0, force_all_every=0, initial_rate=0.0, min_rate=0.0)
+    for i in range(300):
+        chooser.learn(context(i), [1.0], REWARDS)
+    assert chooser.baseline() == "dense+lexical"
+    for i in range(80):  # dense alone improved (say, a new query adapter)
+        chooser.learn(context(i), [1.0], {"dense": 1.0, "lexical": 0.5, "dense+lexical": 0.8})
+    assert chooser.baseline() == "dense"
