@@ -21,7 +21,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_streams_plan_each_arm_fused_and_final(client, demo_collection):
-    events = list(client.retrieve("demo", "how do ships measure the depth of water", top_k=3))
+    # Both arms named: the selector may plan either alone.
+    query = "how do ships measure the depth of water"
+    events = list(client.retrieve("demo", query, top_k=3, arms=["dense", "lexical"]))
     assert isinstance(events[0], Plan)
     assert {a.arm for a in events[0].arms} == {"dense", "lexical"}
     results = [e for e in events if isinstance(e, StrategyResult)]

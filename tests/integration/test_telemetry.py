@@ -12,7 +12,7 @@ def test_rpc_arm_and_sidecar_spans_share_one_trace(client, demo_collection, span
     started_ns = time.time_ns()
     # Read to the stream's end: a client that leaves right after the Final event may cancel the
     # call before the server has finished it (then its status is CANCELLED).
-    list(client.retrieve("demo", "echo sounding", top_k=3))
+    list(client.retrieve("demo", "echo sounding", top_k=3, arms=["dense", "lexical"]))
     embed = "sounding.models.v1.ModelService/Embed"
     wanted = {"arm.dense", "arm.lexical", embed}
     deadline = time.monotonic() + 15
@@ -53,7 +53,7 @@ def test_rpc_arm_and_sidecar_spans_share_one_trace(client, demo_collection, span
 def test_arm_runs_and_rewards_are_exported_as_metrics(client, demo_collection, span_collector):
     from sounding_client import RetrievalOutcome
 
-    final = client.retrieve_final("demo", "tides and chart datum", top_k=3)
+    final = client.retrieve_final("demo", "tides and chart datum", top_k=3, arms=["dense", "lexical"])
     client.observe([RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,))])
     deadline = time.monotonic() + 15
     wanted = {
