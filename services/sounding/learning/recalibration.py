@@ -18,6 +18,8 @@ from numpy.typing import ArrayLike
 
 from sounding.core.bandit import ArmStats, Replay, holdout_score, should_prune, train
 from sounding.core.plans import plans
+from sounding.learning.outcomes import contributions, plan_rewards_of
+from sounding.store.learning import ObservationRecord, RetrievalRecord
 
 MIN_OBSERVATIONS = 50
 MAX_HOLDOUT = 100
@@ -36,6 +38,17 @@ class Observed:
     contributions: dict[str, float]
     # The reward of every plan of the arms that ran (`core.plans`).
     plan_rewards: dict[str, float]
+
+    @classmethod
+    def of(cls, observation: ObservationRecord, record: RetrievalRecord) -> Observed:
+        """A logged observation and the retrieval it is about."""
+        return cls(
+            observation.create_time_us,
+            record.context,
+            observation.rewards,
+            contributions(record, observation.outcome["used_document_ids"]),
+            plan_rewards_of(record, observation.outcome),
+        )
 
     def replay(self, plan_names: Sequence[str]) -> Replay:
         return Replay(self.context, {p: r for p, r in self.plan_rewards.items() if p in plan_names})

@@ -159,16 +159,8 @@ class LearningService:
             yield CalibrationProgress("reading the observation log", 0.0)
             await self.wait_written()
             logged = await self._logged()
-            observed = [
-                Observed(
-                    o.create_time_us,
-                    r.context,
-                    o.rewards,
-                    contributions(r, o.outcome["used_document_ids"]),
-                    plan_rewards_of(r, o.outcome),
-                )
-                for o, r in logged
-            ]
+            # Every plan's rewards are recomputed from the logged rankings: off the event loop.
+            observed = await asyncio.to_thread(lambda: [Observed.of(o, r) for o, r in logged])
             if len(observed) < MIN_OBSERVATIONS:
                 raise errors.FailedPrecondition(
                     f"recalibration needs at least {MIN_OBSERVATIONS} observed retrievals; "
