@@ -116,12 +116,15 @@ def test_bad_requests(client, demo_collection, options, code, field):
 
 
 def test_async_client_streams_the_same_result(stack, client, demo_collection):
+    # The arms named: the selector may plan the two calls differently.
+    request = {"top_k": 4, "arms": ["dense", "lexical"]}
+
     async def run():
         async with AsyncClient(stack.settings.address) as async_client:
-            return [e async for e in async_client.retrieve("demo", "calibrated confidence", top_k=4)]
+            return [e async for e in async_client.retrieve("demo", "calibrated confidence", **request)]
 
     events = asyncio.run(run())
-    sync_final = client.retrieve_final("demo", "calibrated confidence", top_k=4)
+    sync_final = client.retrieve_final("demo", "calibrated confidence", **request)
     assert [h.document_id for h in events[-1].hits] == [h.document_id for h in sync_final.hits]
 
 
