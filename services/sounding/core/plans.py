@@ -71,22 +71,17 @@ def plan_rewards(
     for column, arm in enumerate(arms):
         for rank, doc in enumerate(dict.fromkeys(rankings[arm]), start=1):
             reciprocal[row[doc], column] = 1 / (rrf_k + rank)
-    members = [c for size in range(1, len(arms) + 1) for c in itertools.combinations(range(len(arms)), size)]
-    masks = np.zeros((len(arms), len(members)))
-    for column, plan in enumerate(members):
-        masks[list(plan), column] = 1.0
+    names = plans(arms)
+    masks = np.zeros((len(arms), len(names)))
+    for column, name in enumerate(names):
+        masks[[arms.index(arm) for arm in plan_arms(name)], column] = 1.0
     fused = reciprocal @ masks  # documents × plans
     # Ties keep the documents' id order.
     top = np.argsort(-fused, axis=0, kind="stable")[:depth]
     needed = set(needed)
-    is_needed = np.array([doc in needed for doc in documents])
-    found = is_needed[top] & (np.take_along_axis(fused, top, axis=0) > 0)
-    dcg = (found / np.log2(np.arange(2, len(top) + 2))[:, None]).sum(axis=0)
-    ideal = sum(1 / np.log2(rank + 2) for rank in range(min(len(needed), depth)))
-    cost = np.array([costs_ms[arm] for arm in arms])
-    return {
-        plan_name(arms[i] for i in plan): reward(
-            float(dcg[column] / ideal) if ideal else 0.0, feedback, float(cost[list(plan)].max())
-        )
-        for column, plan in enumerate(members)
-    }
+    rewards = {}
+    for column, name in enumerate(names):
+        ranking = [documents[i] for i in top[:, column] if fused[i, column] > 0]
+        latency = max(costs_ms[arm] for arm in plan_arms(name))
+        rewards[name] = reward(ranked_contribution(ranking, needed, depth), feedback, latency)
+    return rewards
