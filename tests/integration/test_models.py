@@ -70,6 +70,7 @@ def test_generate_streams_smollm2_tokens(stack):
 
 @pytest.mark.slow
 def test_concurrent_generations_are_batched_and_each_matches_its_solo_run(stack):
+    """Batched rows, padded or sharing a prompt's prefill, decode greedily as they do alone."""
     prompts = ["Name three fruits.", "What is a lighthouse?", "Count to five."]
 
     async def generate(models, prompt, stop=()):
@@ -85,14 +86,15 @@ def test_concurrent_generations_are_batched_and_each_matches_its_solo_run(stack)
         models = ModelsClient(stack.settings.models.address)
         try:
             alone = [await generate(models, p) for p in prompts]
-            together = await asyncio.gather(*(generate(models, p) for p in prompts))
+            # five rows, three prompts: the repeated ones share their prefill
+            together = await asyncio.gather(*(generate(models, p) for p in prompts + prompts[:2]))
             stopped = await generate(models, "Count from one to ten, one number per line.", stop=("3",))
             return alone, together, stopped
         finally:
             await models.close()
 
     alone, together, (stopped_text, stopped_reason) = asyncio.run(run())
-    assert together == alone
+    assert together == alone + alone[:2]
     assert all(text for text, _ in alone)
     assert "3" not in stopped_text and stopped_reason == "stop"
 

@@ -87,7 +87,7 @@ def converted_smollm2(cache_dir: Path) -> Path:
 class _Job:
     """One caller's generation inside a batch; pieces reach the caller through `pieces`."""
 
-    prompt_ids: list[int]
+    prompt_ids: tuple[int, ...]
     params: GenerationParams
     loop: asyncio.AbstractEventLoop
     flow: str = ""
@@ -174,7 +174,9 @@ class LocalGenerator:
     still streams its own pieces. Batches run one at a time on one worker thread. Waiting
     requests are taken round-robin across their flows, starting after the flow served last, so
     a flow with many queued requests (an inquiry sampling dozens of answers) delays another
-    flow's request (a Retrieve's HyDE passage) by at most one batch.
+    flow's request (a Retrieve's HyDE passage) by at most one batch. Rows of a batch with the
+    same prompt (an inquiry's k samples of one state) share its prefill: each distinct prompt is
+    encoded once and its key-value cache copied to every row that asked for it.
     """
 
     model_name = "SmolLM2-135M-Instruct"
@@ -226,7 +228,7 @@ class LocalGenerator:
                 f"the prompt is {len(prompt['input_ids'])} tokens; at most {self._max_prompt_tokens}",
                 field="messages",
             )
-        job = _Job(list(prompt["input_ids"]), params, asyncio.get_running_loop(), flow)
+        job = _Job(tuple(prompt["input_ids"]), params, asyncio.get_running_loop(), flow)
         self._pending.setdefault(flow, deque()).append(job)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.ensure_future(self._run_batches())
@@ -266,13 +268,20 @@ class LocalGenerator:
             if self._tokenizer.pad_token_id is not None
             else self._tokenizer.eos_token_id
         )
-        width = max(len(j.prompt_ids) for j in batch)
-        input_ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
-        attention = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
+        prompts = list(dict.fromkeys(j.prompt_ids for j in batch))
+        width = max(len(p) for p in prompts)
+        distinct_ids = torch.tensor(
+            [[pad] * (width - len(p)) + list(p) for p in prompts], device=self._device
+        )
+        distinct_attention = torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self._device
+        )
+        row = {p: i for i, p in enumerate(prompts)}
+        rows = torch.tensor([row[j.prompt_ids] for j in batch], device=self._device)
         params = batch[0].params
         kwargs: dict[str, Any] = dict(
-            input_ids=input_ids.to(self._device),
-            attention_mask=attention.to(self._device),
+            input_ids=distinct_ids[rows],
+            attention_mask=distinct_attention[rows],
             max_new_tokens=max(j.params.max_new_tokens for j in batch),
             do_sample=params.temperature > 0,
             streamer=_BatchStreamer(self._tokenizer, batch, self._eos_ids),
@@ -285,6 +294,8 @@ class LocalGenerator:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             with torch.inference_mode():
+                if len(prompts) < len(batch) and width > 1:
+                    kwargs["cache"] = self._shared_prefill(distinct_ids, distinct_attention, rows)
                 self._model.generate(**kwargs)  # pyright: ignore[reportAttributeAccessIssue]  # transformers' stubs
         except Exception as error:  # every caller in the batch hears of it
             for job in batch:
@@ -294,16 +305,31 @@ class LocalGenerator:
         finally:
             release_free_memory()
 
+    def _shared_prefill(self, input_ids, attention, rows):
+        """The key-value cache of every distinct prompt but its last token (left-padded rows at
+        the positions `generate` gives them), copied to the batch's rows: `generate` then
+        encodes only each row's last prompt token before decoding."""
+        positions = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 1)
+        cache = self._model(
+            input_ids=input_ids[:, :-1],
+            attention_mask=attention[:, :-1],
+            position_ids=positions[:, :-1],
+            use_cache=True,
+        ).cache
+        cache.reorder_cache(rows)
+        return cache
+
 
 def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: int) -> list[_Job]:
     """Up to `size` jobs that decode alike, taken round-robin across the flows (each flow's
     oldest first), starting with the flow at the head, whose oldest job is always taken; a job
-    that would bring the batch's padded prompt tokens (jobs x longest prompt) over `max_tokens`
-    waits for a later batch. The chosen jobs leave `pending`, the emptied flows are dropped and
-    the head flow moves to the back."""
+    that would bring the batch's padded prefill tokens (distinct prompts x longest prompt: rows
+    of one prompt share its prefill) over `max_tokens` waits for a later batch. The chosen jobs
+    leave `pending`, the emptied flows are dropped and the head flow moves to the back."""
     head = next(iter(pending))
     key = pending[head][0].batch_key()
     batch: list[_Job] = []
+    prompts: set[tuple[int, ...]] = set()
     width = 0
     depth = 0
     while len(batch) < size:
@@ -314,9 +340,11 @@ def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: in
                 taken = True
                 candidate = matching[depth]
                 wider = max(width, len(candidate.prompt_ids))
-                if batch and (len(batch) + 1) * wider > max_tokens:
+                distinct = len(prompts | {candidate.prompt_ids})
+                if batch and distinct * wider > max_tokens:
                     continue
                 batch.append(candidate)
+                prompts.add(candidate.prompt_ids)
                 width = wider
                 if len(batch) == size:
                     break

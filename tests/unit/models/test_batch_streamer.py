@@ -19,7 +19,7 @@ class LetterTokenizer:
 
 async def run_batch(params: list[GenerationParams], steps: list[list[int]], cancel_row: int | None = None):
     loop = asyncio.get_running_loop()
-    jobs = [_Job([1, 2], p, loop) for p in params]
+    jobs = [_Job((1, 2), p, loop) for p in params]
     streamer = _BatchStreamer(LetterTokenizer(), jobs, {EOS})
     streamer.put(torch.tensor([[1, 2]] * len(jobs)))  # the prompt
     for index, step in enumerate(steps):

@@ -8,8 +8,8 @@ from sounding.models.server import Admission
 pytestmark = pytest.mark.unit
 
 
-def job(flow: str, temperature: float = 0.0, prompt_tokens: int = 2) -> _Job:
-    return _Job([1] * prompt_tokens, GenerationParams(temperature=temperature), None, flow)
+def job(flow: str, temperature: float = 0.0, prompt_tokens: int = 2, token: int = 1) -> _Job:
+    return _Job((token,) * prompt_tokens, GenerationParams(temperature=temperature), None, flow)
 
 
 def test_a_batch_takes_flows_round_robin_so_a_flood_cannot_starve_another_flow():
@@ -43,6 +43,15 @@ def test_a_batch_keeps_its_padded_prompt_tokens_within_the_budget():
     # 2 x 900 tokens would be over 1000: the long prompt waits, the later short one comes along
     assert next_batch(pending, 8, 1000) == [short, short2]
     assert next_batch(pending, 8, 1000) == [long_]
+
+
+def test_rows_of_one_prompt_count_its_prefill_once_against_the_budget():
+    samples = [job("inquiry", temperature=0.7, prompt_tokens=900) for _ in range(4)]
+    other = job("inquiry", temperature=0.7, prompt_tokens=900, token=2)
+    pending = OrderedDict([("inquiry", deque([samples[0], other, *samples[1:]]))])
+    # one prompt's four rows prefill 900 tokens; the other prompt would make it 1,800
+    assert next_batch(pending, 8, 1000) == samples
+    assert next_batch(pending, 8, 1000) == [other]
 
 
 def test_a_prompt_over_the_budget_still_runs_alone():

@@ -1,0 +1,36 @@
+"""`sounding eval generation`: k sampled answers to one prompt, with and without a shared prefill."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from sounding.cli.common import DEMO_CORPUS, console, write_result
+from sounding.config import Settings
+
+
+def eval_generation(
+    lengths: str = typer.Option("250,500,1000,2000", help="prompt lengths in tokens, comma-separated"),
+    samples: int = typer.Option(8, min=2, max=64, help="concurrent requests per condition (a state's k)"),
+    rounds: int = typer.Option(5, min=1, help="rounds per length, the conditions' order alternating"),
+    out: Path = typer.Option(Path("bench/results/generation-shared-prefill.json"), help="the JSON result"),
+) -> None:
+    """Wall time of k concurrent sampled generations of one prompt (its prefill shared by the
+    rows) against k of k different prompts of the same length, per prompt length, with the
+    bundled generator in process (protocol: `evaluation/generation.py`)."""
+    from sounding.evaluation import generation
+
+    try:
+        chosen = [int(x) for x in lengths.split(",")]
+    except ValueError:
+        raise typer.BadParameter("comma-separated token counts", param_hint="--lengths") from None
+    if any(n < 1 for n in chosen):
+        raise typer.BadParameter("token counts are positive", param_hint="--lengths")
+    settings = Settings()
+    result = generation.run(settings, DEMO_CORPUS, chosen, samples, rounds, console)
+    write_result(result, out, settings)
+    ratios = {r["prompt_text_tokens"]: r["median_ratio_distinct_over_shared"] for r in result["lengths"]}
+    console.print_json(json.dumps(ratios))
+    console.print(f"written to {out}")
