@@ -1,4 +1,4 @@
-"""`sounding eval generation`: k sampled answers to one prompt, with and without a shared prefill."""
+"""`sounding eval generation`: an inquiry state's k generations, with and without shared prefills."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def eval_generation(
     rounds: int = typer.Option(5, min=1, help="rounds per length, the conditions' order alternating"),
     out: Path = typer.Option(Path("bench/results/generation-shared-prefill.json"), help="the JSON result"),
 ) -> None:
-    """Wall time of k concurrent sampled generations of one prompt (its prefill shared by the
-    rows) against k of k different prompts of the same length, per prompt length, with the
+    """Wall time of k concurrent sampled generations of one prompt, and of k prompts repeating
+    one text, against k prompts of k different texts of the same length, per length, with the
     bundled generator in process (protocol: `evaluation/generation.py`)."""
     from sounding.evaluation import generation
 
@@ -31,6 +31,6 @@ def eval_generation(
     settings = Settings()
     result = generation.run(settings, DEMO_CORPUS, chosen, samples, rounds, console)
     write_result(result, out, settings)
-    ratios = {r["prompt_text_tokens"]: r["median_ratio_distinct_over_shared"] for r in result["lengths"]}
+    ratios = {r["prompt_text_tokens"]: r["median_ratios"] for r in result["lengths"]}
     console.print_json(json.dumps(ratios))
     console.print(f"written to {out}")

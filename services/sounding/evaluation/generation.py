@@ -1,18 +1,21 @@
-"""`sounding eval generation`: what sharing a prompt's prefill saves when k sampled answers to one
-prompt decode together, as the `llm` inquiry domain samples k answers per state.
+"""`sounding eval generation`: what sharing prefills saves when an inquiry state's k generations
+decode together: k sampled answers to one prompt, or k revision prompts that repeat one context.
 
 Protocol (fixed before the first run). The bundled generator runs in process with the
-deployment's batching settings. For each prompt length L, every round runs two conditions, in an
-order that alternates from round to round, each as k concurrent sampled requests (the normal
+deployment's batching settings. For each prompt length L, every round runs three conditions, in
+an order that rotates from round to round, each as k concurrent sampled requests (the normal
 regime's temperature and top_p, `NEW_TOKENS` new tokens at most):
-- `shared`: k requests of one prompt, whose rows share its prefill;
-- `distinct`: k requests of k different prompts of the same length, each prefilled on its own, as
-  every row of a repeated prompt was before prefills were shared.
-A prompt is the demo corpus's text, repeated to length, starting at an offset of its own (so the
-prompts differ from their first token on). Reported per L: each condition's median wall time
-over the rounds, the median of the rounds' ratios distinct / shared, and the prompts' token counts
-after the chat template. Wall-clock seconds on a shared machine: the ratio within a round is the
-figure to read."""
+- `shared`: k requests of one prompt (its prefill is shared by all k rows);
+- `prefix`: k prompts of one L-token text, each ending in a different question (the text is
+  encoded once, each question on its own);
+- `distinct`: k prompts of k different L-token texts, ending in one question (nothing but the
+  chat template's opening to share: every row of a repeated prompt cost this before prefills
+  were shared).
+A text is the demo corpus's text, repeated to length, starting at an offset of its own (so the
+texts differ from their first token on). Reported per L: each condition's median wall time over
+the rounds, the medians of the rounds' ratios distinct / shared and distinct / prefix, and the
+prompts' token counts after the chat template. Wall-clock seconds on a shared machine: the
+ratios within a round are the figures to read."""
 
 from __future__ import annotations
 
@@ -49,8 +52,20 @@ def prompt_texts(tokenizer, tokens: Sequence[int], length: int, count: int) -> l
     return texts
 
 
-def _messages(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"{text}\n\nIn one sentence, what is this about?"}]
+QUESTIONS = (
+    "In one sentence, what is this about?",
+    "Which instrument is named first?",
+    "What did sailors fear most?",
+    "Give the text a title.",
+    "Which word comes up most often?",
+    "Who would read this?",
+    "What is the oldest method described?",
+    "Name one number in the text.",
+)
+
+
+def _messages(text: str, question: str = QUESTIONS[0]) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"{text}\n\n{question}"}]
 
 
 def run(
@@ -74,41 +89,53 @@ def run(
     tokens = corpus_tokens(tokenizer, corpus)
     params = GenerationParams(max_new_tokens=NEW_TOKENS, temperature=TEMPERATURE, top_p=TOP_P)
 
-    async def timed(texts: list[str]) -> float:
-        async def one(text: str) -> None:
-            async for _ in generator.stream(_messages(text), params, flow="eval"):
+    async def timed(prompts: list[list[dict[str, str]]]) -> float:
+        async def one(messages: list[dict[str, str]]) -> None:
+            async for _ in generator.stream(messages, params, flow="eval"):
                 pass
 
         began = time.perf_counter()
-        await asyncio.gather(*(one(t) for t in texts))
+        await asyncio.gather(*(one(m) for m in prompts))
         return time.perf_counter() - began
 
-    def prompt_tokens(text: str) -> int:
-        prompt = tokenizer.apply_chat_template(_messages(text), add_generation_prompt=True, return_dict=True)
+    def prompt_tokens(messages: list[dict[str, str]]) -> int:
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
         return len(prompt["input_ids"])
 
     async def measure() -> list[dict]:
         results = []
         for length in lengths:
             texts = prompt_texts(tokenizer, tokens, length, samples)
-            conditions = {"shared": [texts[0]] * samples, "distinct": texts}
-            seconds: dict[str, list[float]] = {"shared": [], "distinct": []}
+            conditions = {
+                "shared": [_messages(texts[0])] * samples,
+                "prefix": [_messages(texts[0], QUESTIONS[i % len(QUESTIONS)]) for i in range(samples)],
+                "distinct": [_messages(t) for t in texts],
+            }
+            names = list(conditions)
+            seconds: dict[str, list[float]] = {name: [] for name in names}
             for r in range(rounds):
-                for name in ("shared", "distinct") if r % 2 == 0 else ("distinct", "shared"):
+                for name in names[r % len(names) :] + names[: r % len(names)]:
                     seconds[name].append(await timed(conditions[name]))
                 console.print(
-                    f"L={length} round {r + 1}/{rounds}: shared {seconds['shared'][-1]:.2f} s, "
-                    f"distinct {seconds['distinct'][-1]:.2f} s"
+                    f"L={length} round {r + 1}/{rounds}: "
+                    + ", ".join(f"{name} {seconds[name][-1]:.2f} s" for name in names)
                 )
-            ratios = [d / s for d, s in zip(seconds["distinct"], seconds["shared"], strict=True)]
+            ratios = {
+                f"distinct_over_{name}": [
+                    d / x for d, x in zip(seconds["distinct"], seconds[name], strict=True)
+                ]
+                for name in ("shared", "prefix")
+            }
             results.append(
                 {
                     "prompt_text_tokens": length,
-                    "prompt_tokens_after_template": sorted({prompt_tokens(t) for t in texts}),
+                    "prompt_tokens_after_template": {
+                        name: sorted({prompt_tokens(m) for m in ms}) for name, ms in conditions.items()
+                    },
                     "seconds": {name: [round(x, 3) for x in v] for name, v in seconds.items()},
                     "median_seconds": {name: round(statistics.median(v), 3) for name, v in seconds.items()},
-                    "median_ratio_distinct_over_shared": round(statistics.median(ratios), 3),
-                    "ratios": [round(x, 3) for x in ratios],
+                    "median_ratios": {name: round(statistics.median(v), 3) for name, v in ratios.items()},
+                    "ratios": {name: [round(x, 3) for x in v] for name, v in ratios.items()},
                 }
             )
         return results

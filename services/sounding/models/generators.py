@@ -174,9 +174,10 @@ class LocalGenerator:
     still streams its own pieces. Batches run one at a time on one worker thread. Waiting
     requests are taken round-robin across their flows, starting after the flow served last, so
     a flow with many queued requests (an inquiry sampling dozens of answers) delays another
-    flow's request (a Retrieve's HyDE passage) by at most one batch. Rows of a batch with the
-    same prompt (an inquiry's k samples of one state) share its prefill: each distinct prompt is
-    encoded once and its key-value cache copied to every row that asked for it.
+    flow's request (a Retrieve's HyDE passage) by at most one batch. A batch's prefill encodes
+    each prompt token once however many rows share it: the prefix common to its prompts (an
+    inquiry state's context, under k revision prompts) and every prompt that several rows repeat
+    (its k samples).
     """
 
     model_name = "SmolLM2-135M-Instruct"
@@ -268,20 +269,14 @@ class LocalGenerator:
             if self._tokenizer.pad_token_id is not None
             else self._tokenizer.eos_token_id
         )
-        prompts = list(dict.fromkeys(j.prompt_ids for j in batch))
-        width = max(len(p) for p in prompts)
-        distinct_ids = torch.tensor(
-            [[pad] * (width - len(p)) + list(p) for p in prompts], device=self._device
-        )
-        distinct_attention = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self._device
-        )
-        row = {p: i for i, p in enumerate(prompts)}
-        rows = torch.tensor([row[j.prompt_ids] for j in batch], device=self._device)
+        layout = prompt_layout([j.prompt_ids for j in batch], pad)
+        ids = torch.tensor(layout.ids, device=self._device)
+        attention = torch.tensor(layout.attention, device=self._device)
+        rows = torch.tensor(layout.rows, device=self._device)
         params = batch[0].params
         kwargs: dict[str, Any] = dict(
-            input_ids=distinct_ids[rows],
-            attention_mask=distinct_attention[rows],
+            input_ids=ids[rows],
+            attention_mask=attention[rows],
             max_new_tokens=max(j.params.max_new_tokens for j in batch),
             do_sample=params.temperature > 0,
             streamer=_BatchStreamer(self._tokenizer, batch, self._eos_ids),
@@ -294,8 +289,10 @@ class LocalGenerator:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             with torch.inference_mode():
-                if len(prompts) < len(batch) and width > 1:
-                    kwargs["cache"] = self._shared_prefill(distinct_ids, distinct_attention, rows)
+                shared = layout.common or len(layout.ids) < len(batch)
+                cache = self._shared_prefill(ids, attention, rows, layout.common) if shared else None
+                if cache is not None:
+                    kwargs["cache"] = cache
                 self._model.generate(**kwargs)  # pyright: ignore[reportAttributeAccessIssue]  # transformers' stubs
         except Exception as error:  # every caller in the batch hears of it
             for job in batch:
@@ -305,32 +302,87 @@ class LocalGenerator:
         finally:
             release_free_memory()
 
-    def _shared_prefill(self, input_ids, attention, rows):
-        """The key-value cache of every distinct prompt but its last token (left-padded rows at
-        the positions `generate` gives them), copied to the batch's rows: `generate` then
-        encodes only each row's last prompt token before decoding."""
+    def _shared_prefill(self, ids, attention, rows, common: int):
+        """The key-value cache of the batch's prompts but their last token, each token encoded
+        once however many rows share it: the common prefix in one row, then each distinct
+        prompt's rest, then copied to the rows that asked for it (None for one-token prompts).
+        `generate` encodes each row's last prompt token itself, at the positions it derives from
+        the attention mask (padding skipped), which the prefill uses too."""
+        import torch
+
         positions = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 1)
-        cache = self._model(
-            input_ids=input_ids[:, :-1],
-            attention_mask=attention[:, :-1],
-            position_ids=positions[:, :-1],
-            use_cache=True,
-        ).cache
-        cache.reorder_cache(rows)
+        end = ids.shape[1] - 1
+        cache = None
+        if common:
+            cache = self._model(
+                input_ids=ids[:1, :common],
+                attention_mask=attention[:1, :common],
+                position_ids=positions[:1, :common],
+                use_cache=True,
+            ).cache
+            cache.reorder_cache(torch.zeros(ids.shape[0], dtype=torch.long, device=ids.device))
+        if end > common:
+            cache = self._model(
+                input_ids=ids[:, common:end],
+                attention_mask=attention[:, :end],
+                position_ids=positions[:, common:end],
+                cache=cache,
+                use_cache=True,
+            ).cache
+        if cache is not None:
+            cache.reorder_cache(rows)
         return cache
+
+
+@dataclass(frozen=True)
+class PromptLayout:
+    """A batch's distinct prompts as equal-width rows: the prefix they all share, then padding,
+    then each one's rest; `rows` maps each job to its distinct prompt."""
+
+    ids: list[list[int]]
+    attention: list[list[int]]
+    rows: list[int]
+    common: int
+
+
+def shared_prefix_length(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    """How many leading tokens `a` and `b` share, at most `limit`."""
+    n = min(len(a), len(b), limit)
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def prompt_layout(prompts: Sequence[tuple[int, ...]], pad: int) -> PromptLayout:
+    """The layout of a batch's prompts (one per job). The shared prefix stops at least one
+    token before the shortest prompt ends, so that every row has a last prompt token of its own
+    for `generate` to encode."""
+    distinct = list(dict.fromkeys(prompts))
+    common = min(len(p) for p in distinct) - 1
+    for p in distinct[1:]:
+        common = shared_prefix_length(distinct[0], p, common)
+    width = max(len(p) for p in distinct) - common
+    ids = [[*p[:common], *[pad] * (width - len(p) + common), *p[common:]] for p in distinct]
+    attention = [[1] * common + [0] * (width - len(p) + common) + [1] * (len(p) - common) for p in distinct]
+    index = {p: i for i, p in enumerate(distinct)}
+    return PromptLayout(ids, attention, [index[p] for p in prompts], common)
 
 
 def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: int) -> list[_Job]:
     """Up to `size` jobs that decode alike, taken round-robin across the flows (each flow's
     oldest first), starting with the flow at the head, whose oldest job is always taken; a job
-    that would bring the batch's padded prefill tokens (distinct prompts x longest prompt: rows
-    of one prompt share its prefill) over `max_tokens` waits for a later batch. The chosen jobs
-    leave `pending`, the emptied flows are dropped and the head flow moves to the back."""
+    that would bring a forward pass of the batch's prefill over `max_tokens` tokens waits for a
+    later batch. The prefill encodes the prefix that the distinct prompts share in one pass and
+    their padded rests in another (`prompt_layout`); rows repeating a prompt add nothing. The
+    chosen jobs leave `pending`, the emptied flows are dropped and the head flow moves to the
+    back."""
     head = next(iter(pending))
     key = pending[head][0].batch_key()
     batch: list[_Job] = []
     prompts: set[tuple[int, ...]] = set()
-    width = 0
+    first: tuple[int, ...] = ()
+    common = width = 0
     depth = 0
     while len(batch) < size:
         taken = False
@@ -339,13 +391,16 @@ def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: in
             if depth < len(matching):
                 taken = True
                 candidate = matching[depth]
-                wider = max(width, len(candidate.prompt_ids))
-                distinct = len(prompts | {candidate.prompt_ids})
-                if batch and distinct * wider > max_tokens:
-                    continue
+                prompt = candidate.prompt_ids
+                if prompt not in prompts:
+                    shared = shared_prefix_length(first, prompt, common) if batch else len(prompt)
+                    wider = max(width, len(prompt))
+                    if batch and max(shared, (len(prompts) + 1) * (wider - shared)) > max_tokens:
+                        continue
+                    first = first or prompt
+                    prompts.add(prompt)
+                    common, width = shared, wider
                 batch.append(candidate)
-                prompts.add(candidate.prompt_ids)
-                width = wider
                 if len(batch) == size:
                     break
         if not taken:

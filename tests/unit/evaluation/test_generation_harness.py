@@ -30,7 +30,8 @@ def test_prompts_have_the_length_asked_for_and_differ_from_their_first_token(tok
 def test_a_tiny_run_times_both_conditions_every_round():
     result = generation.run(Settings(), DEMO_CORPUS, [40], samples=2, rounds=2, console=Console(quiet=True))
     (row,) = result["lengths"]
-    assert [len(row["seconds"][c]) for c in ("shared", "distinct")] == [2, 2]
-    assert all(s > 0 for c in ("shared", "distinct") for s in row["seconds"][c])
-    assert row["median_ratio_distinct_over_shared"] > 0
-    assert len(row["prompt_tokens_after_template"]) >= 1
+    conditions = ("shared", "prefix", "distinct")
+    assert [len(row["seconds"][c]) for c in conditions] == [2, 2, 2]
+    assert all(s > 0 for c in conditions for s in row["seconds"][c])
+    assert set(row["median_ratios"]) == {"distinct_over_shared", "distinct_over_prefix"}
+    assert len(row["prompt_tokens_after_template"]["shared"]) == 1

@@ -2,7 +2,7 @@ from collections import OrderedDict, deque
 
 import pytest
 from sounding import errors
-from sounding.models.generators import GenerationParams, _Job, next_batch
+from sounding.models.generators import GenerationParams, _Job, next_batch, prompt_layout
 from sounding.models.server import Admission
 
 pytestmark = pytest.mark.unit
@@ -73,3 +73,35 @@ def test_admission_bounds_generations_in_all_and_per_flow():
                     pass
     with admission.admit("a"), admission.admit("a"), admission.admit("b"):
         pass  # everything given back
+
+
+def test_rows_repeating_a_prompt_over_the_budget_still_share_its_batch():
+    samples = [job("inquiry", temperature=0.7, prompt_tokens=1500) for _ in range(3)]
+    pending = OrderedDict([("inquiry", deque(samples))])
+    assert next_batch(pending, 8, 1000) == samples
+
+
+def test_prompts_sharing_a_prefix_count_it_once_and_their_rests_per_prompt():
+    def revision(answer: int) -> _Job:
+        return _Job((1,) * 900 + (answer,) * 100, GenerationParams(temperature=0.7), None, "inquiry")
+
+    revisions = [revision(answer) for answer in range(2, 12)]
+    pending = OrderedDict([("inquiry", deque(revisions))])
+    # a pass over the shared 900 tokens, one over the 10 rests of 100 tokens
+    assert next_batch(pending, 10, 1000) == revisions
+    pending = OrderedDict([("inquiry", deque(revisions))])
+    assert next_batch(pending, 10, 950) == revisions[:9]
+
+
+def test_the_layout_shares_the_common_prefix_and_pads_between_it_and_each_rest():
+    a, b, c = (1, 2, 3, 4), (1, 2, 5), (1, 2, 3, 4)
+    layout = prompt_layout([a, b, c], pad=0)
+    assert layout.common == 2
+    assert layout.ids == [[1, 2, 3, 4], [1, 2, 0, 5]]
+    assert layout.attention == [[1, 1, 1, 1], [1, 1, 0, 1]]
+    assert layout.rows == [0, 1, 0]
+
+
+def test_one_repeated_prompt_keeps_its_last_token_out_of_the_shared_prefix():
+    layout = prompt_layout([(7, 8, 9)] * 3, pad=0)
+    assert (layout.common, layout.ids, layout.rows) == (2, [[7, 8, 9]], [0, 0, 0])
