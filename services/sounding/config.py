@@ -94,9 +94,9 @@ class GeneratorSettings(BaseModel):
     # The local backend batches concurrent generations that decode alike.
     max_batch_size: int = Field(default=8, ge=1, le=256)
     max_wait_ms: float = Field(default=5.0, ge=0.0, le=1000.0)
-    # The most tokens, padding included, that one forward pass of a batch's prefill encodes (its
-    # memory grows with them): the prefix the batch's prompts share, or every distinct prompt's
-    # rest; rows repeating a prompt add none. A longer prompt runs in a batch of its own.
+    # The most tokens, padding included, that a batch's prefill encodes beyond the prefix its
+    # prompts share (the first forward pass's memory grows with them); rows repeating a prompt
+    # add none. A longer prompt runs in a batch of its own.
     max_batch_prompt_tokens: int = Field(default=1024, ge=1)
     # Load the model while the sidecar starts (it reports NOT_SERVING meanwhile), so the first
     # Retrieve with a generating arm does not spend its arm timeout on loading it.

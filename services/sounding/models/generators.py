@@ -372,11 +372,11 @@ def prompt_layout(prompts: Sequence[tuple[int, ...]], pad: int) -> PromptLayout:
 def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: int) -> list[_Job]:
     """Up to `size` jobs that decode alike, taken round-robin across the flows (each flow's
     oldest first), starting with the flow at the head, whose oldest job is always taken; a job
-    that would bring a forward pass of the batch's prefill over `max_tokens` tokens waits for a
-    later batch. The prefill encodes the prefix that the distinct prompts share in one pass and
-    their padded rests in another (`prompt_layout`); rows repeating a prompt add nothing. The
-    chosen jobs leave `pending`, the emptied flows are dropped and the head flow moves to the
-    back."""
+    that would bring the batch's prefill over `max_tokens` tokens in a forward pass waits for a
+    later batch. The prefill encodes the prefix that the distinct prompts share in one pass (no
+    longer than the oldest job's prompt, which runs however long it is) and their padded rests in
+    another (`prompt_layout`); rows repeating a prompt add nothing. The chosen jobs leave
+    `pending`, the emptied flows are dropped and the head flow moves to the back."""
     head = next(iter(pending))
     key = pending[head][0].batch_key()
     batch: list[_Job] = []
@@ -395,7 +395,7 @@ def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: in
                 if prompt not in prompts:
                     shared = shared_prefix_length(first, prompt, common) if batch else len(prompt)
                     wider = max(width, len(prompt))
-                    if batch and max(shared, (len(prompts) + 1) * (wider - shared)) > max_tokens:
+                    if batch and (len(prompts) + 1) * (wider - shared) > max_tokens:
                         continue
                     first = first or prompt
                     prompts.add(prompt)

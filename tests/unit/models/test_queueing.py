@@ -91,6 +91,9 @@ def test_prompts_sharing_a_prefix_count_it_once_and_their_rests_per_prompt():
     assert next_batch(pending, 10, 1000) == revisions
     pending = OrderedDict([("inquiry", deque(revisions))])
     assert next_batch(pending, 10, 950) == revisions[:9]
+    # a shared prefix over the budget is no longer than the oldest prompt, which runs anyway
+    pending = OrderedDict([("inquiry", deque(revisions))])
+    assert next_batch(pending, 10, 500) == revisions[:5]
 
 
 def test_the_layout_shares_the_common_prefix_and_pads_between_it_and_each_rest():
