@@ -84,6 +84,7 @@ def run(
         config.max_wait_ms,
         max_prompt_tokens=max(lengths) + 256,
         max_batch_prompt_tokens=config.max_batch_prompt_tokens,
+        max_batch_cache_tokens=config.max_batch_cache_tokens,
     )
     tokenizer = AutoTokenizer.from_pretrained(converted_smollm2(settings.models.cache_dir))
     tokens = corpus_tokens(tokenizer, corpus)

@@ -190,6 +190,7 @@ class LocalGenerator:
         max_wait_ms: float = 5.0,
         max_prompt_tokens: int = 4096,
         max_batch_prompt_tokens: int = 1024,
+        max_batch_cache_tokens: int = 16384,
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -201,6 +202,7 @@ class LocalGenerator:
         self._max_wait_s = max_wait_ms / 1000
         self._max_prompt_tokens = max_prompt_tokens
         self._max_batch_prompt_tokens = max_batch_prompt_tokens
+        self._max_batch_cache_tokens = max_batch_cache_tokens
         # Waiting jobs by flow, the flows in the order they are next served.
         self._pending: OrderedDict[str, deque[_Job]] = OrderedDict()
         self._worker: asyncio.Task | None = None
@@ -250,7 +252,12 @@ class LocalGenerator:
             waiting = sum(len(jobs) for jobs in self._pending.values())
             if self._max_wait_s and waiting < self._max_batch_size:
                 await asyncio.sleep(self._max_wait_s)
-            chosen = next_batch(self._pending, self._max_batch_size, self._max_batch_prompt_tokens)
+            chosen = next_batch(
+                self._pending,
+                self._max_batch_size,
+                self._max_batch_prompt_tokens,
+                self._max_batch_cache_tokens,
+            )
             batch = [j for j in chosen if not j.cancelled.is_set()]
             if batch:
                 await loop.run_in_executor(self._thread, self._generate, batch)
@@ -369,14 +376,17 @@ def prompt_layout(prompts: Sequence[tuple[int, ...]], pad: int) -> PromptLayout:
     return PromptLayout(ids, attention, [index[p] for p in prompts], common)
 
 
-def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: int) -> list[_Job]:
+def next_batch(
+    pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: int, max_cache_tokens: int
+) -> list[_Job]:
     """Up to `size` jobs that decode alike, taken round-robin across the flows (each flow's
     oldest first), starting with the flow at the head, whose oldest job is always taken; a job
     that would bring the batch's prefill over `max_tokens` tokens in a forward pass waits for a
     later batch. The prefill encodes the prefix that the distinct prompts share in one pass (no
     longer than the oldest job's prompt, which runs however long it is) and their padded rests in
-    another (`prompt_layout`); rows repeating a prompt add nothing. The chosen jobs leave
-    `pending`, the emptied flows are dropped and the head flow moves to the back."""
+    another (`prompt_layout`); rows repeating a prompt add nothing. A job that would bring the
+    batch's key-value cache (rows x longest prompt) over `max_cache_tokens` waits too. The chosen
+    jobs leave `pending`, the emptied flows are dropped and the head flow moves to the back."""
     head = next(iter(pending))
     key = pending[head][0].batch_key()
     batch: list[_Job] = []
@@ -392,6 +402,8 @@ def next_batch(pending: OrderedDict[str, deque[_Job]], size: int, max_tokens: in
                 taken = True
                 candidate = matching[depth]
                 prompt = candidate.prompt_ids
+                if batch and (len(batch) + 1) * max(width, len(prompt)) > max_cache_tokens:
+                    continue
                 if prompt not in prompts:
                     shared = shared_prefix_length(first, prompt, common) if batch else len(prompt)
                     wider = max(width, len(prompt))

@@ -106,6 +106,7 @@ class ModelServicer:
                         config.max_wait_ms,
                         self._limits.max_prompt_tokens,
                         config.max_batch_prompt_tokens,
+                        config.max_batch_cache_tokens,
                     )
                 if config.cache_max_entries:
                     identity = (

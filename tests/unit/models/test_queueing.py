@@ -16,7 +16,7 @@ def test_a_batch_takes_flows_round_robin_so_a_flood_cannot_starve_another_flow()
     inquiry = [job("inquiry") for _ in range(20)]
     retrieve = job("retrieve:1")
     pending = OrderedDict([("inquiry", deque(inquiry)), ("retrieve:1", deque([retrieve]))])
-    first = next_batch(pending, 4, 2048)
+    first = next_batch(pending, 4, 2048, 100_000)
     assert first[:2] == [inquiry[0], retrieve]  # one of each flow before a second of either
     assert first[2:] == inquiry[1:3]
     assert list(pending) == ["inquiry"] and len(pending["inquiry"]) == 17
@@ -25,24 +25,24 @@ def test_a_batch_takes_flows_round_robin_so_a_flood_cannot_starve_another_flow()
 def test_the_flow_served_first_goes_to_the_back():
     a, b = [job("a") for _ in range(3)], [job("b") for _ in range(3)]
     pending = OrderedDict([("a", deque(a)), ("b", deque(b))])
-    assert next_batch(pending, 1, 2048) == [a[0]]
-    assert next_batch(pending, 1, 2048) == [b[0]]
-    assert next_batch(pending, 1, 2048) == [a[1]]
+    assert next_batch(pending, 1, 2048, 100_000) == [a[0]]
+    assert next_batch(pending, 1, 2048, 100_000) == [b[0]]
+    assert next_batch(pending, 1, 2048, 100_000) == [a[1]]
 
 
 def test_a_batch_holds_only_jobs_that_decode_alike():
     greedy, sampled = job("a"), job("b", temperature=0.7)
     pending = OrderedDict([("a", deque([greedy])), ("b", deque([sampled]))])
-    assert next_batch(pending, 8, 2048) == [greedy]
-    assert next_batch(pending, 8, 2048) == [sampled]
+    assert next_batch(pending, 8, 2048, 100_000) == [greedy]
+    assert next_batch(pending, 8, 2048, 100_000) == [sampled]
 
 
 def test_a_batch_keeps_its_padded_prompt_tokens_within_the_budget():
     short, long_, short2 = (job(flow, prompt_tokens=n) for flow, n in (("a", 100), ("b", 900), ("c", 100)))
     pending = OrderedDict([("a", deque([short])), ("b", deque([long_])), ("c", deque([short2]))])
     # 2 x 900 tokens would be over 1000: the long prompt waits, the later short one comes along
-    assert next_batch(pending, 8, 1000) == [short, short2]
-    assert next_batch(pending, 8, 1000) == [long_]
+    assert next_batch(pending, 8, 1000, 100_000) == [short, short2]
+    assert next_batch(pending, 8, 1000, 100_000) == [long_]
 
 
 def test_rows_of_one_prompt_count_its_prefill_once_against_the_budget():
@@ -50,15 +50,15 @@ def test_rows_of_one_prompt_count_its_prefill_once_against_the_budget():
     other = job("inquiry", temperature=0.7, prompt_tokens=900, token=2)
     pending = OrderedDict([("inquiry", deque([samples[0], other, *samples[1:]]))])
     # one prompt's four rows prefill 900 tokens; the other prompt would make it 1,800
-    assert next_batch(pending, 8, 1000) == samples
-    assert next_batch(pending, 8, 1000) == [other]
+    assert next_batch(pending, 8, 1000, 100_000) == samples
+    assert next_batch(pending, 8, 1000, 100_000) == [other]
 
 
 def test_a_prompt_over_the_budget_still_runs_alone():
     huge, small = job("a", prompt_tokens=5000), job("a", prompt_tokens=10)
     pending = OrderedDict([("a", deque([huge, small]))])
-    assert next_batch(pending, 8, 1000) == [huge]
-    assert next_batch(pending, 8, 1000) == [small]
+    assert next_batch(pending, 8, 1000, 100_000) == [huge]
+    assert next_batch(pending, 8, 1000, 100_000) == [small]
 
 
 def test_admission_bounds_generations_in_all_and_per_flow():
@@ -78,7 +78,7 @@ def test_admission_bounds_generations_in_all_and_per_flow():
 def test_rows_repeating_a_prompt_over_the_budget_still_share_its_batch():
     samples = [job("inquiry", temperature=0.7, prompt_tokens=1500) for _ in range(3)]
     pending = OrderedDict([("inquiry", deque(samples))])
-    assert next_batch(pending, 8, 1000) == samples
+    assert next_batch(pending, 8, 1000, 100_000) == samples
 
 
 def test_prompts_sharing_a_prefix_count_it_once_and_their_rests_per_prompt():
@@ -88,12 +88,12 @@ def test_prompts_sharing_a_prefix_count_it_once_and_their_rests_per_prompt():
     revisions = [revision(answer) for answer in range(2, 12)]
     pending = OrderedDict([("inquiry", deque(revisions))])
     # a pass over the shared 900 tokens, one over the 10 rests of 100 tokens
-    assert next_batch(pending, 10, 1000) == revisions
+    assert next_batch(pending, 10, 1000, 100_000) == revisions
     pending = OrderedDict([("inquiry", deque(revisions))])
-    assert next_batch(pending, 10, 950) == revisions[:9]
+    assert next_batch(pending, 10, 950, 100_000) == revisions[:9]
     # a shared prefix over the budget is no longer than the oldest prompt, which runs anyway
     pending = OrderedDict([("inquiry", deque(revisions))])
-    assert next_batch(pending, 10, 500) == revisions[:5]
+    assert next_batch(pending, 10, 500, 100_000) == revisions[:5]
 
 
 def test_the_layout_shares_the_common_prefix_and_pads_between_it_and_each_rest():
@@ -108,3 +108,11 @@ def test_the_layout_shares_the_common_prefix_and_pads_between_it_and_each_rest()
 def test_one_repeated_prompt_keeps_its_last_token_out_of_the_shared_prefix():
     layout = prompt_layout([(7, 8, 9)] * 3, pad=0)
     assert (layout.common, layout.ids, layout.rows) == (2, [[7, 8, 9]], [0, 0, 0])
+
+
+def test_a_batch_keeps_its_rows_times_longest_prompt_within_the_cache_budget():
+    samples = [job("inquiry", temperature=0.7, prompt_tokens=1000) for _ in range(8)]
+    pending = OrderedDict([("inquiry", deque(samples))])
+    # one prefill, but every row holds a copy of the cache
+    assert next_batch(pending, 8, 1024, 5000) == samples[:5]
+    assert next_batch(pending, 8, 1024, 500) == [samples[5]]  # a longer prompt still runs alone
