@@ -15,7 +15,7 @@ import pytest
 from sounding import errors
 from sounding.config import ModelsSettings, Settings
 from sounding.models.client import ModelsClient
-from sounding.models.generators import converted_smollm2
+from sounding.models.local_generator import converted_smollm2
 from sounding.stack import Stack
 
 from .conftest import free_port

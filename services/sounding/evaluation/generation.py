@@ -73,7 +73,8 @@ def run(
 ) -> dict:
     from transformers import AutoTokenizer
 
-    from sounding.models.generators import GenerationParams, LocalGenerator, converted_smollm2
+    from sounding.models.generators import GenerationParams
+    from sounding.models.local_generator import LocalGenerator, converted_smollm2
     from sounding.models.server import select_device
 
     config = settings.models.generator

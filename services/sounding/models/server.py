@@ -20,7 +20,8 @@ from sounding.models.batching import MicroBatcher
 from sounding.models.client import FLOW_METADATA_KEY, SERVICE_NAME, sidecar_token
 from sounding.models.embedder import Embedder
 from sounding.models.generation_cache import CachedGenerator
-from sounding.models.generators import GenerationParams, Generator, LocalGenerator, OpenAIGenerator
+from sounding.models.generators import GenerationParams, Generator, OpenAIGenerator
+from sounding.models.local_generator import LocalGenerator
 from sounding.models.nli import TRAINED_DIR, NliModel, ensure_trained
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from sounding.models.generators import converted_smollm2
+    from sounding.models.local_generator import converted_smollm2
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(converted_smollm2(Settings().models.cache_dir))

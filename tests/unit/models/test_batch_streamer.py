@@ -1,7 +1,8 @@
 import asyncio
 
 import pytest
-from sounding.models.generators import GenerationParams, _BatchStreamer, _Job
+from sounding.models.generators import GenerationParams
+from sounding.models.local_generator import _BatchStreamer, _Job
 
 # The [models] extra's torch: absent where the unit tests run without it (make test-newer-python).
 torch = pytest.importorskip("torch")

@@ -2,7 +2,8 @@ from collections import OrderedDict, deque
 
 import pytest
 from sounding import errors
-from sounding.models.generators import GenerationParams, _Job, next_batch, prompt_layout
+from sounding.models.generators import GenerationParams
+from sounding.models.local_generator import _Job, next_batch, prompt_layout
 from sounding.models.server import Admission
 
 pytestmark = pytest.mark.unit
