@@ -140,6 +140,12 @@ class InquiryLimits(BaseModel):
     llm_generations_in_flight: int = Field(
         default=8, ge=1, description="generations one llm session runs at once"
     )
+    session_retention_hours: float = Field(
+        default=720,
+        ge=0,
+        description="a session idle this long (no step saved) is deleted, and resuming it finds "
+        "nothing; 0 keeps sessions forever",
+    )
     compute_threads: int = Field(
         default=2, ge=1, description="threads computing inquiry moves (EIG, look-ahead)"
     )

@@ -1,18 +1,24 @@
 import asyncio
+import time
 
 import grpc
 import pytest
+from sounding.config import ModelsSettings, Settings
 from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.stack import Stack
 from sounding_client import (
     Ask,
     AsyncClient,
     Belief,
+    Client,
     Hypothesis,
     InquiryAnswer,
     InquiryPolicy,
     Question,
     SoundingError,
 )
+
+from .conftest import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -189,3 +195,44 @@ def test_the_bulls_and_cows_harness_plays_every_policy_and_lists_turns_per_secre
         assert sum(summary["turns_by_secret"].values()) / summary["games"] == pytest.approx(
             summary["mean_turns"], abs=1e-4
         )
+
+
+@pytest.fixture
+def expiring_orchestrator(stack, tmp_path):
+    """An orchestrator of its own (beside the session's sidecar) that deletes sessions idle
+    for 3 s, looking every second."""
+    settings = Settings(
+        data_dir=tmp_path,
+        address=f"127.0.0.1:{free_port()}",
+        models=ModelsSettings(address=stack.settings.models.address),
+    )
+    running = Stack(
+        settings,
+        env={"SOUNDING_LIMITS__INQUIRY__SESSION_RETENTION_HOURS": str(3 / 3600)},
+        log_dir=tmp_path / "logs",
+    )
+    running.start_orchestrator()
+    yield running
+    running.stop()
+
+
+@pytest.mark.slow
+def test_an_idle_session_expires_and_one_a_stream_holds_does_not(expiring_orchestrator):
+    with Client(expiring_orchestrator.settings.address, timeout=60) as client:
+        idle = client.inquire("bulls_and_cows")
+        play(idle, "5820", stop_after=1)
+        held = client.inquire("bulls_and_cows")
+        for event in held:
+            if isinstance(event, Ask):
+                if event.turn > 1:
+                    held.close()
+                    break
+                time.sleep(6)  # both sessions past the retention; the sweep runs every second
+                held.answer(oracle("5820", event.question))
+        # resumed at once: its setup must have survived the sweeps while the stream held it
+        finished = play(client.resume_inquiry(held.session_id), "5820")
+        with pytest.raises(SoundingError) as expired:
+            list(client.resume_inquiry(idle.session_id))
+    assert finished[-1].answer == "5820"
+    assert expired.value.code == grpc.StatusCode.NOT_FOUND
+    assert expired.value.reason == "SESSION_NOT_FOUND"

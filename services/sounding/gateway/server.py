@@ -278,6 +278,7 @@ async def serve(settings: Settings) -> None:
     )
     rpc.listen(server, settings.address, settings.tls)
     await server.start()
+    expiry = asyncio.ensure_future(inquiry.expire_idle_sessions())
     try:
         await readiness.start()
         serving.set()
@@ -290,6 +291,7 @@ async def serve(settings: Settings) -> None:
         if not await gate.drain(limits.transport.drain_grace_s):
             log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)
         await server.stop(grace=1.0)
+        expiry.cancel()
         inquiry.close()
         await executor.close()
         await tenants.close()

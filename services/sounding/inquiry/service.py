@@ -14,12 +14,15 @@ llm domain are open at once; each session's generations run as one flow in the s
 `llm_generations_in_flight` at a time.
 
 A session belongs to the tenant that started it: it is stored under the tenant's key
-(`schema.session_key`), so another tenant's resume finds nothing (SESSION_NOT_FOUND).
+(`schema.session_key`), so another tenant's resume finds nothing (SESSION_NOT_FOUND). A session
+idle for `session_retention_hours` is deleted (`expire_idle_sessions`), unless a stream holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -34,6 +37,12 @@ from sounding.limits import InquiryLimits
 from sounding.offload import BoundedPool, completed
 from sounding.store import schema
 from sounding.store.collections import Store
+
+log = logging.getLogger(__name__)
+
+# How often idle sessions are looked for: hourly, or ten times per retention if that is shorter
+# (at most once a second).
+EXPIRY_INTERVAL_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,29 @@ class InquiryService:
 
     def close(self) -> None:
         self._compute.close()
+
+    async def expire_idle_sessions(self) -> None:
+        """Runs until cancelled: now and then deletes the sessions idle for longer than
+        `session_retention_hours` (never, at 0), except those a stream holds."""
+        retention_s = self._limits.session_retention_hours * 3600
+        if not retention_s:
+            return
+        while True:
+            await self.expire_once(time.time() - retention_s)
+            await asyncio.sleep(max(1.0, min(EXPIRY_INTERVAL_S, retention_s / 10)))
+
+    async def expire_once(self, idle_before_s: float) -> int:
+        """Deletes the sessions whose last step was saved before `idle_before_s` (seconds since
+        the epoch) and no stream holds; a failure is logged (the next pass tries again)."""
+        held = [key for key, lock in list(self._locks.items()) if lock.locked()]
+        try:
+            gone = await self._store.expire_sessions(int(idle_before_s * 1e6), held)
+        except Exception:
+            log.warning("expiring idle inquiry sessions failed; the next pass tries again", exc_info=True)
+            return 0
+        if gone:
+            log.info("deleted %d inquiry sessions idle since before %s", gone, time.ctime(idle_before_s))
+        return gone
 
     async def run(
         self,

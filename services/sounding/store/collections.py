@@ -21,64 +21,22 @@ import weakref
 from collections.abc import Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, BTree
+from lancedb.index import FTS
 
 from sounding import errors
-from sounding.allocator import release_free_memory
 from sounding.store import schema
+from sounding.store.compaction import compact
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
-from sounding.store.group_commit import GroupCommit
 from sounding.store.location import StoreLocation
+from sounding.store.sessions import SessionTables
 from sounding.store.upgrade import upgrade
 
 log = logging.getLogger(__name__)
-
-# Every commit leaves a table version; optimising prunes those older than this, which no reader
-# still needs (thousands of kept versions made each optimisation take seconds).
-VERSION_RETENTION = timedelta(minutes=1)
-# Session saves are one small commit each; compact the table (and refresh its index) every so many.
-SESSION_WRITES_PER_COMPACTION = 200
-
-
-async def compact(*tables: lancedb.AsyncTable) -> None:
-    """Compact the tables and prune versions older than VERSION_RETENTION, then hand the memory
-    the pruned versions held back to the system; best effort: a failure is logged (the next
-    compaction tries again)."""
-    for table in tables:
-        try:
-            await table.optimize(cleanup_older_than=VERSION_RETENTION)
-        except Exception:
-            log.warning("compacting %s failed; the next compaction tries again", table.name, exc_info=True)
-    await asyncio.to_thread(release_free_memory)
-
-
-class BackgroundCompaction:
-    """Append-only tables whose every append is a commit (a small fragment and a table version):
-    after every `every` counted appends they are compacted in the background, so the append that
-    reaches the count is acknowledged without waiting, and one compaction runs at a time (a count
-    reached meanwhile waits for the next). Appends and compaction may overlap: LanceDB retries an
-    append that races a compaction."""
-
-    def __init__(self, tables: Collection[lancedb.AsyncTable], every: int):
-        self._tables, self._every = tuple(tables), every
-        self._appends = 0
-        self._running: asyncio.Task | None = None
-
-    def count(self) -> None:
-        self._appends += 1
-        if self._appends % self._every == 0 and (self._running is None or self._running.done()):
-            self._running = asyncio.get_running_loop().create_task(compact(*self._tables))
-
-    async def settled(self) -> None:
-        """Returns once no compaction is running."""
-        if self._running is not None:
-            await self._running
 
 
 @dataclass(frozen=True)
@@ -104,7 +62,7 @@ class CollectionStats:
     version: int | None = None
 
 
-class Store:
+class Store(SessionTables):
     """The writer. Every method that commits something a client is acknowledged for returns only
     once `durability.sync()` says the commit is on disk."""
 
@@ -121,7 +79,7 @@ class Store:
         connection = await connect(location)
         store = cls(connection, durability or Durability("process", location))
         await store._ensure_registry()
-        await store._ensure_sessions()
+        await store._ensure_sessions(await store._table_names())
         await store._drop_unregistered_tables()
         await store._upgrade_chunk_tables()
         return store
@@ -149,84 +107,6 @@ class Store:
                 schema.COLLECTIONS_TABLE, schema=schema.COLLECTIONS_SCHEMA, exist_ok=True
             )
         self._registry = await self._db.open_table(schema.COLLECTIONS_TABLE)
-
-    async def _ensure_sessions(self) -> None:
-        names = await self._table_names()
-        for name, table_schema in (
-            (schema.SESSIONS_TABLE, schema.SESSIONS_SCHEMA),
-            (schema.SESSION_SETUPS_TABLE, schema.SESSION_SETUPS_SCHEMA),
-        ):
-            if name not in names:
-                table = await self._db.create_table(name, schema=table_schema, exist_ok=True)
-                # Saves and loads find a session by id through this index, not by a scan.
-                await table.create_index("session_id", config=BTree(), replace=True)
-        self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
-        self._session_setups = await self._db.open_table(schema.SESSION_SETUPS_TABLE)
-        self._session_writes = 0
-        # Saves replace rows (an update) and compaction rewrites them: LanceDB refuses such
-        # commits when they overlap, so the session tables take one write at a time.
-        self._session_lock = asyncio.Lock()
-        self._session_saves = GroupCommit(self._commit_session_rows)
-
-    async def create_session(self, session_id: str, domain: str, setup_json: str) -> None:
-        """Record a new session's fixed setup (once, before its first step is saved)."""
-        row = {
-            "session_id": session_id,
-            "domain": domain,
-            "setup_json": setup_json,
-            "create_time_us": int(time.time() * 1e6),
-        }
-        async with self._session_lock:
-            await self._session_setups.add(pa.Table.from_pylist([row], schema.SESSION_SETUPS_SCHEMA))
-            await self._count_session_write()
-        await self._durability.sync()
-
-    async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
-        """Store a session's state after `step`, replacing the one before (a session has one row
-        however often it is saved or resumed). Saves of several sessions arriving together share
-        one commit."""
-        row = {
-            "session_id": session_id,
-            "step": step,
-            "domain": domain,
-            "state_json": state_json,
-            "update_time_us": int(time.time() * 1e6),
-        }
-        await self._session_saves.submit(row)
-        await self._durability.sync()
-
-    async def _commit_session_rows(self, rows: list[dict]) -> None:
-        latest = {row["session_id"]: row for row in sorted(rows, key=lambda r: r["step"])}
-        async with self._session_lock:
-            await (
-                self._sessions.merge_insert("session_id")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute(pa.Table.from_pylist(list(latest.values()), schema.SESSIONS_SCHEMA))
-            )
-            await self._count_session_write()
-
-    async def _count_session_write(self) -> None:
-        """Every small commit adds a table version; compact both session tables now and then
-        (a failed compaction is logged and tried again later: the write itself is done)."""
-        self._session_writes += 1
-        if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
-            await compact(self._sessions, self._session_setups)
-
-    async def load_session(self, session_id: str) -> tuple[str, str] | None:
-        """(setup, state of the latest step) of a session, or None for an unknown session (data
-        directories written before saves replaced their row may hold several rows: the latest
-        step wins)."""
-        where = f"session_id = {schema.sql_string(session_id)}"
-        setups = (
-            await self._session_setups.query().where(where).select(["setup_json"]).to_arrow()
-        ).to_pylist()
-        rows = (
-            await self._sessions.query().where(where).select(["step", "state_json"]).to_arrow()
-        ).to_pylist()
-        if not setups or not rows:
-            return None
-        return setups[0]["setup_json"], max(rows, key=lambda r: r["step"])["state_json"]
 
     async def _drop_unregistered_tables(self) -> None:
         registered = {c.name for c in await self.list_collections()}

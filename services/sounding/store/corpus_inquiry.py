@@ -19,7 +19,7 @@ import lancedb
 import pyarrow as pa
 from lancedb.index import BTree
 
-from sounding.store.collections import BackgroundCompaction
+from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation

@@ -24,7 +24,7 @@ import pyarrow as pa
 from lancedb.index import BTree
 from numpy.typing import ArrayLike
 
-from sounding.store.collections import BackgroundCompaction
+from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.learning_tables import (

@@ -19,7 +19,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from sounding.store.collections import BackgroundCompaction
+from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit

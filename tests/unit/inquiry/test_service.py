@@ -6,6 +6,7 @@ from sounding import errors
 from sounding.inquiry.protocol import AskEvent, Policy, Start
 from sounding.inquiry.service import InquiryService, ObservationRequest, ResumeRequest
 from sounding.limits import InquiryLimits
+from sounding.store import schema
 
 pytestmark = pytest.mark.unit
 
@@ -15,6 +16,7 @@ class MemoryStore:
 
     def __init__(self):
         self.setups, self.states, self.loads = {}, {}, 0
+        self.expiries: list[tuple[int, list[str]]] = []
 
     async def create_session(self, session_id, domain, setup_json):
         self.setups[session_id] = setup_json
@@ -27,6 +29,14 @@ class MemoryStore:
         if session_id not in self.states:
             return None
         return self.setups[session_id], self.states[session_id]
+
+    async def expire_sessions(self, idle_before_us, held=()):
+        """Forgets every session not held (the idle times are the store's business)."""
+        self.expiries.append((idle_before_us, sorted(held)))
+        gone = [key for key in self.states if key not in held]
+        for key in gone:
+            del self.states[key], self.setups[key]
+        return len(gone)
 
 
 async def requests(*items, hold: asyncio.Event | None = None):
@@ -111,3 +121,35 @@ def test_a_session_is_resumed_only_by_the_tenant_that_started_it():
     refused, resumed = asyncio.run(run())
     assert refused == ["SESSION_NOT_FOUND"] * 3
     assert isinstance(resumed[-1], AskEvent)
+
+
+def test_expiry_spares_a_session_a_stream_holds_and_a_resume_of_an_expired_one_finds_nothing():
+    store = MemoryStore()
+    service = InquiryService(store)
+
+    async def run():
+        release = asyncio.Event()
+        held = service.run(requests(Start("bulls_and_cows", Policy()), hold=release))
+        held_id = (await anext(held)).session_id
+        await anext(held)
+        idle = [e async for e in service.run(requests(Start("bulls_and_cows", Policy())))][0].session_id
+        gone = await service.expire_once(1000.0)
+        with pytest.raises(errors.NotFound) as expired:
+            await anext(service.run(requests(ResumeRequest(idle))))
+        release.set()
+        await held.aclose()
+        resumed = [e async for e in service.run(requests(ResumeRequest(held_id)))]
+        return gone, expired.value, resumed, held_id
+
+    gone, expired, resumed, held_id = asyncio.run(run())
+    assert gone == 1
+    assert store.expiries == [(1_000_000_000, [schema.scoped(schema.DEFAULT_TENANT, held_id)])]
+    assert expired.reason == "SESSION_NOT_FOUND"
+    assert isinstance(resumed[-1], AskEvent)
+
+
+def test_a_retention_of_zero_keeps_sessions_forever():
+    store = MemoryStore()
+    service = InquiryService(store, limits=InquiryLimits(session_retention_hours=0))
+    asyncio.run(asyncio.wait_for(service.expire_idle_sessions(), 1))  # returns at once
+    assert store.expiries == []

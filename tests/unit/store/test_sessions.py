@@ -1,5 +1,7 @@
 import asyncio
+import time
 
+import pyarrow as pa
 import pytest
 from sounding.store.collections import Store
 from sounding.store.location import StoreLocation
@@ -28,3 +30,52 @@ def test_concurrent_saves_share_a_commit_and_each_session_keeps_its_latest_step(
     commits, loaded = asyncio.run(run())
     assert commits == 1
     assert loaded == [("{}", f"later {i}") for i in range(8)]
+
+
+def test_sessions_idle_past_the_cutoff_go_with_their_setups_and_others_stay(tmp_path):
+    async def run():
+        store = await Store.open(StoreLocation(str(tmp_path)))
+        for name in ("old", "held", "legacy"):
+            await store.create_session(name, "bulls_and_cows", "{}")
+            await store.save_session(name, 1, "bulls_and_cows", f"{name} state")
+        await store.create_session("crashed", "bulls_and_cows", "{}")  # no step ever saved
+        await asyncio.sleep(0.01)
+        cutoff = int(time.time() * 1e6)
+        await asyncio.sleep(0.01)
+        await store.create_session("recent", "bulls_and_cows", "{}")
+        await store.save_session("recent", 1, "bulls_and_cows", "recent state")
+        # A data directory from before saves replaced their row: an older row beside a recent one.
+        newer = {"session_id": "legacy", "step": 2, "domain": "bulls_and_cows", "state_json": "legacy 2"}
+        await store._sessions.add(pa.Table.from_pylist([{**newer, "update_time_us": cutoff + 1}]))
+        gone = await store.expire_sessions(cutoff, held=["held"])
+        names = ("old", "held", "legacy", "crashed", "recent")
+        return gone, {name: await store.load_session(name) for name in names}, await _setup_ids(store)
+
+    gone, loaded, setups = asyncio.run(run())
+    assert gone == 2  # "old" and "crashed"
+    assert loaded == {
+        "old": None,
+        "held": ("{}", "held state"),
+        "legacy": ("{}", "legacy 2"),
+        "crashed": None,
+        "recent": ("{}", "recent state"),
+    }
+    assert setups == ["held", "legacy", "recent"]
+
+
+def test_expiring_nothing_commits_nothing(tmp_path):
+    async def run():
+        store = await Store.open(StoreLocation(str(tmp_path)))
+        await store.create_session("s", "bulls_and_cows", "{}")
+        await store.save_session("s", 1, "bulls_and_cows", "state")
+        before = await store._sessions.version(), await store._session_setups.version()
+        gone = await store.expire_sessions(0)
+        return gone, before, (await store._sessions.version(), await store._session_setups.version())
+
+    gone, before, after = asyncio.run(run())
+    assert gone == 0 and before == after
+
+
+async def _setup_ids(store) -> list[str]:
+    rows = await store._session_setups.query().select(["session_id"]).to_arrow()
+    return sorted(rows.column("session_id").to_pylist())

@@ -1,0 +1,54 @@
+"""Compaction of the store's tables: every commit adds a fragment and a table version, and a
+table read through many of them slows every query."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+from datetime import timedelta
+
+import lancedb
+
+from sounding.allocator import release_free_memory
+
+log = logging.getLogger(__name__)
+
+# Every commit leaves a table version; optimising prunes those older than this, which no reader
+# still needs (thousands of kept versions made each optimisation take seconds).
+VERSION_RETENTION = timedelta(minutes=1)
+
+
+async def compact(*tables: lancedb.AsyncTable) -> None:
+    """Compact the tables and prune versions older than VERSION_RETENTION, then hand the memory
+    the pruned versions held back to the system; best effort: a failure is logged (the next
+    compaction tries again)."""
+    for table in tables:
+        try:
+            await table.optimize(cleanup_older_than=VERSION_RETENTION)
+        except Exception:
+            log.warning("compacting %s failed; the next compaction tries again", table.name, exc_info=True)
+    await asyncio.to_thread(release_free_memory)
+
+
+class BackgroundCompaction:
+    """Append-only tables whose every append is a commit (a small fragment and a table version):
+    after every `every` counted appends they are compacted in the background, so the append that
+    reaches the count is acknowledged without waiting, and one compaction runs at a time (a count
+    reached meanwhile waits for the next). Appends and compaction may overlap: LanceDB retries an
+    append that races a compaction."""
+
+    def __init__(self, tables: Collection[lancedb.AsyncTable], every: int):
+        self._tables, self._every = tuple(tables), every
+        self._appends = 0
+        self._running: asyncio.Task | None = None
+
+    def count(self) -> None:
+        self._appends += 1
+        if self._appends % self._every == 0 and (self._running is None or self._running.done()):
+            self._running = asyncio.get_running_loop().create_task(compact(*self._tables))
+
+    async def settled(self) -> None:
+        """Returns once no compaction is running."""
+        if self._running is not None:
+            await self._running
