@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Collection
 from datetime import timedelta
+from typing import cast
 
 import lancedb
 
@@ -31,6 +32,17 @@ async def compact(*tables: lancedb.AsyncTable) -> None:
     await asyncio.to_thread(release_free_memory)
 
 
+async def compact_if_fragmented(tables: Collection[lancedb.AsyncTable], most: int) -> None:
+    """Compact the tables now if any holds more than `most` small fragments: what a process that
+    stopped before its next compaction, or an older version, left behind."""
+    for table in tables:
+        # A dict at run time, though typed as TableStatistics.
+        stats = cast(dict, await table.stats())
+        if stats["fragment_stats"]["num_small_fragments"] > most:
+            await compact(*tables)
+            return
+
+
 class BackgroundCompaction:
     """Append-only tables whose every append is a commit (a small fragment and a table version):
     after every `every` counted appends they are compacted in the background, so the append that
@@ -42,6 +54,11 @@ class BackgroundCompaction:
         self._tables, self._every = tuple(tables), every
         self._appends = 0
         self._running: asyncio.Task | None = None
+
+    async def catch_up(self) -> None:
+        """At open: compact now if a table holds more small fragments than `every` appends
+        leave (`compact_if_fragmented`)."""
+        await compact_if_fragmented(self._tables, self._every)
 
     def count(self) -> None:
         self._appends += 1

@@ -122,7 +122,9 @@ class CorpusInquiryLog:
                 await table.create_index("session_id", config=BTree(), replace=True)
             tables.append(table)
         queries, verdicts = tables
-        return cls(queries, verdicts, durability or Durability("process", location))
+        log = cls(queries, verdicts, durability or Durability("process", location))
+        await log.compaction.catch_up()
+        return log
 
     async def append_query(self, query: ExecutedQuery) -> None:
         row = {**asdict(query), "create_time_us": int(time.time() * 1e6)}

@@ -180,6 +180,7 @@ class LearningLog:
             (log._retrievals, log._observations, log._inquiry_states, log._calibrations, log._deployments),
             WRITES_PER_COMPACTION,
         )
+        await log.compaction.catch_up()
         return log
 
     async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:

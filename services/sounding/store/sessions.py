@@ -13,7 +13,7 @@ import pyarrow as pa
 from lancedb.index import BTree
 
 from sounding.store import schema
-from sounding.store.compaction import compact
+from sounding.store.compaction import compact, compact_if_fragmented
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
 
@@ -42,6 +42,7 @@ class SessionTables:
                 await table.create_index("session_id", config=BTree(), replace=True)
         self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
         self._session_setups = await self._db.open_table(schema.SESSION_SETUPS_TABLE)
+        await compact_if_fragmented((self._sessions, self._session_setups), SESSION_WRITES_PER_COMPACTION)
         self._session_writes = 0
         # Saves replace rows (an update) and compaction rewrites them: LanceDB refuses such
         # commits when they overlap, so the session tables take one write at a time.

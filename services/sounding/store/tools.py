@@ -164,7 +164,9 @@ class ToolStore:
             if name not in existing:
                 await db.create_table(name, schema=schema, exist_ok=True)
             tables[table] = await db.open_table(name)
-        return cls(db, durability or Durability("process", location), tables)
+        store = cls(db, durability or Durability("process", location), tables)
+        await store.compaction.catch_up()
+        return store
 
     async def tools(self) -> list[ToolRecord]:
         """Every tool of every toolset, removed ones included."""

@@ -37,3 +37,27 @@ def test_inquiry_state_appends_are_compacted_and_found_by_an_indexed_session_id(
     assert ["session_id"] in indexed
     assert found == {"s3", "s11"}
     assert len(recorded) == 24 and {s.turn for s in recorded} == {0, 1}
+
+
+def test_a_log_left_fragmented_is_compacted_when_it_opens(tmp_path, monkeypatch):
+    """A process that stopped before its next compaction leaves fragments the next one must not
+    read through until its own count comes round."""
+    monkeypatch.setattr(learning, "WRITES_PER_COMPACTION", 5)
+
+    async def run():
+        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        for i in range(5):
+            await log.append_inquiry_states(states(f"s{i}"))
+        await log.compaction.settled()
+        table = log._inquiry_states
+        rows = await table.query().limit(2).to_arrow()
+        for _ in range(6):  # written past the last compaction, as if by a process that stopped there
+            await table.add(rows)
+        left = (await table.stats())["fragment_stats"]["num_small_fragments"]
+        reopened = await LearningLog.open(StoreLocation(str(tmp_path)))
+        after = (await reopened._inquiry_states.stats())["fragment_stats"]["num_small_fragments"]
+        return left, after, len(await reopened.inquiry_states("gn", "normal"))
+
+    left, after, recorded = asyncio.run(run())
+    assert left > 5 and after <= 2
+    assert recorded == 2 * 5 + 2 * 6
