@@ -98,9 +98,10 @@ class GeneratorSettings(BaseModel):
     # prompts share (the first forward pass's memory grows with them); rows repeating a prompt
     # add none. A longer prompt runs in a batch of its own.
     max_batch_prompt_tokens: int = Field(default=1024, ge=1)
-    # A batch's rows x its longest prompt, at most this many: the key-value cache it decodes with
-    # grows with them (rows sharing a prefill each hold a copy). A longer prompt runs alone.
-    max_batch_cache_tokens: int = Field(default=16384, ge=1)
+    # A batch's rows x (its longest prompt + its most new tokens), at most this many: the
+    # key-value cache it decodes with grows to that (rows sharing a prefill each hold a copy).
+    # A longer generation runs alone.
+    max_batch_cache_tokens: int = Field(default=20480, ge=1)
     # Load the model while the sidecar starts (it reports NOT_SERVING meanwhile), so the first
     # Retrieve with a generating arm does not spend its arm timeout on loading it.
     preload: bool = True

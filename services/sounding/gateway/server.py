@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import warnings
+from contextlib import suppress
 
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -292,6 +293,8 @@ async def serve(settings: Settings) -> None:
             log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)
         await server.stop(grace=1.0)
         expiry.cancel()
+        with suppress(asyncio.CancelledError):
+            await expiry
         inquiry.close()
         await executor.close()
         await tenants.close()

@@ -96,7 +96,11 @@ class InquiryService:
     async def expire_once(self, idle_before_s: float) -> int:
         """Deletes the sessions whose last step was saved before `idle_before_s` (seconds since
         the epoch) and no stream holds; a failure is logged (the next pass tries again)."""
-        held = [key for key, lock in list(self._locks.items()) if lock.locked()]
+
+        def held(key: str) -> bool:
+            lock = self._locks.get(key)
+            return lock is not None and lock.locked()
+
         try:
             gone = await self._store.expire_sessions(int(idle_before_s * 1e6), held)
         except Exception:

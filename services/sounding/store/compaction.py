@@ -34,10 +34,19 @@ async def compact(*tables: lancedb.AsyncTable) -> None:
 
 async def compact_if_fragmented(tables: Collection[lancedb.AsyncTable], most: int) -> None:
     """Compact the tables now if any holds more than `most` small fragments: what a process that
-    stopped before its next compaction, or an older version, left behind."""
+    stopped before its next compaction, or an older version, left behind. Best effort, like
+    `compact`: a table whose statistics cannot be read is logged and left to its count."""
     for table in tables:
-        # A dict at run time, though typed as TableStatistics.
-        stats = cast(dict, await table.stats())
+        try:
+            # A dict at run time, though typed as TableStatistics.
+            stats = cast(dict, await table.stats())
+        except Exception:
+            log.warning(
+                "reading the fragments of %s failed; its next compaction is left to its count",
+                table.name,
+                exc_info=True,
+            )
+            continue
         if stats["fragment_stats"]["num_small_fragments"] > most:
             await compact(*tables)
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import lancedb
 import pyarrow as pa
@@ -99,36 +99,42 @@ class SessionTables:
         directories written before saves replaced their row may hold several rows: the latest
         step wins)."""
         where = f"session_id = {schema.sql_string(session_id)}"
-        setups = (
-            await self._session_setups.query().where(where).select(["setup_json"]).to_arrow()
-        ).to_pylist()
-        rows = (
-            await self._sessions.query().where(where).select(["step", "state_json"]).to_arrow()
-        ).to_pylist()
+        # Under the write lock, so that a load sees a session's expiry whole or not at all.
+        async with self._session_lock:
+            setups = (
+                await self._session_setups.query().where(where).select(["setup_json"]).to_arrow()
+            ).to_pylist()
+            rows = (
+                await self._sessions.query().where(where).select(["step", "state_json"]).to_arrow()
+            ).to_pylist()
         if not setups or not rows:
             return None
         return setups[0]["setup_json"], max(rows, key=lambda r: r["step"])["state_json"]
 
-    async def expire_sessions(self, idle_before_us: int, held: Collection[str] = ()) -> int:
+    async def expire_sessions(self, idle_before_us: int, held: Callable[[str], bool]) -> int:
         """Delete every session whose last step was saved before `idle_before_us` (its state
-        and setup: a resume then finds nothing), and every setup from before then left without
-        a state (a start that crashed before its first save); sessions in `held` stay, and so
-        does one saved again meanwhile. Deletes take the session tables IDS_PER_FILTER sessions
-        at a time, so saves wait for one batch at most. Returns how many sessions went."""
+        and setup: a load then finds nothing), and every setup from before then left without a
+        state (a start that crashed before its first save). A session stays if `held(id)` when
+        its batch is deleted, or if it was saved again meanwhile. Deletes take the session
+        tables IDS_PER_FILTER sessions at a time, under the write lock that loads take too, so
+        saves and loads wait for one batch at most. Returns how many sessions went."""
         cutoff = int(idle_before_us)
-        idle = set(await _session_ids(self._sessions, f"update_time_us < {cutoff}")) - set(held)
-        # Data directories from before saves replaced their row may hold older rows too.
-        idle -= set(await _session_ids(self._sessions, f"update_time_us >= {cutoff}", idle))
+        idle = await _session_ids(self._sessions, f"update_time_us < {cutoff}")
         stateless = set(await _session_ids(self._session_setups, f"create_time_us < {cutoff}"))
-        stateless -= set(held) | set(await _session_ids(self._sessions, "true", stateless))
+        stateless -= set(await _session_ids(self._sessions, "true", stateless))
         gone = 0
-        for ids in _batches(sorted(idle | stateless)):
+        for batch in _batches(sorted(set(idle) | stateless)):
             async with self._session_lock:
+                ids = [i for i in batch if not held(i)]
+                if not ids:
+                    continue
+                # Superseded rows of older data directories go too; a row saved since stays.
                 await self._sessions.delete(f"{_listed(ids)} AND update_time_us < {cutoff}")
                 saved = set(await _session_ids(self._sessions, "true", ids))
                 expired = [i for i in ids if i not in saved]
                 if expired:
-                    await self._session_setups.delete(_listed(expired))
+                    await self._session_setups.delete(f"{_listed(expired)} AND create_time_us < {cutoff}")
+                    await self._count_session_write()
                 await self._count_session_write()
             gone += len(expired)
         if gone:

@@ -30,10 +30,10 @@ class MemoryStore:
             return None
         return self.setups[session_id], self.states[session_id]
 
-    async def expire_sessions(self, idle_before_us, held=()):
+    async def expire_sessions(self, idle_before_us, held):
         """Forgets every session not held (the idle times are the store's business)."""
-        self.expiries.append((idle_before_us, sorted(held)))
-        gone = [key for key in self.states if key not in held]
+        self.expiries.append((idle_before_us, sorted(key for key in self.states if held(key))))
+        gone = [key for key in self.states if not held(key)]
         for key in gone:
             del self.states[key], self.setups[key]
         return len(gone)

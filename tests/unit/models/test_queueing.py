@@ -111,9 +111,9 @@ def test_one_repeated_prompt_keeps_its_last_token_out_of_the_shared_prefix():
     assert (layout.common, layout.ids, layout.rows) == (2, [[7, 8, 9]], [0, 0, 0])
 
 
-def test_a_batch_keeps_its_rows_times_longest_prompt_within_the_cache_budget():
-    samples = [job("inquiry", temperature=0.7, prompt_tokens=1000) for _ in range(8)]
+def test_a_batch_keeps_its_cache_within_the_budget_new_tokens_included():
+    samples = [job("inquiry", temperature=0.7, prompt_tokens=1000) for _ in range(8)]  # 256 new tokens
     pending = OrderedDict([("inquiry", deque(samples))])
-    # one prefill, but every row holds a copy of the cache
-    assert next_batch(pending, 8, 1024, 5000) == samples[:5]
-    assert next_batch(pending, 8, 1024, 500) == [samples[5]]  # a longer prompt still runs alone
+    # one prefill, but every row holds a copy of the cache: 4 x 1,256 would be over 5,000
+    assert next_batch(pending, 8, 1024, 5000) == samples[:3]
+    assert next_batch(pending, 8, 1024, 500) == [samples[3]]  # a longer generation still runs alone

@@ -3,6 +3,7 @@ import time
 
 import pyarrow as pa
 import pytest
+from sounding.store import sessions
 from sounding.store.collections import Store
 from sounding.store.location import StoreLocation
 
@@ -44,10 +45,11 @@ def test_sessions_idle_past_the_cutoff_go_with_their_setups_and_others_stay(tmp_
         await asyncio.sleep(0.01)
         await store.create_session("recent", "bulls_and_cows", "{}")
         await store.save_session("recent", 1, "bulls_and_cows", "recent state")
-        # A data directory from before saves replaced their row: an older row beside a recent one.
+        await store.create_session("starting", "bulls_and_cows", "{}")  # its first save is on its way
+        # A data directory from before saves replaced their row: a recent row beside an older one.
         newer = {"session_id": "legacy", "step": 2, "domain": "bulls_and_cows", "state_json": "legacy 2"}
         await store._sessions.add(pa.Table.from_pylist([{**newer, "update_time_us": cutoff + 1}]))
-        gone = await store.expire_sessions(cutoff, held=["held"])
+        gone = await store.expire_sessions(cutoff, held=lambda key: key == "held")
         names = ("old", "held", "legacy", "crashed", "recent")
         return gone, {name: await store.load_session(name) for name in names}, await _setup_ids(store)
 
@@ -60,7 +62,38 @@ def test_sessions_idle_past_the_cutoff_go_with_their_setups_and_others_stay(tmp_
         "crashed": None,
         "recent": ("{}", "recent state"),
     }
-    assert setups == ["held", "legacy", "recent"]
+    assert setups == ["held", "legacy", "recent", "starting"]
+
+
+def test_a_session_saved_while_the_expiry_looks_for_idle_ones_stays(tmp_path):
+    """The idle sessions are found first and deleted batch by batch: one saved in between must
+    keep its new state and its setup."""
+
+    async def run():
+        store = await Store.open(StoreLocation(str(tmp_path)))
+        await store.create_session("s", "bulls_and_cows", "{}")
+        await store.save_session("s", 1, "bulls_and_cows", "first")
+        await asyncio.sleep(0.01)
+        cutoff = int(time.time() * 1e6)
+        await asyncio.sleep(0.01)
+
+        original = sessions._session_ids
+
+        async def found_then_saved(table, where, among=None):
+            ids = await original(table, where, among)
+            if where.startswith("update_time_us <"):  # the scan for idle sessions: save one now
+                await store.save_session("s", 2, "bulls_and_cows", "second")
+            return ids
+
+        sessions._session_ids = found_then_saved
+        try:
+            gone = await store.expire_sessions(cutoff, held=lambda key: False)
+        finally:
+            sessions._session_ids = original
+        return gone, await store.load_session("s")
+
+    gone, loaded = asyncio.run(run())
+    assert (gone, loaded) == (0, ("{}", "second"))
 
 
 def test_expiring_nothing_commits_nothing(tmp_path):
@@ -69,7 +102,7 @@ def test_expiring_nothing_commits_nothing(tmp_path):
         await store.create_session("s", "bulls_and_cows", "{}")
         await store.save_session("s", 1, "bulls_and_cows", "state")
         before = await store._sessions.version(), await store._session_setups.version()
-        gone = await store.expire_sessions(0)
+        gone = await store.expire_sessions(0, held=lambda key: False)
         return gone, before, (await store._sessions.version(), await store._session_setups.version())
 
     gone, before, after = asyncio.run(run())
