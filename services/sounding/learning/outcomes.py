@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from sounding.core.bandit import contribution, reward
 from sounding.core.plans import plan_rewards
 from sounding.learning.protocol import RetrievalOutcome
-from sounding.store.learning import RetrievalRecord
+from sounding.store.learning import ObservationRecord, RetrievalRecord
 
 FEEDBACK_VALUES = ("", "helpful", "not_helpful")
 
@@ -43,6 +43,14 @@ def plan_rewards_of(record: RetrievalRecord, outcome: Mapping) -> dict[str, floa
         needed,
         outcome["feedback"],
     )
+
+
+def logged_plan_rewards(observation: ObservationRecord, record: RetrievalRecord) -> dict[str, float]:
+    """The plan rewards an observation was learned with: as logged, or computed again for one
+    logged before plan rewards were kept."""
+    if observation.plan_rewards is not None:
+        return observation.plan_rewards
+    return plan_rewards_of(record, observation.outcome)
 
 
 def invalid(outcome: RetrievalOutcome) -> str:

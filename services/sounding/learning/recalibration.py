@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 
 from sounding.core.bandit import ArmStats, Replay, holdout_score, should_prune, train
 from sounding.core.plans import plans
-from sounding.learning.outcomes import contributions, plan_rewards_of
+from sounding.learning.outcomes import contributions, logged_plan_rewards
 from sounding.store.learning import ObservationRecord, RetrievalRecord
 
 MIN_OBSERVATIONS = 50
@@ -47,7 +47,7 @@ class Observed:
             record.context,
             observation.rewards,
             contributions(record, observation.outcome["used_document_ids"]),
-            plan_rewards_of(record, observation.outcome),
+            logged_plan_rewards(observation, record),
         )
 
     def replay(self, plan_names: Sequence[str]) -> Replay:

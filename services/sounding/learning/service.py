@@ -24,6 +24,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -33,7 +34,7 @@ from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
-from sounding.learning.outcomes import contributions, invalid, logged_outcome, plan_rewards_of, rewards
+from sounding.learning.outcomes import contributions, invalid, logged_outcome, logged_plan_rewards, rewards
 from sounding.learning.protocol import (
     CalibrationProgress,
     CalibrationReport,
@@ -141,7 +142,7 @@ class LearningService:
             history = MissHistory(self._config.history_capacity)
             for seen, record in logged:
                 if seen.create_time_us >= window_start:
-                    selector.learn(record.context, record.embedding, plan_rewards_of(record, seen.outcome))
+                    selector.learn(record.context, record.embedding, logged_plan_rewards(seen, record))
                 history.add(record.embedding, calibration.reported_missing(seen.outcome))
             return selector, history
 
@@ -424,7 +425,8 @@ class LearningService:
             for i, (outcome, _, arm_rewards) in enumerate(accepted)
         ]
         records = [record for _, record, _ in accepted]
-        plans = await asyncio.to_thread(list, map(plan_rewards_of, records, [e.outcome for e in entries]))
+        plans = await asyncio.to_thread(list, map(logged_plan_rewards, entries, records))
+        entries = [replace(e, plan_rewards=rewarded) for e, rewarded in zip(entries, plans, strict=True)]
         await self._log.append_observations(entries)
         self._sequence += len(entries)
         for (_, record, arm_rewards), entry, rewarded in zip(accepted, entries, plans, strict=True):

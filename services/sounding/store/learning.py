@@ -124,6 +124,7 @@ class ObservationRecord:
     outcome: dict
     rewards: dict[str, float]
     create_time_us: int = 0
+    plan_rewards: dict[str, float] | None = None
 
 
 class LearningLog:
@@ -248,6 +249,7 @@ class LearningLog:
                 "outcome": r.outcome,
                 "rewards": r.rewards,
                 "create_time_us": now,
+                "plan_rewards": r.plan_rewards,
             }
             for r in records
         ]
@@ -267,6 +269,7 @@ class LearningLog:
                     r["outcome"],
                     dict(r["rewards"]),
                     r["create_time_us"],
+                    None if r["plan_rewards"] is None else dict(r["plan_rewards"]),
                 )
                 for r in table.sort_by("sequence").to_pylist()
             ]

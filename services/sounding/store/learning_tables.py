@@ -89,6 +89,9 @@ OBSERVATIONS_SCHEMA = pa.schema(
         # {arm: reward} for every arm that ran.
         ("rewards", pa.map_(pa.string(), pa.float64())),
         ("create_time_us", pa.int64()),
+        # {plan: reward} for every plan of the arms that ran, as the selector learned it (null in
+        # rows logged before plans were kept: those are computed again from the retrieval).
+        ("plan_rewards", pa.map_(pa.string(), pa.float64())),
     ]
 )
 

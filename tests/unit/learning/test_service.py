@@ -1,4 +1,5 @@
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -226,3 +227,34 @@ def test_replaying_the_log_rebuilds_the_same_selector():
     assert after == before
     assert replayed.selector.queries_planned == 30
     assert replayed._sequence == 30
+
+
+def test_replay_learns_the_logged_plan_rewards_and_computes_those_of_older_rows():
+    log = MemoryLog()
+
+    async def run():
+        learning = service(log)
+        for i in range(20):
+            learning.remember(record(f"r{i}", index=i, dense_found=("d1",) if i % 3 else ("d9",)))
+        await learning.observe([RetrievalOutcome(f"r{i}", ("d1", "d3")) for i in range(20)])
+        logged = [set(o.plan_rewards) for o in log.observation_rows]
+        context = np.array(log.retrieval_rows["r0"].context)
+        learned = learning.selector.bandit.scores(context)
+        # Rows logged before plan rewards were kept: computed again, to the same selector.
+        log.observation_rows[::2] = [replace(o, plan_rewards=None) for o in log.observation_rows[::2]]
+        recomputed = await replayed_scores(log, context)
+        # Logged rewards are what the replay learns, not a recomputation.
+        log.observation_rows[:] = [
+            replace(o, plan_rewards=dict.fromkeys(logged[0], 0.0)) for o in log.observation_rows
+        ]
+        zeroed = await replayed_scores(log, context)
+        return logged, learned, recomputed, zeroed
+
+    logged, learned, recomputed, zeroed = asyncio.run(run())
+    assert all(plans == {"dense", "lexical", "dense+lexical"} for plans in logged)
+    assert recomputed == learned
+    assert all(zeroed[plan].mean == 0.0 for plan in logged[0]) and zeroed != learned
+
+
+async def replayed_scores(log, context):
+    return (await LearningService.restore(log, ARMS, SelectionConfig())).selector.bandit.scores(context)

@@ -61,3 +61,28 @@ def test_a_log_left_fragmented_is_compacted_when_it_opens(tmp_path, monkeypatch)
     left, after, recorded = asyncio.run(run())
     assert left > 5 and after <= 2
     assert recorded == 2 * 5 + 2 * 6
+
+
+def test_an_observation_keeps_its_plan_rewards_and_an_older_one_has_none(tmp_path):
+    async def run():
+        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        rewarded = {"dense": 0.5, "dense+lexical": 0.75}
+        await log.append_observations(
+            [
+                learning.ObservationRecord(0, "r0", OUTCOME, {"dense": 0.5}, plan_rewards=rewarded),
+                learning.ObservationRecord(1, "r1", OUTCOME, {"dense": 0.5}),
+            ]
+        )
+        return [o.plan_rewards for o in await log.observations()], rewarded
+
+    stored, rewarded = asyncio.run(run())
+    assert stored == [rewarded, None]
+
+
+OUTCOME = {
+    "used_document_ids": ["d1"],
+    "feedback": "",
+    "agent_success": None,
+    "found_missing_content": False,
+    "missed_document_ids": [],
+}
