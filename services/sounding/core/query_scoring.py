@@ -1,11 +1,13 @@
 """Scoring a candidate retrieval query of a corpus inquiry before it runs (active-learning spec
 §2.4, §3.1–§3.3): pure, from cheap probes that execute nothing.
 
-Probes: the candidate's embedding's cosine to the claim, and its largest cosine to the queries
-already run and to the chunks already read. From them and the candidate's generation strategy
-the outcome model (`core.reach`) predicts ν, the chance that the candidate reaches unread text
-about the claim (a new chunk at least as close to the claim as the session's relevance floor),
-and how sure it is. Then:
+Probes: the candidate's embedding's cosine to the claim, its largest cosine to the queries
+already run, to the chunks already read and to the chunks about the claim that earlier queries
+fetched but did not read (their ranked lists go deeper than what is read), and whether any such
+chunk is left. From them and the candidate's generation strategy the outcome model
+(`core.reach`) predicts ν, the chance that the candidate reaches unread text about the claim (a
+new chunk at least as close to the claim as the session's relevance floor), and how sure it is.
+Then:
 
 - expected information gain over the verdicts (§3.1), from ν and the sensor table
   (`core.claim_evidence.predicted_outcomes`);
@@ -37,18 +39,24 @@ REACH_FEATURES = (
     "similarity_to_claim",
     "similarity_to_queries",
     "similarity_to_read",
+    "similarity_to_unread",
+    "unread_left",
     "first_query",
     *(f"strategy:{s}" for s in query_candidates.STRATEGIES),
 )
 # Names the inputs above: a logged query of another feature set is not replayed into the model.
 FEATURE_SET = hashlib.sha256(",".join(REACH_FEATURES).encode()).hexdigest()[:12]
 # Its prior before any query was observed: a first query close to the claim nearly always reaches
-# new text about it; one far from the claim, or close to what was run or read, rarely does.
+# new text about it; one far from the claim, or close to what was run or read, rarely does; one
+# close to fetched text about the claim that is still unread often does, and a session with no
+# such text left seldom reaches any.
 REACH_PRIOR = {
     "bias": -0.5,
     "similarity_to_claim": 3.0,
     "similarity_to_queries": -4.0,
     "similarity_to_read": -2.0,
+    "similarity_to_unread": 3.0,
+    "unread_left": 0.5,
     "first_query": 1.0,
 }
 # A candidate's cost in ms is normalised by this by default (and capped at 1): with λ = 1, a
@@ -70,10 +78,21 @@ def features(
     similarity_to_claim: float,
     similarity_to_queries: float,
     similarity_to_read: float,
+    similarity_to_unread: float,
     first: bool,
+    unread_left: bool,
 ) -> list[float]:
     one_hot = [float(strategy == s) for s in query_candidates.STRATEGIES]
-    return [1.0, similarity_to_claim, similarity_to_queries, similarity_to_read, float(first), *one_hot]
+    return [
+        1.0,
+        similarity_to_claim,
+        similarity_to_queries,
+        similarity_to_read,
+        similarity_to_unread,
+        float(unread_left),
+        float(first),
+        *one_hot,
+    ]
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,7 @@ def score(
     claim: np.ndarray,
     queries_run: np.ndarray,
     chunks_read: np.ndarray,
+    chunks_unread: np.ndarray,
     aspects_run: Sequence[str],
     belief: np.ndarray,
     table: np.ndarray,
@@ -112,17 +132,21 @@ def score(
     cost_sensitivity: float,
     exploration_weight: float,
 ) -> CandidateScore:
-    """The candidate's scores; `vector` and `claim` are unit vectors, `queries_run` and
-    `chunks_read` unit vectors one row each (possibly none)."""
+    """The candidate's scores; `vector` and `claim` are unit vectors, `queries_run`,
+    `chunks_read` and `chunks_unread` (fetched, about the claim, not read) unit vectors one row
+    each (possibly none)."""
     to_queries = queries_run @ vector if len(queries_run) else np.zeros(0)
     to_read = chunks_read @ vector if len(chunks_read) else np.zeros(0)
+    to_unread = chunks_unread @ vector if len(chunks_unread) else np.zeros(0)
     nearest_query = float(to_queries.max(initial=0.0))
     x = features(
         candidate.strategy,
         float(claim @ vector),
         nearest_query,
         float(to_read.max(initial=0.0)),
+        float(to_unread.max(initial=0.0)),
         not len(aspects_run),
+        bool(len(chunks_unread)),
     )
     reach, confidence = reach_model.predict(x)
     gain = information_gain(belief, predicted_outcomes(reach, table)).expected_gain

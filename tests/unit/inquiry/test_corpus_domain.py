@@ -97,13 +97,18 @@ class FakeCorpus:
         self.recorded.append(query)
 
 
-def start(selection="eig", **policy) -> engine.Session:
+def start(selection="eig", parameters: dict[str, str] | None = None, **policy) -> engine.Session:
     return engine.start(
         Start(
             domain="corpus",
             policy=Policy(question_selection=selection, **policy),
             # Bag-of-words cosines to the claim: d1-d4 0.44-0.65, the unrelated d5 0.38.
-            domain_parameters={"collection": "papers", "hits_per_query": "2", "relevance_floor": "0.4"},
+            domain_parameters={
+                "collection": "papers",
+                "hits_per_query": "2",
+                "relevance_floor": "0.4",
+                **(parameters or {}),
+            },
             context=CLAIM,
         )
     )
@@ -204,6 +209,37 @@ def test_eig_prefers_a_query_that_reaches_unread_text_to_one_like_what_was_run()
     chosen = next(c for c in candidates if c["query"] == events[-1].chosen.question)
     assert chosen["expected_gain"] == gains.max()
     assert chosen["features"][to_queries] <= by_similarity[0]["features"][to_queries] + 0.01
+
+
+def _chunk_vector(chunk_id: str) -> np.ndarray:
+    return _vector(" ".join(DOCUMENTS[chunk_id.split("#")[0]]))
+
+
+def test_the_unread_rest_of_a_querys_ranking_probes_later_candidates():
+    backend = FakeCorpus()
+    session = start(max_turns=5, target_confidence=0.999)
+    asyncio.run(engine.advance(session, backend))
+    asyncio.run(engine.investigate(session, backend))
+    domain = session.live
+    # The claim's query ranked all five chunks and read two; the other three stay fetched, unread.
+    assert len(domain.read) == 2
+    assert sorted(domain.read + domain.fetched) == sorted(f"{d}#0" for d in DOCUMENTS)
+    claim = _vector(CLAIM)
+    about = [c for c in domain.fetched if _chunk_vector(c) @ claim >= 0.4]
+    assert about and len(about) < len(domain.fetched)  # the unrelated d5 is no probe
+    unread = np.stack([_chunk_vector(c) for c in about])
+    for candidate in domain.scored["candidates"]:
+        named = dict(zip(REACH_FEATURES, candidate["features"], strict=True))
+        assert named["unread_left"] == 1.0
+        nearest = max(float((unread @ _vector(candidate["query"])).max()), 0.0)
+        assert named["similarity_to_unread"] == pytest.approx(nearest)
+    shallow = start(max_turns=5, target_confidence=0.999, parameters={"probe_depth": "2"})
+    asyncio.run(engine.advance(shallow, backend))
+    asyncio.run(engine.investigate(shallow, backend))
+    assert shallow.live.fetched == []
+    for candidate in shallow.live.scored["candidates"]:
+        named = dict(zip(REACH_FEATURES, candidate["features"], strict=True))
+        assert named["unread_left"] == 0.0 and named["similarity_to_unread"] == 0.0
 
 
 def test_the_exploration_bonus_is_computed_from_novelty_model_uncertainty_and_coverage():

@@ -50,7 +50,7 @@ def query(
         collection="papers",
         turn=turn,
         strategy=strategy,
-        features=features(strategy, 0.8, similarity, similarity, False),
+        features=features(strategy, 0.8, similarity, similarity, 0.0, False, False),
         feature_set=FEATURE_SET,
         predicted_reach=predicted_reach,
         reached=reached,
@@ -71,7 +71,7 @@ def test_the_learner_learns_reach_fits_the_sensor_and_survives_a_restart():
     learning = asyncio.run(CorpusInquiryLearning.open(log))
     fresh = learning.models("papers")
     assert np.array_equal(fresh.sensor.table, DEFAULT_SENSOR) and fresh.sensor.sessions == 0
-    redundant = features("refutation", 0.8, 0.95, 0.95, False)
+    redundant = features("refutation", 0.8, 0.95, 0.95, 0.0, False, False)
     before = fresh.reach.predict(redundant)[0]
 
     async def teach():
@@ -128,6 +128,7 @@ def test_a_step_repeated_after_a_crash_is_learned_from_once_and_other_feature_se
 
 
 def test_the_reach_features_name_every_input():
-    assert len(features("aspect", 0.5, 0.1, 0.2, True)) == len(REACH_FEATURES)
-    assert REACH_FEATURES.index("first_query") == 4
+    named = dict(zip(REACH_FEATURES, features("aspect", 0.5, 0.1, 0.2, 0.3, True, False), strict=True))
+    assert named["similarity_to_claim"] == 0.5 and named["similarity_to_unread"] == 0.3
+    assert named["first_query"] == 1.0 and named["unread_left"] == 0.0 and named["strategy:aspect"] == 1.0
     assert NOTHING == 2

@@ -16,11 +16,12 @@ left out for a uniform prior). Every step:
    proportion to exp(score / temperature), seeded), `generated_order` (the naive baseline: the
    candidates in the order generated) or `keywords` (the second baseline: the claim, then its
    key phrases one per query);
-4. the server runs it (the retrieval pipeline's arms and fusion), reads the sentences of the
-   chunks it had not read that are about the claim (embedding cosine to the claim at least
-   `relevance_floor`), asks the NLI model whether each entails or contradicts the claim and
-   updates the belief (`core.claim_evidence`); the outcome model learns whether the query
-   reached such text.
+4. the server runs it (the retrieval pipeline's arms and fusion, ranking `probe_depth` chunks),
+   reads the sentences of those among the first `hits_per_query` it had not read that are about
+   the claim (embedding cosine to the claim at least `relevance_floor`; the rest of the ranking
+   stays unread, a probe for later candidates' scores), asks the NLI model whether each entails
+   or contradicts the claim and updates the belief (`core.claim_evidence`); the outcome model
+   learns whether the query reached such text.
 
 The belief's argmax is the answer. Stop rules are the engine's (§3.4); `no_viable_queries`
 when no candidate is left, and for `eig` and `eig_softmax` also when no candidate is worth its
@@ -79,6 +80,7 @@ class CorpusInquiry:
         self.probabilities = np.asarray(state["probabilities"], float)
         self.found: list[float] = state["found"]
         self.read: list[str] = state["read"]
+        self.fetched: list[str] = state.get("fetched", [])
         self.seen_words: list[str] = state["seen_words"]
         self.neighbours: dict[str, list[str]] | None = state["neighbours"]
         self.executed: list[dict] = state["executed"]
@@ -110,6 +112,7 @@ class CorpusInquiry:
             "probabilities": probabilities.tolist(),
             "found": [0.0, 0.0],
             "read": [],
+            "fetched": [],
             "seen_words": [],
             "neighbours": None,
             "executed": [],
@@ -126,6 +129,7 @@ class CorpusInquiry:
             "probabilities": self.probabilities.tolist(),
             "found": list(self.found),
             "read": list(self.read),
+            "fetched": list(self.fetched),
             "seen_words": list(self.seen_words),
             "neighbours": self.neighbours,
             "executed": list(self.executed),
@@ -169,8 +173,7 @@ class CorpusInquiry:
         vectors = await backend.embed([self.claim, *run, *(c.text for c in found)])
         claim, queries, candidates = vectors[0], vectors[1 : 1 + len(run)], vectors[1 + len(run) :]
         found, candidates = _distinct(found, candidates, queries)
-        by_chunk = await backend.chunk_vectors(self.collection, self.read)
-        read = np.stack(list(by_chunk.values())) if by_chunk else np.zeros((0, len(claim)))
+        read, unread = await self._read_and_unread(claim, backend)
         models = await backend.outcome_models(self.collection)
         table = models.sensor.given_found(*self.found)
         aspects = [e["aspect"] for e in self.executed]
@@ -188,6 +191,7 @@ class CorpusInquiry:
                 claim=claim,
                 queries_run=queries,
                 chunks_read=read,
+                chunks_unread=unread,
                 aspects_run=aspects,
                 belief=self.probabilities,
                 table=table,
@@ -206,6 +210,21 @@ class CorpusInquiry:
                 }
             )
         self.scored = {"turn": turn, "candidates": scored}
+
+    async def _read_and_unread(
+        self, claim: np.ndarray, backend: CorpusBackend
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of the chunks read, and of those fetched, unread and about the claim."""
+        vectors = await backend.chunk_vectors(self.collection, [*self.read, *self.fetched])
+        floor = self._setup["relevance_floor"]
+
+        def stacked(ids: Sequence[str], about: bool) -> np.ndarray:
+            rows = [
+                vectors[c] for c in ids if c in vectors and (not about or float(vectors[c] @ claim) >= floor)
+            ]
+            return np.stack(rows) if rows else np.zeros((0, len(claim)))
+
+        return stacked(self.read, False), stacked(self.fetched, True)
 
     def choose(self, policy: Policy, turn: int) -> Choice | None:
         candidates = list(self.scored["candidates"]) if self.scored else []
@@ -240,10 +259,15 @@ class CorpusInquiry:
         if chosen is None:
             raise errors.FailedPrecondition(f"question {question_id!r} is not among this turn's candidates")
         started = time.perf_counter()
-        hits = await backend.search(
-            self.collection, chosen["query"], self._setup["hits_per_query"], self._setup["arms"]
+        count = self._setup["hits_per_query"]
+        ranked = await backend.search(
+            self.collection,
+            chosen["query"],
+            max(count, self._setup.get("probe_depth", corpus_setup.DEFAULT_PROBE_DEPTH)),
+            self._setup["arms"],
         )
         search_ms = (time.perf_counter() - started) * 1000
+        hits = ranked[:count]
         read = set(self.read)
         new = [h for h in hits if h.chunk_id not in read]
         relevant = await self._about_the_claim(new, backend)
@@ -272,6 +296,12 @@ class CorpusInquiry:
             ]
         gain = before - entropy_bits(self.probabilities)
         self.read += [h.chunk_id for h in new]
+        now_read = set(self.read)
+        self.fetched = list(
+            dict.fromkeys(
+                c for c in [*self.fetched, *(h.chunk_id for h in ranked[count:])] if c not in now_read
+            )
+        )
         self.seen_words = sorted(
             set(self.seen_words) | {w for _, s in sentences for w in query_candidates.content_words(s)}
         )

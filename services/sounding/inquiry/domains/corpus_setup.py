@@ -15,6 +15,8 @@ from sounding.limits import InquiryLimits
 
 # Chunks a query reads, candidates per generation strategy, and eig_softmax's temperature.
 DEFAULT_HITS, DEFAULT_PER_STRATEGY, DEFAULT_TEMPERATURE = 3, 3, 0.05
+# Chunks a query ranks: those past the ones it reads stay unread, and probe later candidates.
+DEFAULT_PROBE_DEPTH = 20
 # A new chunk is read (its sentences judged) only if its embedding's cosine to the claim's is at
 # least this: of the 10 chunks nearest a SciFact train claim (all-MiniLM-L6-v2), 93% of the cited
 # abstracts are, and 68% of the others (bench/README.md).
@@ -50,6 +52,7 @@ def settings(context: str, parameters: Mapping[str, str], limits: InquiryLimits)
         "claim": claim,
         "arms": arms,
         "hits_per_query": integer(parameters, "hits_per_query", DEFAULT_HITS, 1, 50),
+        "probe_depth": integer(parameters, "probe_depth", DEFAULT_PROBE_DEPTH, 1, 100),
         "per_strategy": integer(parameters, "per_strategy", DEFAULT_PER_STRATEGY, 1, 10),
         "temperature": number(parameters, "temperature", DEFAULT_TEMPERATURE, 1e-3, 10.0),
         "llm_queries": integer(parameters, "llm_queries", 0, 0, 5),

@@ -1616,7 +1616,7 @@ type InquiryStart struct {
 	Policy           *InquiryPolicy       `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Free-text context for the llm domain; the claim to verify for the corpus domain (whose
 	// domain_parameters name the "collection", and optionally "arms", "hits_per_query",
-	// "per_strategy" and "temperature"; README, "Inquiry over a corpus").
+	// "probe_depth", "per_strategy" and "temperature"; README, "Inquiry over a corpus").
 	Context string `protobuf:"bytes,6,opt,name=context,proto3" json:"context,omitempty"`
 }
 

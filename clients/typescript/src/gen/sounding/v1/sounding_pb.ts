@@ -774,7 +774,7 @@ export type InquiryStart = Message<"sounding.v1.InquiryStart"> & {
   /**
    * Free-text context for the llm domain; the claim to verify for the corpus domain (whose
    * domain_parameters name the "collection", and optionally "arms", "hits_per_query",
-   * "per_strategy" and "temperature"; README, "Inquiry over a corpus").
+   * "probe_depth", "per_strategy" and "temperature"; README, "Inquiry over a corpus").
    *
    * @generated from field: string context = 6;
    */
