@@ -8,8 +8,9 @@ The protocol (fixed before the first run, bench/README.md):
   harness is given (`--nli-model`; bench/README.md names the one measured).
 - Fit, on the held-out fifth of the train claims (`scifact_claims.held_out`: claims the NLI
   model was not trained on): a session per claim with the `eig` policy, run to 8 queries
-  (target confidence 1), then its verdict sent through Observe: the sensor table is fitted from
-  those outcomes (and the outcome model learns from every query, here and after).
+  (target confidence 1, the cost rule off: λ = 0), then its verdict sent through Observe: the
+  sensor table is fitted from those outcomes (and the outcome model learns from every query,
+  here and after).
 - Target confidence τ, on the same claims: a `generated_order` session per claim, run to 8
   queries; τ is the largest of 0.50, 0.55, …, 0.95 that at least half the claims reach within
   the 8 queries.
@@ -71,10 +72,16 @@ class Session:
 
 
 def play(
-    client, collection: str, claim: str, policy: str, target: float, parameters: dict[str, str] | None = None
+    client,
+    collection: str,
+    claim: str,
+    policy: str,
+    target: float,
+    parameters: dict[str, str] | None = None,
+    cost_sensitivity: float = 1.0,
 ) -> Session:
     """One corpus session through the API, to its answer (`parameters`: domain parameters beside
-    the collection)."""
+    the collection; `cost_sensitivity` 0 runs `eig` without its cost rule)."""
     from sounding_client import Belief, Evidence, InquiryAnswer, InquiryPolicy
 
     started = time.perf_counter()
@@ -85,6 +92,7 @@ def play(
             max_turns=MAX_QUERIES,
             target_confidence=target,
             min_information_gain=0.0,
+            cost_sensitivity=cost_sensitivity,
             seed=SEED,
         ),
         domain_parameters={**(parameters or {}), "collection": collection},
@@ -220,7 +228,9 @@ def run(
             task = progress.add_task("fit: eig sessions on held-out train claims", total=len(fit_claims))
             fitted = []
             for claim in fit_claims:
-                fitted.append(play(client, collection, claim.text, "eig", 1.0, parameters))
+                fitted.append(
+                    play(client, collection, claim.text, "eig", 1.0, parameters, cost_sensitivity=0.0)
+                )
                 progress.advance(task)
         observed = client.observe(
             [InquiryOutcome(f.session_id, c.verdict) for f, c in zip(fitted, fit_claims, strict=True)]
@@ -262,6 +272,7 @@ def run(
             "target_grid": list(TARGET_GRID),
             "target_rule": f"largest value at least {REACHED_SHARE:.0%} of the held-out train claims reach",
             "fit_claims": len(fit_claims),
+            "fit_cost_sensitivity": 0.0,
             "observed": observed.recorded,
             "min_information_gain": 0.0,
             "domain_parameters": parameters or {},
