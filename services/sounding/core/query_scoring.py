@@ -79,9 +79,10 @@ def features(
     similarity_to_queries: float,
     similarity_to_read: float,
     similarity_to_unread: float,
-    first: bool,
     unread_left: bool,
+    first: bool,
 ) -> list[float]:
+    """The outcome model's inputs, in `REACH_FEATURES`' order."""
     one_hot = [float(strategy == s) for s in query_candidates.STRATEGIES]
     return [
         1.0,
@@ -145,8 +146,8 @@ def score(
         nearest_query,
         float(to_read.max(initial=0.0)),
         float(to_unread.max(initial=0.0)),
-        not len(aspects_run),
         bool(len(chunks_unread)),
+        not len(aspects_run),
     )
     reach, confidence = reach_model.predict(x)
     gain = information_gain(belief, predicted_outcomes(reach, table)).expected_gain

@@ -128,7 +128,7 @@ def test_a_step_repeated_after_a_crash_is_learned_from_once_and_other_feature_se
 
 
 def test_the_reach_features_name_every_input():
-    named = dict(zip(REACH_FEATURES, features("aspect", 0.5, 0.1, 0.2, 0.3, True, False), strict=True))
+    named = dict(zip(REACH_FEATURES, features("aspect", 0.5, 0.1, 0.2, 0.3, False, True), strict=True))
     assert named["similarity_to_claim"] == 0.5 and named["similarity_to_unread"] == 0.3
     assert named["first_query"] == 1.0 and named["unread_left"] == 0.0 and named["strategy:aspect"] == 1.0
     assert NOTHING == 2
