@@ -18,15 +18,15 @@ pytestmark = pytest.mark.integration
 
 CLAIM = "An echo sounder measures water depth by timing the return of a sound pulse."
 POLICY = InquiryPolicy(max_turns=4, target_confidence=0.99, min_information_gain=0.0, seed=3)
+# 0.99 is out of reach in 4 queries: with the target-chance rule off the session queries on.
+QUERY_ON = {"collection": "demo", "min_target_chance": "0"}
 # The first Entail of a fresh machine trains the sidecar's NLI model (a minute in this suite).
 FIRST_CALL_S = 600
 
 
 def test_a_claim_is_verified_query_by_query(client, demo_collection):
     events = list(
-        client.inquire(
-            "corpus", POLICY, domain_parameters={"collection": "demo"}, context=CLAIM, timeout=FIRST_CALL_S
-        )
+        client.inquire("corpus", POLICY, domain_parameters=QUERY_ON, context=CLAIM, timeout=FIRST_CALL_S)
     )
     asks = [e for e in events if isinstance(e, Ask)]
     evidence = [e for e in events if isinstance(e, Evidence)]
@@ -60,13 +60,22 @@ def test_a_claim_is_verified_query_by_query(client, demo_collection):
     assert answer.entropy_bits == pytest.approx([b.entropy_bits for b in beliefs])
 
 
+def test_eig_answers_at_once_when_the_target_is_out_of_reach(client, demo_collection):
+    # No 4 results of the evidence model bring a uniform belief to 0.99: the target chance is 0.
+    events = list(client.inquire("corpus", POLICY, domain_parameters={"collection": "demo"}, context=CLAIM))
+    answer = events[-1]
+    assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == "no_viable_queries"
+    assert not [e for e in events if isinstance(e, (Ask, Evidence))]
+    assert answer.confidence.value == pytest.approx(1 / 3)
+
+
 def test_a_corpus_inquiry_resumes_after_an_orchestrator_restart_and_its_verdict_teaches(
     client, stack, demo_collection
 ):
     before = client.strategy_metrics().corpus_inquiry
     # Queries cost next to nothing, so whatever the NLI model makes of the first one, the session
     # goes on querying (up to max_turns) instead of answering at once.
-    parameters = {"collection": "demo", "cost_scale_ms": "1e9"}
+    parameters = {**QUERY_ON, "cost_scale_ms": "1e9"}
     inquiry = client.inquire(
         "corpus", POLICY, domain_parameters=parameters, context=CLAIM, timeout=FIRST_CALL_S
     )
@@ -130,3 +139,7 @@ def test_the_claims_harness_plays_a_session_through_the_api(client, demo_collect
     assert len(session.beliefs) == len(session.queries) + 1
     assert session.confidence == pytest.approx(max(session.beliefs[-1], 0.0), abs=1e-9)
     assert session.sentences == sum(q["sentences_read"] for q in session.queries) > 0
+    # Each query carries the target chance read before it and the belief's leader after it.
+    assert all(0.0 <= q["target_chance"] <= 1.0 for q in session.queries)
+    assert session.queries[-1]["answer_after"] == session.answer
+    assert session.queries[-1]["confidence_after"] == pytest.approx(session.confidence, abs=1e-4)

@@ -394,6 +394,7 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             expected_information_gain=e.expected_information_gain,
             actual_information_gain=e.actual_information_gain,
             latency_ms=e.latency_ms,
+            target_chance=e.target_chance,
         )
     raise ValueError(f"unknown Inquire event {kind!r}")
 

@@ -333,6 +333,9 @@ class Evidence:
     expected_information_gain: float
     actual_information_gain: float
     latency_ms: float
+    # The chance, read before the query ran, that the queries to come bring the belief to the
+    # target confidence within the session's remaining queries.
+    target_chance: float
 
 
 InquiryEvent = Belief | Ask | Evidence | InquiryAnswer

@@ -163,7 +163,10 @@ def _print_corpus_inquiry(client, collection: str, claim: str) -> None:
             )
         elif isinstance(event, Evidence):
             hits = ", ".join(f"{h.document_id}{'' if h.new else ' (read)'}" for h in event.hits)
-            console.print(f"  found {hits}; {event.sentences_read} new sentences judged")
+            console.print(
+                f"  found {hits}; {event.sentences_read} new sentences judged (chance of reaching "
+                f"the target before it ran: {event.target_chance:.2f})"
+            )
             if event.sentences:
                 top = event.sentences[0]
                 console.print(

@@ -31,6 +31,10 @@ A candidate query reaches new text with probability ν (its reach, from the outc
 `core.reach`); its results are E, C, N with probabilities ν·M[·, h] and ø with 1 − ν under every
 verdict (`predicted_outcomes`), from which its expected information gain follows
 (`core.information.information_gain`).
+
+Whether the session can still reach its target confidence is a look-ahead over the same model
+(`target_chance`): the chance that the best candidates, run in turn, bring the belief's largest
+probability to the target before the session's queries run out.
 """
 
 from __future__ import annotations
@@ -152,3 +156,73 @@ def sensor_counts(
         counts[:, verdict] += (1.0 - explained) * v
         counts[:, NOT_ENOUGH_INFO] += explained * v
     return counts
+
+
+# Look-ahead states whose probability falls below this are dropped.
+NEGLIGIBLE_MASS = 1e-12
+
+
+def target_chance(
+    belief: ArrayLike,
+    found: Sequence[float],
+    sensor: SensorModel,
+    reaches: Sequence[float],
+    target: float,
+) -> float:
+    """P(the belief's largest probability reaches `target` within the queries to come), where the
+    k-th query to come reaches new text with probability `reaches[k]` and its result is drawn from
+    the belief's own prediction, Σ_h p(h)·P(result | h) (`predicted_outcomes` with the table
+    given what has been found by then). An exact preposterior look-ahead over every sequence of
+    results: paths that reach the target stop there, and paths that agree (same belief, same
+    evidence found) are merged, so the states grow with the outcome counts, not with 4^k."""
+    probabilities = np.asarray(belief, float)[None, :]
+    if probabilities.max() >= target:
+        return 1.0
+    strengths = np.asarray(found, float)[None, :]
+    mass = np.ones(1)
+    reached = 0.0
+    for reach in reaches:
+        tables = _tables_given_found(sensor, strengths)  # [state, outcome, verdict]
+        joint = probabilities[:, None, :] * tables  # P(o, h) per state
+        chances = joint.sum(axis=2)  # P(o) per state
+        posteriors = joint / np.where(chances > 0, chances, 1.0)[:, :, None]
+        branches = [(probabilities, strengths, mass * (1.0 - reach))]
+        for o in range(len(OUTCOMES)):
+            after = strengths.copy()
+            if o in (ENTAILING, CONTRADICTING):
+                after[:, o] = 1.0
+            branches.append((posteriors[:, o], after, mass * reach * chances[:, o]))
+        probabilities = np.concatenate([b[0] for b in branches])
+        strengths = np.concatenate([b[1] for b in branches])
+        mass = np.concatenate([b[2] for b in branches])
+        done = probabilities.max(axis=1) >= target
+        reached += float(mass[done].sum())
+        keep = ~done & (mass > NEGLIGIBLE_MASS)
+        probabilities, strengths, mass = _merged(probabilities[keep], strengths[keep], mass[keep])
+        if not len(mass):
+            break
+    return min(reached, 1.0)
+
+
+def _tables_given_found(sensor: SensorModel, strengths: np.ndarray) -> np.ndarray:
+    """`SensorModel.given_found` for each row of strengths (a*, b*) at once."""
+    table = sensor.table
+    neutral = table[:, NOT_ENOUGH_INFO]
+    tables = np.repeat(table[None, :, :], len(strengths), axis=0)
+    for verdict, column in ((SUPPORT, 0), (CONTRADICT, 1)):
+        a = strengths[:, column][:, None]
+        tables[:, :, verdict] = (1 - a) * table[:, verdict] + a * neutral
+    return tables
+
+
+def _merged(
+    probabilities: np.ndarray, strengths: np.ndarray, mass: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The states with equal beliefs and strengths (to 1e-12) as one, their masses summed."""
+    if not len(mass):
+        return probabilities, strengths, mass
+    keys = np.round(np.hstack([probabilities, strengths]), 12)
+    unique, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    summed = np.zeros(len(unique))
+    np.add.at(summed, inverse.ravel(), mass)
+    return probabilities[first], strengths[first], summed

@@ -8,9 +8,9 @@ The protocol (fixed before the first run, bench/README.md):
   harness is given (`--nli-model`; bench/README.md names the one measured).
 - Fit, on the held-out fifth of the train claims (`scifact_claims.held_out`: claims the NLI
   model was not trained on): a session per claim with the `eig` policy, run to 8 queries
-  (target confidence 1, the cost rule off: λ = 0), then its verdict sent through Observe: the
-  sensor table is fitted from those outcomes (and the outcome model learns from every query,
-  here and after).
+  (target confidence 1, the cost rule off, λ = 0, and the target-chance rule off), then its
+  verdict sent through Observe: the sensor table is fitted from those outcomes (and the outcome
+  model learns from every query, here and after).
 - Target confidence τ, on the same claims: a `generated_order` session per claim, run to 8
   queries; τ is the largest of 0.50, 0.55, …, 0.95 that at least half the claims reach within
   the 8 queries.
@@ -18,15 +18,16 @@ The protocol (fixed before the first run, bench/README.md):
   system during development, never a result), its labels read from `metadata` here only
   (annotated evidence: its label; none: NOT_ENOUGH_INFO). Per claim, in turn, a session of each
   policy (`eig`, `generated_order`, `keywords`, each going first on every third claim) with the
-  same stop rule: confidence ≥ τ, at most 8 queries, no candidate left (for `eig`, none worth its
-  cost: expected gain − λ·cost ≤ 0, λ = 1); the diminishing-returns rule off. Nothing of the
-  test claims is observed.
+  same stop rule: confidence ≥ τ, at most 8 queries, no candidate left (for `eig` also: τ out of
+  reach, a target chance below `min_target_chance`, or none worth its cost, expected gain −
+  λ·cost ≤ 0, λ = 1); the diminishing-returns rule off. Nothing of the test claims is observed.
 
 Reported per policy: executed queries per claim (mean, median), the share of claims that reached
 τ, verdict accuracy and macro-F1, the ECE of the final confidence, sentences judged and wall
 time per claim; the saving 1 − mean(eig)/mean(baseline) against each baseline with a paired
 bootstrap (10,000 resamples of the claims, seed 0) 95% interval, and the same over the claims
-both policies brought to τ; every session's queries.
+both policies brought to τ; every session's queries (each with the target chance read before it
+and the answer and confidence after it).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ TARGET_GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
 REACHED_SHARE = 0.5
 BOOTSTRAP_RESAMPLES = 10_000
 SEED = 0
+# The fit sessions run to 8 queries: a target of 1 is always out of reach.
+FIT_PARAMETERS = {"min_target_chance": "0"}
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def play(
                     "strategy": event.strategy,
                     "reached": event.reached,
                     "predicted_reach": round(event.predicted_reach, 4),
+                    "target_chance": round(event.target_chance, 4),
                     "expected_gain": round(event.expected_information_gain, 4),
                     "actual_gain": round(event.actual_information_gain, 4),
                     "outcome": event.outcome,
@@ -117,7 +121,11 @@ def play(
                 }
             )
         elif isinstance(event, Belief):
-            beliefs.append(max(h.probability for h in event.top_hypotheses))
+            leader = max(event.top_hypotheses, key=lambda h: h.probability)
+            beliefs.append(leader.probability)
+            if queries:
+                queries[-1]["answer_after"] = leader.id
+                queries[-1]["confidence_after"] = round(leader.probability, 4)
         elif isinstance(event, InquiryAnswer):
             answer = event
     if answer is None:
@@ -229,7 +237,15 @@ def run(
             fitted = []
             for claim in fit_claims:
                 fitted.append(
-                    play(client, collection, claim.text, "eig", 1.0, parameters, cost_sensitivity=0.0)
+                    play(
+                        client,
+                        collection,
+                        claim.text,
+                        "eig",
+                        1.0,
+                        {**(parameters or {}), **FIT_PARAMETERS},
+                        cost_sensitivity=0.0,
+                    )
                 )
                 progress.advance(task)
         observed = client.observe(
@@ -273,6 +289,7 @@ def run(
             "target_rule": f"largest value at least {REACHED_SHARE:.0%} of the held-out train claims reach",
             "fit_claims": len(fit_claims),
             "fit_cost_sensitivity": 0.0,
+            "fit_domain_parameters": FIT_PARAMETERS,
             "observed": observed.recorded,
             "min_information_gain": 0.0,
             "domain_parameters": parameters or {},

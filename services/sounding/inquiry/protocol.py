@@ -173,6 +173,9 @@ class EvidenceEvent:
     predicted_gain: float
     actual_gain: float
     latency_ms: float
+    # The chance, read before the query ran, of reaching the target confidence with the queries
+    # to come (`core.claim_evidence.target_chance`).
+    target_chance: float
 
 
 InquiryEvent = BeliefEvent | AskEvent | EvidenceEvent | AnswerEvent

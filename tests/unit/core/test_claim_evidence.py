@@ -17,6 +17,7 @@ from sounding.core.claim_evidence import (
     outcome,
     predicted_outcomes,
     sensor_counts,
+    target_chance,
 )
 from sounding.core.information import bayes_update, information_gain
 
@@ -106,3 +107,59 @@ def test_a_candidate_that_reaches_more_new_text_gains_more():
     assert table.sum(axis=0) == pytest.approx([1.0, 1.0, 1.0])
     assert table[NOTHING_NEW] == pytest.approx([0.75, 0.75, 0.75])
     assert table[NOTHING, SUPPORT] == pytest.approx(0.25 * DEFAULT_SENSOR[NOTHING, SUPPORT])
+
+
+def test_the_target_chance_of_one_query_is_the_chance_of_an_outcome_that_reaches_it():
+    uniform = np.full(3, 1 / 3)
+    sensor = SensorModel()
+    # Entailing: (0.55, 0.10, 0.08)/0.73, SUPPORT at 0.753; contradicting: CONTRADICT at 0.789;
+    # nothing: NOT_ENOUGH_INFO at 0.85/1.70 = 0.5. Their chances are the sensor rows' means.
+    entailing, contradicting = DEFAULT_SENSOR[0].mean(), DEFAULT_SENSOR[1].mean()
+    assert target_chance(uniform, (0, 0), sensor, [1.0], 0.6) == pytest.approx(entailing + contradicting)
+    assert target_chance(uniform, (0, 0), sensor, [0.5], 0.6) == pytest.approx(
+        0.5 * (entailing + contradicting)
+    )
+    assert target_chance(uniform, (0, 0), sensor, [1.0], 0.5) == pytest.approx(1.0)
+    assert target_chance(uniform, (0, 0), sensor, [1.0], 0.8) == pytest.approx(0.0)
+    assert target_chance(uniform, (0, 0), sensor, [], 0.6) == 0.0
+    assert target_chance([0.7, 0.2, 0.1], (0, 0), sensor, [], 0.6) == 1.0
+
+
+def _enumerated_chance(belief, found, sensor, reaches, target):
+    """Every sequence of results, one by one, nothing merged."""
+    belief = np.asarray(belief, float)
+    if belief.max() >= target:
+        return 1.0
+    if not reaches:
+        return 0.0
+    table = sensor.given_found(*found)
+    reach, rest = reaches[0], reaches[1:]
+    chance = (1 - reach) * _enumerated_chance(belief, found, sensor, rest, target)
+    for o in range(3):
+        p_o = float(belief @ table[o])
+        if p_o > 0:
+            after = list(found)
+            if o < 2:
+                after[o] = 1.0
+            posterior = bayes_update(belief, 0.0, table[o], 0.0).probabilities
+            chance += reach * p_o * _enumerated_chance(posterior, after, sensor, rest, target)
+    return chance
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_merged_look_ahead_equals_the_enumeration_of_every_result_sequence(seed):
+    rng = np.random.default_rng(seed)
+    sensor = SensorModel(rng.dirichlet(np.ones(3), size=3).T)
+    belief = rng.dirichlet(np.ones(3))
+    reaches = sorted(rng.uniform(0, 1, size=5), reverse=True)
+    target = float(rng.uniform(belief.max(), 0.95))
+    found = (float(rng.integers(0, 2)), 0.0)
+    expected = _enumerated_chance(belief, found, sensor, list(reaches), target)
+    assert target_chance(belief, found, sensor, reaches, target) == pytest.approx(expected, abs=1e-9)
+
+
+def test_more_queries_to_come_never_lower_the_target_chance():
+    sensor = SensorModel()
+    chances = [target_chance(np.full(3, 1 / 3), (0, 0), sensor, [0.6] * k, 0.75) for k in range(6)]
+    assert chances == sorted(chances)
+    assert chances[0] == 0.0 < chances[1] < chances[5] < 1.0

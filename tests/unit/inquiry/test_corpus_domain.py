@@ -107,6 +107,8 @@ def start(selection="eig", parameters: dict[str, str] | None = None, **policy) -
                 "collection": "papers",
                 "hits_per_query": "2",
                 "relevance_floor": "0.4",
+                # Sessions query on to targets out of reach unless a test turns the rule on.
+                "min_target_chance": "0",
                 **(parameters or {}),
             },
             context=CLAIM,
@@ -284,6 +286,28 @@ def test_eig_stops_when_no_query_is_worth_its_cost():
     assert naive[-1].stopping_reason == "max_queries_reached"
 
 
+def test_eig_stops_when_the_target_confidence_is_out_of_reach():
+    out_of_reach = {"min_target_chance": "0.05"}
+    # No three queries can bring the default table's belief to 0.999: eig answers without one,
+    # the naive baseline runs its three.
+    hopeless = run(start(parameters=out_of_reach, max_turns=3, target_confidence=0.999), FakeCorpus())
+    assert hopeless[-1].stopping_reason == "no_viable_queries"
+    assert not [e for e in hopeless if isinstance(e, EvidenceEvent)]
+    naive = run(
+        start(
+            "generated_order", out_of_reach, max_turns=3, target_confidence=0.999, min_information_gain=0.0
+        ),
+        FakeCorpus(),
+    )
+    assert naive[-1].stopping_reason == "max_queries_reached"
+    # A sharp table can reach 0.8: the session runs, and each query carries the chance it read.
+    backend = FakeCorpus(SHARP)
+    reachable = run(start(parameters=out_of_reach, target_confidence=0.8), backend)
+    evidence = [e for e in reachable if isinstance(e, EvidenceEvent)]
+    assert reachable[-1].stopping_reason == "confidence_reached"
+    assert evidence and all(0.05 <= e.target_chance <= 1.0 for e in evidence)
+
+
 def test_the_generator_writes_candidates_when_asked_and_near_duplicates_are_dropped():
     backend = FakeCorpus()
     session = engine.start(
@@ -317,7 +341,12 @@ def test_softmax_selection_is_seeded_and_samples():
                     target_confidence=0.999,
                     cost_sensitivity=0.0,
                 ),
-                {"collection": "papers", "temperature": temperature, "relevance_floor": "0.4"},
+                {
+                    "collection": "papers",
+                    "temperature": temperature,
+                    "relevance_floor": "0.4",
+                    "min_target_chance": "0",
+                },
                 context=CLAIM,
             )
         )

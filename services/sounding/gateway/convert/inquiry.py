@@ -157,6 +157,7 @@ def inquire_response(event) -> sounding_pb2.InquireResponse:
                 expected_information_gain=event.predicted_gain,
                 actual_information_gain=event.actual_gain,
                 latency_ms=event.latency_ms,
+                target_chance=event.target_chance,
             )
         )
     return sounding_pb2.InquireResponse(

@@ -24,8 +24,13 @@ left out for a uniform prior). Every step:
    learns whether the query reached such text.
 
 The belief's argmax is the answer. Stop rules are the engine's (§3.4); `no_viable_queries`
-when no candidate is left, and for `eig` and `eig_softmax` also when no candidate is worth its
-cost: none has a value of information, expected gain − λ·cost, above zero (§9.3).
+when no candidate is left, and for `eig` and `eig_softmax` also when the queries to come are
+not worth running: when the chance that the best of them, run in turn, bring the belief to the
+target confidence within the session's remaining queries (at most `LOOKAHEAD_QUERIES` ahead;
+`core.claim_evidence.target_chance`, the candidates taken by reach, highest first) is below
+`min_target_chance`, or when no candidate is worth its cost: none has a value of information,
+expected gain − λ·cost, above zero (§9.3). Every Evidence event carries the target chance read
+before its query ran.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ NEAR_DUPLICATE = 0.97
 ENTAIL_BATCH = 256
 # Sentences per Evidence event (the strongest for or against the claim).
 SHOWN_SENTENCES = 5
+# The target chance looks this many queries ahead at most (or to the session's last query).
+LOOKAHEAD_QUERIES = 10
 
 
 class CorpusInquiry:
@@ -209,7 +216,12 @@ class CorpusInquiry:
                     **asdict(scores),
                 }
             )
-        self.scored = {"turn": turn, "candidates": scored}
+        horizon = min(policy.max_turns - len(self.executed), LOOKAHEAD_QUERIES)
+        reaches = sorted((c["reach"] for c in scored), reverse=True)[: max(horizon, 0)]
+        chance = evidence.target_chance(
+            self.probabilities, self.found, models.sensor, reaches, policy.target_confidence
+        )
+        self.scored = {"turn": turn, "candidates": scored, "target_chance": chance}
 
     async def _read_and_unread(
         self, claim: np.ndarray, backend: CorpusBackend
@@ -232,7 +244,13 @@ class CorpusInquiry:
             return None
         selection = self._setup["selection"]
         ranked = corpus_ranking.rank(
-            candidates, selection, policy.cost_sensitivity, self._setup["temperature"], self._rng(turn)
+            candidates,
+            selection,
+            policy.cost_sensitivity,
+            self._setup["temperature"],
+            self._rng(turn),
+            self._target_chance()
+            >= self._setup.get("min_target_chance", corpus_setup.DEFAULT_MIN_TARGET_CHANCE),
         )
         if ranked is None:
             return None
@@ -242,6 +260,9 @@ class CorpusInquiry:
             f"expected gain {best['expected_gain']:.3f} bits at cost {best['cost']:.3f} ({selection})"
         )
         return Choice(corpus_ranking.scored(best), rationale, [corpus_ranking.scored(c) for c in ranked[1:4]])
+
+    def _target_chance(self) -> float:
+        return (self.scored or {}).get("target_chance", 1.0)
 
     def _rng(self, turn: int) -> random.Random:
         return random.Random(f"{self._setup['seed']}:{turn}")
@@ -364,6 +385,7 @@ class CorpusInquiry:
             predicted_gain=chosen["expected_gain"],
             actual_gain=gain,
             latency_ms=search_ms + nli_ms,
+            target_chance=self._target_chance(),
         )
 
     async def _about_the_claim(self, hits: list[SearchHit], backend: CorpusBackend) -> list[SearchHit]:

@@ -1,6 +1,7 @@
 """Which scored candidate query a corpus session runs next, by its policy (`corpus` domain):
 the baselines run theirs in the order generated; `eig` ranks by cost-adjusted expected gain plus
-the exploration bonus and answers once no candidate is worth its cost; `eig_softmax` draws the
+the exploration bonus and answers once the target confidence is out of reach or no candidate is
+worth its cost; `eig_softmax` draws the
 first from that ranking."""
 
 from __future__ import annotations
@@ -17,12 +18,18 @@ BASELINES = ("generated_order", "keywords")
 
 
 def rank(
-    candidates: list[dict], selection: str, cost_sensitivity: float, temperature: float, rng: random.Random
+    candidates: list[dict],
+    selection: str,
+    cost_sensitivity: float,
+    temperature: float,
+    rng: random.Random,
+    target_in_reach: bool,
 ) -> list[dict] | None:
-    """The candidates best first, or None when `eig` finds none worth running."""
+    """The candidates best first, or None when `eig` finds none worth running: the target
+    confidence is out of reach (`target_in_reach` false) or no candidate is `viable`."""
     if selection in BASELINES:
         return candidates
-    if not any(viable(c, cost_sensitivity) for c in candidates):
+    if not target_in_reach or not any(viable(c, cost_sensitivity) for c in candidates):
         return None
     ranked = sorted(candidates, key=lambda c: -(c["adjusted"] + c["bonus"]))
     if selection == "eig_softmax":

@@ -21,6 +21,10 @@ DEFAULT_PROBE_DEPTH = 20
 # least this: of the 10 chunks nearest a SciFact train claim (all-MiniLM-L6-v2), 93% of the cited
 # abstracts are, and 68% of the others (bench/README.md).
 DEFAULT_RELEVANCE_FLOOR = 0.45
+# `eig` answers once the chance of reaching the target confidence with the queries to come is
+# below this (`core.claim_evidence.target_chance`; chosen on SciFact's held-out train claims,
+# bench/README.md); 0 turns the rule off.
+DEFAULT_MIN_TARGET_CHANCE = 0.05
 # The retrieval arms a query runs with unless `domain_parameters["arms"]` names others.
 DEFAULT_ARMS = "dense,lexical"
 
@@ -62,6 +66,7 @@ def settings(context: str, parameters: Mapping[str, str], limits: InquiryLimits)
         ),
         "cost_scale_ms": number(parameters, "cost_scale_ms", query_scoring.COST_SCALE_MS, 1.0, 1e9),
         "relevance_floor": number(parameters, "relevance_floor", DEFAULT_RELEVANCE_FLOOR, -1.0, 1.0),
+        "min_target_chance": number(parameters, "min_target_chance", DEFAULT_MIN_TARGET_CHANCE, 0.0, 1.0),
     }
 
 

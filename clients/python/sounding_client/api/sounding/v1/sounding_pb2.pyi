@@ -384,7 +384,7 @@ class InquireResponse(_message.Message):
     def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., ask: _Optional[_Union[Ask, _Mapping]] = ..., answer: _Optional[_Union[InquiryAnswer, _Mapping]] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ...) -> None: ...
 
 class Evidence(_message.Message):
-    __slots__ = ("session_id", "turn", "question_id", "query", "strategy", "hits", "sentences", "sentences_read", "strongest_entailment", "strongest_contradiction", "outcome", "reached", "predicted_reach", "expected_information_gain", "actual_information_gain", "latency_ms")
+    __slots__ = ("session_id", "turn", "question_id", "query", "strategy", "hits", "sentences", "sentences_read", "strongest_entailment", "strongest_contradiction", "outcome", "reached", "predicted_reach", "expected_information_gain", "actual_information_gain", "latency_ms", "target_chance")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -401,6 +401,7 @@ class Evidence(_message.Message):
     EXPECTED_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
     ACTUAL_INFORMATION_GAIN_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_CHANCE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     turn: int
     question_id: str
@@ -417,7 +418,8 @@ class Evidence(_message.Message):
     expected_information_gain: float
     actual_information_gain: float
     latency_ms: float
-    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., question_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[EvidenceHit, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[EvidenceSentence, _Mapping]]] = ..., sentences_read: _Optional[int] = ..., strongest_entailment: _Optional[float] = ..., strongest_contradiction: _Optional[float] = ..., outcome: _Optional[str] = ..., reached: _Optional[bool] = ..., predicted_reach: _Optional[float] = ..., expected_information_gain: _Optional[float] = ..., actual_information_gain: _Optional[float] = ..., latency_ms: _Optional[float] = ...) -> None: ...
+    target_chance: float
+    def __init__(self, session_id: _Optional[str] = ..., turn: _Optional[int] = ..., question_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., hits: _Optional[_Iterable[_Union[EvidenceHit, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[EvidenceSentence, _Mapping]]] = ..., sentences_read: _Optional[int] = ..., strongest_entailment: _Optional[float] = ..., strongest_contradiction: _Optional[float] = ..., outcome: _Optional[str] = ..., reached: _Optional[bool] = ..., predicted_reach: _Optional[float] = ..., expected_information_gain: _Optional[float] = ..., actual_information_gain: _Optional[float] = ..., latency_ms: _Optional[float] = ..., target_chance: _Optional[float] = ...) -> None: ...
 
 class EvidenceHit(_message.Message):
     __slots__ = ("document_id", "chunk_id", "score", "new")
