@@ -148,7 +148,7 @@ def _print_corpus_inquiry(client, collection: str, claim: str) -> None:
     console.print(f"[bold]claim[/bold] {claim}")
     inquiry = client.inquire(
         "corpus",
-        InquiryPolicy(max_turns=4, target_confidence=0.9),
+        InquiryPolicy(max_turns=4, target_confidence=0.8),
         domain_parameters={"collection": collection},
         context=claim,
     )
