@@ -35,6 +35,8 @@ def test_a_claim_is_verified_query_by_query(client, demo_collection):
     assert isinstance(answer, InquiryAnswer)
     assert answer.answer in ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
     assert 1 <= len(evidence) <= 4 and len(asks) == len(evidence)
+    # No 4 results of the evidence model reach 0.99: each query read a target chance of 0.
+    assert [e.target_chance for e in evidence] == [0.0] * len(evidence)
     # Each Ask is answered by the server: an Evidence for the same question, then a Belief.
     for ask, found in zip(asks, evidence, strict=True):
         assert found.question_id == ask.question_id and found.query == ask.question

@@ -333,8 +333,9 @@ class Evidence:
     expected_information_gain: float
     actual_information_gain: float
     latency_ms: float
-    # The chance, read before the query ran, that the queries to come bring the belief to the
-    # target confidence within the session's remaining queries.
+    # The chance, read before the query ran, that the candidate queries then available, run in
+    # turn by reach, bring the belief to the target confidence within the session's remaining
+    # queries (looking at most 10 ahead).
     target_chance: float
 
 

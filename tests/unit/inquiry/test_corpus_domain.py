@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 from sounding import errors
-from sounding.core.claim_evidence import SensorModel
+from sounding.core.claim_evidence import SensorModel, target_chance
 from sounding.core.query_scoring import REACH_FEATURES, prior_reach_model
 from sounding.core.reach import ReachModel
 from sounding.inquiry import engine
@@ -289,10 +289,18 @@ def test_eig_stops_when_no_query_is_worth_its_cost():
 def test_eig_stops_when_the_target_confidence_is_out_of_reach():
     out_of_reach = {"min_target_chance": "0.05"}
     # No three queries can bring the default table's belief to 0.999: eig answers without one,
-    # the naive baseline runs its three.
+    # though with the rule off it runs its three, and so does the naive baseline.
     hopeless = run(start(parameters=out_of_reach, max_turns=3, target_confidence=0.999), FakeCorpus())
     assert hopeless[-1].stopping_reason == "no_viable_queries"
     assert not [e for e in hopeless if isinstance(e, EvidenceEvent)]
+    control = run(start(max_turns=3, target_confidence=0.999, min_information_gain=0.0), FakeCorpus())
+    assert control[-1].stopping_reason == "max_queries_reached"
+    assert [e.target_chance for e in control if isinstance(e, EvidenceEvent)] == [0.0, 0.0, 0.0]
+    # With more queries to come than the look-ahead covers, it cannot tell: the session runs.
+    many = {**out_of_reach, "per_strategy": "10"}
+    long = run(start(parameters=many, max_turns=12, target_confidence=0.999), FakeCorpus())
+    evidence = [e for e in long if isinstance(e, EvidenceEvent)]
+    assert evidence and evidence[0].target_chance == 0.0
     naive = run(
         start(
             "generated_order", out_of_reach, max_turns=3, target_confidence=0.999, min_information_gain=0.0
@@ -305,7 +313,16 @@ def test_eig_stops_when_the_target_confidence_is_out_of_reach():
     reachable = run(start(parameters=out_of_reach, target_confidence=0.8), backend)
     evidence = [e for e in reachable if isinstance(e, EvidenceEvent)]
     assert reachable[-1].stopping_reason == "confidence_reached"
-    assert evidence and all(0.05 <= e.target_chance <= 1.0 for e in evidence)
+    # The first query's chance is the look-ahead from the uniform prior over the candidates' reaches.
+    session = start(parameters=out_of_reach, target_confidence=0.8)
+    asyncio.run(engine.advance(session, FakeCorpus(SHARP)))
+    scored = session.live.scored
+    reaches = sorted((c["reach"] for c in scored["candidates"]), reverse=True)[:10]
+    expected = target_chance(np.full(3, 1 / 3), (0, 0), SHARP, reaches, 0.8)
+    assert scored["target_chance"] == pytest.approx(expected) and evidence[0].target_chance == pytest.approx(
+        expected
+    )
+    assert 0.05 < expected < 1.0
 
 
 def test_the_generator_writes_candidates_when_asked_and_near_duplicates_are_dropped():

@@ -25,10 +25,11 @@ left out for a uniform prior). Every step:
 
 The belief's argmax is the answer. Stop rules are the engine's (§3.4); `no_viable_queries`
 when no candidate is left, and for `eig` and `eig_softmax` also when the queries to come are
-not worth running: when the chance that the best of them, run in turn, bring the belief to the
-target confidence within the session's remaining queries (at most `LOOKAHEAD_QUERIES` ahead;
-`core.claim_evidence.target_chance`, the candidates taken by reach, highest first) is below
-`min_target_chance`, or when no candidate is worth its cost: none has a value of information,
+not worth running: when the chance that the candidates now available, run in turn by reach,
+highest first, bring the belief to the target confidence within the session's remaining queries
+(`core.claim_evidence.target_chance`) is below `min_target_chance` (the look-ahead goes at most
+`LOOKAHEAD_QUERIES` ahead, and a session with more queries to come than that does not stop on
+it), or when no candidate is worth its cost: none has a value of information,
 expected gain − λ·cost, above zero (§9.3). Every Evidence event carries the target chance read
 before its query ran.
 """
@@ -162,7 +163,7 @@ class CorpusInquiry:
 
     async def think(self, policy: Policy, turn: int, backend: CorpusBackend) -> None:
         """Score the turn's candidates (once per turn: a resumed session repeats nothing)."""
-        if self.scored is not None and self.scored["turn"] == turn:
+        if self.scored is not None and self.scored["turn"] == turn and "target_chance" in self.scored:
             return
         if self.neighbours is None:
             await backend.check(self.collection, self._setup["arms"])
@@ -174,7 +175,7 @@ class CorpusInquiry:
                 self.written = query_candidates.llm_queries(written, count)
         found = self._candidates()
         if not found:
-            self.scored = {"turn": turn, "candidates": []}
+            self.scored = {"turn": turn, "candidates": [], "target_chance": 0.0, "chance_covers": True}
             return
         run = [e["query"] for e in self.executed]
         vectors = await backend.embed([self.claim, *run, *(c.text for c in found)])
@@ -216,12 +217,17 @@ class CorpusInquiry:
                     **asdict(scores),
                 }
             )
-        horizon = min(policy.max_turns - len(self.executed), LOOKAHEAD_QUERIES)
-        reaches = sorted((c["reach"] for c in scored), reverse=True)[: max(horizon, 0)]
+        steps = max(min(policy.max_turns - len(self.executed), len(scored)), 0)
+        reaches = sorted((c["reach"] for c in scored), reverse=True)[:LOOKAHEAD_QUERIES]
         chance = evidence.target_chance(
-            self.probabilities, self.found, models.sensor, reaches, policy.target_confidence
+            self.probabilities, self.found, models.sensor, reaches[:steps], policy.target_confidence
         )
-        self.scored = {"turn": turn, "candidates": scored, "target_chance": chance}
+        self.scored = {
+            "turn": turn,
+            "candidates": scored,
+            "target_chance": chance,
+            "chance_covers": steps <= LOOKAHEAD_QUERIES,
+        }
 
     async def _read_and_unread(
         self, claim: np.ndarray, backend: CorpusBackend
@@ -249,8 +255,8 @@ class CorpusInquiry:
             policy.cost_sensitivity,
             self._setup["temperature"],
             self._rng(turn),
-            self._target_chance()
-            >= self._setup.get("min_target_chance", corpus_setup.DEFAULT_MIN_TARGET_CHANCE),
+            # Sessions started before the rule existed run without it.
+            corpus_ranking.target_in_reach(self.scored or {}, self._setup.get("min_target_chance", 0.0)),
         )
         if ranked is None:
             return None
@@ -260,9 +266,6 @@ class CorpusInquiry:
             f"expected gain {best['expected_gain']:.3f} bits at cost {best['cost']:.3f} ({selection})"
         )
         return Choice(corpus_ranking.scored(best), rationale, [corpus_ranking.scored(c) for c in ranked[1:4]])
-
-    def _target_chance(self) -> float:
-        return (self.scored or {}).get("target_chance", 1.0)
 
     def _rng(self, turn: int) -> random.Random:
         return random.Random(f"{self._setup['seed']}:{turn}")
@@ -274,9 +277,8 @@ class CorpusInquiry:
     ) -> EvidenceEvent:
         """Run the pending query, read what is new, update the belief and let the outcome model
         learn whether the query reached new text."""
-        chosen = next(
-            (c for c in (self.scored or {"candidates": []})["candidates"] if c["id"] == question_id), None
-        )
+        scored = self.scored or {"candidates": []}
+        chosen = next((c for c in scored["candidates"] if c["id"] == question_id), None)
         if chosen is None:
             raise errors.FailedPrecondition(f"question {question_id!r} is not among this turn's candidates")
         started = time.perf_counter()
@@ -385,7 +387,7 @@ class CorpusInquiry:
             predicted_gain=chosen["expected_gain"],
             actual_gain=gain,
             latency_ms=search_ms + nli_ms,
-            target_chance=self._target_chance(),
+            target_chance=scored["target_chance"],
         )
 
     async def _about_the_claim(self, hits: list[SearchHit], backend: CorpusBackend) -> list[SearchHit]:

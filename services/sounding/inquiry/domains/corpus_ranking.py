@@ -37,6 +37,12 @@ def rank(
     return ranked
 
 
+def target_in_reach(scored: dict, min_target_chance: float) -> bool:
+    """Whether a turn's target chance is at least `min_target_chance`, or does not cover every
+    query to come (the session has more left than the look-ahead reaches): then it cannot tell."""
+    return not scored.get("chance_covers", False) or scored["target_chance"] >= min_target_chance
+
+
 def viable(candidate: dict, cost_sensitivity: float) -> bool:
     """Worth running: its value of information, expected gain − λ·cost, is positive (spec
     §9.3), and its gain is not nil."""

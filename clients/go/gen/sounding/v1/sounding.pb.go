@@ -2196,9 +2196,10 @@ type Evidence struct {
 	ExpectedInformationGain float64 `protobuf:"fixed64,14,opt,name=expected_information_gain,json=expectedInformationGain,proto3" json:"expected_information_gain,omitempty"`
 	ActualInformationGain   float64 `protobuf:"fixed64,15,opt,name=actual_information_gain,json=actualInformationGain,proto3" json:"actual_information_gain,omitempty"`
 	LatencyMs               float64 `protobuf:"fixed64,16,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	// The chance, read before the query ran, that the best queries to come, run in turn, bring
-	// the belief to the target confidence within the session's remaining queries (at most 10
-	// ahead). `eig` answers once it falls below the domain parameter min_target_chance.
+	// The chance, read before the query ran, that the candidate queries then available, run in
+	// turn by reach, bring the belief to the target confidence within the session's remaining
+	// queries (looking at most 10 ahead). `eig` and `eig_softmax` answer once it falls below the
+	// domain parameter min_target_chance, unless more than 10 queries are still to come.
 	TargetChance float64 `protobuf:"fixed64,17,opt,name=target_chance,json=targetChance,proto3" json:"target_chance,omitempty"`
 }
 

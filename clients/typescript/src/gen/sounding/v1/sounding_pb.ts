@@ -1110,9 +1110,10 @@ export type Evidence = Message<"sounding.v1.Evidence"> & {
   latencyMs: number;
 
   /**
-   * The chance, read before the query ran, that the best queries to come, run in turn, bring
-   * the belief to the target confidence within the session's remaining queries (at most 10
-   * ahead). `eig` answers once it falls below the domain parameter min_target_chance.
+   * The chance, read before the query ran, that the candidate queries then available, run in
+   * turn by reach, bring the belief to the target confidence within the session's remaining
+   * queries (looking at most 10 ahead). `eig` and `eig_softmax` answer once it falls below the
+   * domain parameter min_target_chance, unless more than 10 queries are still to come.
    *
    * @generated from field: double target_chance = 17;
    */
