@@ -205,14 +205,10 @@ def target_chance(
 
 
 def _tables_given_found(sensor: SensorModel, strengths: np.ndarray) -> np.ndarray:
-    """`SensorModel.given_found` for each row of strengths (a*, b*) at once."""
-    table = sensor.table
-    neutral = table[:, NOT_ENOUGH_INFO]
-    tables = np.repeat(table[None, :, :], len(strengths), axis=0)
-    for verdict, column in ((SUPPORT, 0), (CONTRADICT, 1)):
-        a = strengths[:, column][:, None]
-        tables[:, :, verdict] = (1 - a) * table[:, verdict] + a * neutral
-    return tables
+    """`SensorModel.given_found` for each row of strengths (a*, b*), computed once per distinct
+    row (a look-ahead has few: found or not)."""
+    distinct, inverse = np.unique(strengths, axis=0, return_inverse=True)
+    return np.stack([sensor.given_found(*row) for row in distinct])[inverse.ravel()]
 
 
 def _merged(

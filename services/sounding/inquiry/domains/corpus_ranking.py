@@ -1,8 +1,7 @@
 """Which scored candidate query a corpus session runs next, by its policy (`corpus` domain):
 the baselines run theirs in the order generated; `eig` ranks by cost-adjusted expected gain plus
 the exploration bonus and answers once the target confidence is out of reach or no candidate is
-worth its cost; `eig_softmax` draws the
-first from that ranking."""
+worth its cost; `eig_softmax` draws the first from that ranking."""
 
 from __future__ import annotations
 
