@@ -13,7 +13,8 @@ Traffic, all at once:
 - health checks every 100 ms.
 Every call's latency and outcome is kept; what counts as an error is any failed call but a
 deliberate RESOURCE_EXHAUSTED. With kills, calls failing while a process is down (from the kill
-until health is SERVING again, and 5 s more for clients to reconnect) are counted apart.
+until health is SERVING again, and 5 s more for clients to reconnect) are counted apart; every
+failed call is listed with its times and message.
 
 Afterwards: every acknowledged observation, sent again, must be refused ALREADY_EXISTS (so it
 was kept); the ingested collection must hold every acknowledged document; every inquiry
@@ -61,13 +62,21 @@ class Ledger:
     pending_observations: list = field(default_factory=list)
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     outcomes: list[tuple[float, str, str]] = field(default_factory=list)  # (time, rpc, code)
+    failures: list[dict] = field(default_factory=list)  # each failed call: when, what, why
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, rpc: str, started: float, code: str = "OK") -> None:
+    def record(self, rpc: str, started: float, code: str = "OK", message: str = "") -> None:
         with self.lock:
+            now, elapsed = time.time(), time.perf_counter() - started
             if code == "OK":
-                self.latencies[rpc].append(time.perf_counter() - started)
-            self.outcomes.append((time.time(), rpc, code))
+                self.latencies[rpc].append(elapsed)
+            else:
+                failure = {"rpc": rpc, "code": code, "started": now - elapsed, "ended": now}
+                self.failures.append({**failure, "message": message[:300]})
+            self.outcomes.append((now, rpc, code))
+
+    def failed(self, rpc: str, started: float, error: Exception) -> None:
+        self.record(rpc, started, _code(error), str(error))
 
 
 def _code(error: Exception) -> str:
@@ -90,7 +99,7 @@ def retrieving(
                 RETRIEVE_COLLECTION, rng.choice(queries), top_k=10, arms=arms, omit_text=True, timeout=120
             )
         except Exception as error:
-            ledger.record("Retrieve", started, _code(error))
+            ledger.failed("Retrieve", started, error)
             stop.wait(0.2)
             continue
         ledger.record("Retrieve", started)
@@ -116,7 +125,7 @@ def observing(client, ledger: Ledger, stop: threading.Event) -> None:
         try:
             ack = client.observe(batch)
         except Exception as error:
-            ledger.record("Observe", started, _code(error))
+            ledger.failed("Observe", started, error)
             continue
         ledger.record("Observe", started)
         refused = {r.index: r.code for r in ack.rejected}
@@ -155,7 +164,7 @@ def inquiring(client, ledger: Ledger, stop: threading.Event, rng) -> None:
                 elif isinstance(event, InquiryAnswer):
                     ledger.record("Inquire step", started)
         except Exception as error:
-            ledger.record("Inquire step", started, _code(error))
+            ledger.failed("Inquire step", started, error)
             stop.wait(0.2)
         finally:
             inquiry.close()
@@ -180,7 +189,7 @@ def ingesting(client, ledger: Ledger, stop: threading.Event, every_s: float) -> 
                     ledger.ingested.extend(d["id"] for d in documents)
             ledger.record("IngestDocuments", started)
         except Exception as error:
-            ledger.record("IngestDocuments", started, _code(error))
+            ledger.failed("IngestDocuments", started, error)
 
 
 def sampling_memory(stack, samples: list[dict], stop: threading.Event, started: float) -> None:
@@ -271,6 +280,24 @@ def recovered(
     return None
 
 
+def disrupted(t: float, spans: Sequence[tuple[float, float]]) -> bool:
+    """Whether time `t` falls in a kill's disruption (from the kill until the stack serves
+    again and `RECONNECT_S` more), compared unrounded."""
+    return any(since <= t <= until for since, until in spans)
+
+
+def tally_failures(
+    outcomes: Sequence[tuple[float, str, str]], spans: Sequence[tuple[float, float]]
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """The failed calls by (rpc, code): those outside every disruption, and those within one."""
+    outside: Counter[tuple[str, str]] = Counter()
+    within: Counter[tuple[str, str]] = Counter()
+    for t, rpc, code in outcomes:
+        if code != "OK":
+            (within if disrupted(t, spans) else outside)[(rpc, code)] += 1
+    return outside, within
+
+
 def verify(client, ledger: Ledger) -> dict:
     """Whether everything acknowledged is there: observations (each sent again must be refused
     ALREADY_EXISTS), ingested documents (counted), inquiry sessions (each resumes)."""
@@ -346,6 +373,7 @@ def run(
         for i in range(inquiry_sessions)
     ]
     windows: list[dict] = []
+    spans: list[tuple[float, float]] = []  # each kill's disruption, unrounded: (from, until)
 
     def wait_until(at_s: float) -> None:
         while time.time() - started < at_s:
@@ -361,6 +389,7 @@ def run(
             killed_at = time.time()
             pid = kill(stack, planned.what)
             back = recovered(clients[3], queries[0], health.serving, killed_at)
+            spans.append((killed_at, (back or time.time()) + RECONNECT_S))
             windows.append(
                 {
                     "what": planned.what,
@@ -368,7 +397,7 @@ def run(
                     "at_s": round(killed_at - started, 1),
                     "recovered": back is not None,
                     "serving_again_after_s": round(back - killed_at, 1) if back else None,
-                    "until_s": round((back or time.time()) - started + RECONNECT_S, 1),
+                    "until_s": round(spans[-1][1] - started, 1),
                 }
             )
         wait_until(duration_s)
@@ -381,11 +410,7 @@ def run(
     for client in clients:
         client.close()
 
-    def disrupted(t: float) -> bool:
-        return any(w["at_s"] <= t - started <= w["until_s"] for w in windows)
-
-    errors = Counter((rpc, code) for t, rpc, code in ledger.outcomes if code != "OK" and not disrupted(t))
-    during = Counter((rpc, code) for t, rpc, code in ledger.outcomes if code != "OK" and disrupted(t))
+    errors, during = tally_failures(ledger.outcomes, spans)
     calls = Counter(rpc for _, rpc, _ in ledger.outcomes)
     return {
         "duration_s": duration_s,
@@ -403,6 +428,15 @@ def run(
         ),
         "kills": windows,
         "errors_while_disrupted": {f"{rpc} {code}": n for (rpc, code), n in sorted(during.items())},
+        "failures": [
+            {
+                **f,
+                "started": round(f["started"] - started, 2),
+                "ended": round(f["ended"] - started, 2),
+                "disrupted": disrupted(f["ended"], spans),
+            }
+            for f in ledger.failures
+        ],
         "restarts": [{"at_s": round(t - started, 1), "process": name} for t, name in stack.restarts],
         "verification": verification,
         "memory": memory_summary(samples),
