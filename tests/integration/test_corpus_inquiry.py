@@ -66,7 +66,8 @@ def test_eig_answers_at_once_when_the_target_is_out_of_reach(client, demo_collec
     # No 4 results of the evidence model bring a uniform belief to 0.99: the target chance is 0.
     events = list(client.inquire("corpus", POLICY, domain_parameters={"collection": "demo"}, context=CLAIM))
     answer = events[-1]
-    assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == "no_viable_queries"
+    assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == "target_out_of_reach"
+    assert answer.answer == "NOT_ENOUGH_INFO"  # nothing read: the uniform prior ties
     assert not [e for e in events if isinstance(e, (Ask, Evidence))]
     assert answer.confidence.value == pytest.approx(1 / 3)
 

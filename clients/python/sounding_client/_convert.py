@@ -367,7 +367,7 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             a.session_id,
             a.answer,
             confidence(a.confidence),
-            _REASONS[a.stopping_reason],
+            _REASONS.get(a.stopping_reason, f"unknown_{a.stopping_reason}"),
             a.forced,
             list(a.trace.entropy_bits),
             list(a.trace.predicted_gain),

@@ -286,7 +286,8 @@ class InquiryAnswer:
     session_id: str
     answer: str
     confidence: Confidence
-    # confidence_reached, budget_exhausted, max_queries_reached, diminishing_returns, no_viable_queries
+    # confidence_reached, budget_exhausted, max_queries_reached, diminishing_returns, no_viable_queries,
+    # target_out_of_reach (corpus eig: the target confidence cannot be reached in the queries left)
     stopping_reason: str
     forced: bool
     entropy_bits: list[float]

@@ -51,6 +51,8 @@ OUTCOMES = ("entailing", "contradicting", "nothing")
 ENTAILING, CONTRADICTING, NOTHING = range(3)
 # The fourth result of a candidate query: it reaches no new text.
 NOTHING_NEW = 3
+# Equally probable verdicts rank in this order: no evidence either way is NOT_ENOUGH_INFO's case.
+TIE_ORDER = (NOT_ENOUGH_INFO, SUPPORT, CONTRADICT)
 
 # P(outcome | verdict) of a query reaching new text before any fit: columns are verdicts.
 DEFAULT_SENSOR = np.array(
@@ -60,6 +62,13 @@ DEFAULT_SENSOR = np.array(
         [0.40, 0.45, 0.85],
     ]
 )
+
+
+def ranked(probabilities: ArrayLike) -> list[int]:
+    """The verdicts from most to least probable, equal ones (to 12 decimals) in `TIE_ORDER`: a
+    belief that no evidence has moved from a uniform prior answers NOT_ENOUGH_INFO."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    return sorted(range(len(VERDICTS)), key=lambda v: (-round(float(p[v]), 12), TIE_ORDER.index(v)))
 
 
 @dataclass(frozen=True)

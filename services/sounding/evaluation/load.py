@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from sounding.evaluation import load_report
 from sounding.evaluation.fuzz import stack_processes
 from sounding.evaluation.health import HealthWatch
 from sounding.inquiry.domains import bulls_and_cows as bc
@@ -208,41 +207,6 @@ def sampling_memory(stack, samples: list[dict], stop: threading.Event, started: 
             return
 
 
-def memory_summary(samples: list[dict], settle_s: float = 60.0) -> dict[str, dict]:
-    """Per process ("name pid": a restarted process is another one): its resident set at the
-    first sample `settle_s` into its life, the largest after, and their ratio."""
-    series: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for row in samples:
-        for name, value in row.items():
-            if name != "t":
-                series[name].append((row["t"], value))
-    out = {}
-    for name, points in series.items():
-        first = points[0][0]
-        after = [(t, v) for t, v in points if t - first >= settle_s]
-        if not after:
-            continue
-        level, peak = after[0][1], max(v for _, v in after)
-        out[name] = {
-            "mib_after_first_minute": round(level / 2**20, 1),
-            "mib_peak_after": round(peak / 2**20, 1),
-            "ratio": round(peak / level, 3),
-        }
-    return out
-
-
-def percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"count": 0}
-    ms = np.asarray(values) * 1000
-    return {
-        "count": len(values),
-        "p50_ms": round(float(np.percentile(ms, 50)), 1),
-        "p99_ms": round(float(np.percentile(ms, 99)), 1),
-        "max_ms": round(float(ms.max()), 1),
-    }
-
-
 @dataclass(frozen=True)
 class Kill:
     at_s: float
@@ -278,24 +242,6 @@ def recovered(
             pass
         time.sleep(0.5)
     return None
-
-
-def disrupted(t: float, spans: Sequence[tuple[float, float]]) -> bool:
-    """Whether time `t` falls in a kill's disruption (from the kill until the stack serves
-    again and `RECONNECT_S` more), compared unrounded."""
-    return any(since <= t <= until for since, until in spans)
-
-
-def tally_failures(
-    outcomes: Sequence[tuple[float, str, str]], spans: Sequence[tuple[float, float]]
-) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
-    """The failed calls by (rpc, code): those outside every disruption, and those within one."""
-    outside: Counter[tuple[str, str]] = Counter()
-    within: Counter[tuple[str, str]] = Counter()
-    for t, rpc, code in outcomes:
-        if code != "OK":
-            (within if disrupted(t, spans) else outside)[(rpc, code)] += 1
-    return outside, within
 
 
 def verify(client, ledger: Ledger) -> dict:
@@ -410,7 +356,7 @@ def run(
     for client in clients:
         client.close()
 
-    errors, during = tally_failures(ledger.outcomes, spans)
+    errors, during = load_report.tally_failures(ledger.outcomes, spans)
     calls = Counter(rpc for _, rpc, _ in ledger.outcomes)
     return {
         "duration_s": duration_s,
@@ -421,7 +367,7 @@ def run(
             "ingest_every_s": ingest_every_s,
         },
         "calls": dict(calls),
-        "latency": {rpc: percentiles(values) for rpc, values in sorted(ledger.latencies.items())},
+        "latency": {rpc: load_report.percentiles(values) for rpc, values in sorted(ledger.latencies.items())},
         "errors": {f"{rpc} {code}": n for (rpc, code), n in sorted(errors.items())},
         "errors_excluding_resource_exhausted": sum(
             n for (_, code), n in errors.items() if code != "RESOURCE_EXHAUSTED"
@@ -433,13 +379,13 @@ def run(
                 **f,
                 "started": round(f["started"] - started, 2),
                 "ended": round(f["ended"] - started, 2),
-                "disrupted": disrupted(f["ended"], spans),
+                "disrupted": load_report.disrupted(f["ended"], spans),
             }
             for f in ledger.failures
         ],
         "restarts": [{"at_s": round(t - started, 1), "process": name} for t, name in stack.restarts],
         "verification": verification,
-        "memory": memory_summary(samples),
+        "memory": load_report.memory_summary(samples),
         "memory_samples": samples,
     }
 

@@ -290,7 +290,8 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
     if not reason:
         choice = domain.choose(session.policy, session.turn + 1)
         if choice is None:
-            reason = "no_viable_queries"
+            # A domain may say why it chose nothing (`unchosen`, set by `choose`).
+            reason = getattr(domain, "unchosen", "") or "no_viable_queries"
     if reason or choice is None:
         events.append(_answer(session, domain, current, reason, forced))
         return events

@@ -22,6 +22,7 @@ STOPPING_REASONS = (
     "max_queries_reached",
     "diminishing_returns",
     "no_viable_queries",
+    "target_out_of_reach",
 )
 
 

@@ -2,10 +2,13 @@
 
 import pytest
 from sounding.core.fusion import Contribution
+from sounding.core.provenance import Provenance
 from sounding.gateway.convert import retrieval as convert
+from sounding.gateway.convert.inquiry import inquire_response
+from sounding.inquiry.protocol import STOPPING_REASONS, AnswerEvent
 from sounding.retrieval import protocol as p
-from sounding_client import ArmRank, Fused, Hit
-from sounding_client._convert import Hits, retrieve_event
+from sounding_client import ArmRank, Fused, Hit, InquiryAnswer
+from sounding_client._convert import Hits, inquiry_event, retrieve_event
 
 pytestmark = pytest.mark.unit
 
@@ -64,3 +67,10 @@ def test_hits_are_decoded_once_on_first_use_and_behave_as_a_sequence():
 def test_an_event_without_hits_compares_equal_to_an_empty_list():
     event = retrieve_event(convert.retrieve_response(p.FusedEvent([], ["lexical"])))
     assert event.hits == [] and len(event.hits) == 0 and not list(event.hits)
+
+
+@pytest.mark.parametrize("reason", STOPPING_REASONS)
+def test_every_stopping_reason_reaches_the_client_by_name(reason):
+    event = AnswerEvent("s", "NOT_ENOUGH_INFO", Provenance.deterministic(0.4, "x"), reason, False, [], [], [])
+    answer = inquiry_event(inquire_response(event))
+    assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == reason

@@ -16,6 +16,7 @@ from sounding.core.claim_evidence import (
     likelihood,
     outcome,
     predicted_outcomes,
+    ranked,
     sensor_counts,
     target_chance,
 )
@@ -163,3 +164,12 @@ def test_more_queries_to_come_never_lower_the_target_chance():
     chances = [target_chance(np.full(3, 1 / 3), (0, 0), sensor, [0.6] * k, 0.75) for k in range(6)]
     assert chances == sorted(chances)
     assert chances[0] == 0.0 < chances[1] < chances[5] < 1.0
+
+
+def test_verdicts_rank_by_probability_and_ties_go_to_not_enough_info():
+    assert ranked([1 / 3, 1 / 3, 1 / 3]) == [NOT_ENOUGH_INFO, SUPPORT, CONTRADICT]
+    assert ranked([0.5, 0.25, 0.25]) == [SUPPORT, NOT_ENOUGH_INFO, CONTRADICT]
+    assert ranked([0.4, 0.4, 0.2]) == [SUPPORT, CONTRADICT, NOT_ENOUGH_INFO]
+    assert ranked([0.2, 0.3, 0.5]) == [NOT_ENOUGH_INFO, CONTRADICT, SUPPORT]
+    # equal up to rounding error still ties
+    assert ranked([0.1 + 0.2, 0.4, 0.3])[1] == NOT_ENOUGH_INFO

@@ -291,8 +291,12 @@ def test_eig_stops_when_the_target_confidence_is_out_of_reach():
     # No three queries can bring the default table's belief to 0.999: eig answers without one,
     # though with the rule off it runs its three, and so does the naive baseline.
     hopeless = run(start(parameters=out_of_reach, max_turns=3, target_confidence=0.999), FakeCorpus())
-    assert hopeless[-1].stopping_reason == "no_viable_queries"
+    assert hopeless[-1].stopping_reason == "target_out_of_reach"
     assert not [e for e in hopeless if isinstance(e, EvidenceEvent)]
+    # Nothing read: the uniform prior's tie answers NOT_ENOUGH_INFO.
+    assert (hopeless[-1].answer, hopeless[-1].confidence.value) == ("NOT_ENOUGH_INFO", pytest.approx(1 / 3))
+    (belief,) = [e for e in hopeless if isinstance(e, BeliefEvent)]
+    assert [h.id for h in belief.top_hypotheses] == ["NOT_ENOUGH_INFO", "SUPPORT", "CONTRADICT"]
     control = run(start(max_turns=3, target_confidence=0.999, min_information_gain=0.0), FakeCorpus())
     assert control[-1].stopping_reason == "max_queries_reached"
     assert [e.target_chance for e in control if isinstance(e, EvidenceEvent)] == [0.0, 0.0, 0.0]

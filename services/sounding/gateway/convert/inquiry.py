@@ -60,6 +60,7 @@ _STOPPING_REASONS = {
     "max_queries_reached": sounding_pb2.STOPPING_REASON_MAX_QUERIES_REACHED,
     "diminishing_returns": sounding_pb2.STOPPING_REASON_DIMINISHING_RETURNS,
     "no_viable_queries": sounding_pb2.STOPPING_REASON_NO_VIABLE_QUERIES,
+    "target_out_of_reach": sounding_pb2.STOPPING_REASON_TARGET_OUT_OF_REACH,
 }
 
 

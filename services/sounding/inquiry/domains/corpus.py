@@ -23,15 +23,15 @@ left out for a uniform prior). Every step:
    or contradicts the claim and updates the belief (`core.claim_evidence`); the outcome model
    learns whether the query reached such text.
 
-The belief's argmax is the answer. Stop rules are the engine's (§3.4); `no_viable_queries`
-when no candidate is left, and for `eig` and `eig_softmax` also when the queries to come are
-not worth running: when the chance that the candidates now available, run in turn by reach,
+The belief's argmax is the answer, NOT_ENOUGH_INFO when it ties (`core.claim_evidence.ranked`).
+Stop rules are the engine's (§3.4), and two more for `eig` and `eig_softmax`:
+`target_out_of_reach` when the chance that the candidates now available, run in turn by reach,
 highest first, bring the belief to the target confidence within the session's remaining queries
 (`core.claim_evidence.target_chance`) is below `min_target_chance` (the look-ahead goes at most
 `LOOKAHEAD_QUERIES` ahead, and a session with more queries to come than that does not stop on
-it), or when no candidate is worth its cost: none has a value of information,
-expected gain − λ·cost, above zero (§9.3). Every Evidence event carries the target chance read
-before its query ran.
+it); `no_viable_queries` when no candidate is left (every policy) or none is worth its cost:
+none has a value of information, expected gain − λ·cost, above zero (§9.3). Every Evidence
+event carries the target chance read before its query ran.
 """
 
 from __future__ import annotations
@@ -94,6 +94,8 @@ class CorpusInquiry:
         self.executed: list[dict] = state["executed"]
         self.scored: dict | None = state["scored"]
         self.written: list[str] = state.get("written", [])
+        # Why the last `choose` returned None ('' when it chose): read by the engine.
+        self.unchosen = ""
 
     @classmethod
     def from_state(cls, setup: dict, state: dict) -> CorpusInquiry:
@@ -249,16 +251,15 @@ class CorpusInquiry:
         if not candidates:
             return None
         selection = self._setup["selection"]
+        # Sessions started before the rule existed run without it.
+        floor = self._setup.get("min_target_chance", 0.0)
+        in_reach = corpus_ranking.target_in_reach(self.scored or {}, floor)
+        temperature = self._setup["temperature"]
         ranked = corpus_ranking.rank(
-            candidates,
-            selection,
-            policy.cost_sensitivity,
-            self._setup["temperature"],
-            self._rng(turn),
-            # Sessions started before the rule existed run without it.
-            corpus_ranking.target_in_reach(self.scored or {}, self._setup.get("min_target_chance", 0.0)),
+            candidates, selection, policy.cost_sensitivity, temperature, self._rng(turn), in_reach
         )
         if ranked is None:
+            self.unchosen = "no_viable_queries" if in_reach else "target_out_of_reach"
             return None
         best = ranked[0]
         rationale = (
@@ -407,7 +408,7 @@ class CorpusInquiry:
     # -- belief and answer -------------------------------------------------------------------
 
     def belief(self) -> BeliefView:
-        order = np.argsort(-self.probabilities, kind="stable")
+        order = evidence.ranked(self.probabilities)
         return BeliefView(
             entropy_bits(self.probabilities),
             max_entropy_bits(len(evidence.VERDICTS)),
@@ -420,7 +421,7 @@ class CorpusInquiry:
         return ""
 
     def answer(self) -> tuple[str, float]:
-        best = int(np.argmax(self.probabilities))
+        best = evidence.ranked(self.probabilities)[0]
         return evidence.VERDICTS[best], float(self.probabilities[best])
 
 

@@ -17,6 +17,7 @@ class StoppingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STOPPING_REASON_MAX_QUERIES_REACHED: _ClassVar[StoppingReason]
     STOPPING_REASON_DIMINISHING_RETURNS: _ClassVar[StoppingReason]
     STOPPING_REASON_NO_VIABLE_QUERIES: _ClassVar[StoppingReason]
+    STOPPING_REASON_TARGET_OUT_OF_REACH: _ClassVar[StoppingReason]
 
 class Feedback(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -38,6 +39,7 @@ STOPPING_REASON_BUDGET_EXHAUSTED: StoppingReason
 STOPPING_REASON_MAX_QUERIES_REACHED: StoppingReason
 STOPPING_REASON_DIMINISHING_RETURNS: StoppingReason
 STOPPING_REASON_NO_VIABLE_QUERIES: StoppingReason
+STOPPING_REASON_TARGET_OUT_OF_REACH: StoppingReason
 FEEDBACK_UNSPECIFIED: Feedback
 FEEDBACK_HELPFUL: Feedback
 FEEDBACK_NOT_HELPFUL: Feedback
