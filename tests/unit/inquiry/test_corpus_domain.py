@@ -288,15 +288,11 @@ def test_eig_stops_when_no_query_is_worth_its_cost():
 
 def test_eig_stops_when_the_target_confidence_is_out_of_reach():
     out_of_reach = {"min_target_chance": "0.05"}
-    # No three queries can bring the default table's belief to 0.999: eig answers without one,
-    # though with the rule off it runs its three, and so does the naive baseline.
+    # No three queries can bring the default table's belief to 0.999: eig looks the claim up
+    # once and answers, though with the rule off it runs its three, and so does the naive baseline.
     hopeless = run(start(parameters=out_of_reach, max_turns=3, target_confidence=0.999), FakeCorpus())
     assert hopeless[-1].stopping_reason == "target_out_of_reach"
-    assert not [e for e in hopeless if isinstance(e, EvidenceEvent)]
-    # Nothing read: the uniform prior's tie answers NOT_ENOUGH_INFO.
-    assert (hopeless[-1].answer, hopeless[-1].confidence.value) == ("NOT_ENOUGH_INFO", pytest.approx(1 / 3))
-    (belief,) = [e for e in hopeless if isinstance(e, BeliefEvent)]
-    assert [h.id for h in belief.top_hypotheses] == ["NOT_ENOUGH_INFO", "SUPPORT", "CONTRADICT"]
+    assert [e.target_chance for e in hopeless if isinstance(e, EvidenceEvent)] == [0.0]
     control = run(start(max_turns=3, target_confidence=0.999, min_information_gain=0.0), FakeCorpus())
     assert control[-1].stopping_reason == "max_queries_reached"
     assert [e.target_chance for e in control if isinstance(e, EvidenceEvent)] == [0.0, 0.0, 0.0]
@@ -327,6 +323,18 @@ def test_eig_stops_when_the_target_confidence_is_out_of_reach():
         expected
     )
     assert 0.05 < expected < 1.0
+
+
+def test_a_session_that_read_nothing_answers_not_enough_info():
+    # No chunk is close enough to the claim to be read: the uniform prior ties, and the tie goes
+    # to NOT_ENOUGH_INFO.
+    blind = {"relevance_floor": "0.99"}
+    events = run(start("generated_order", blind, max_turns=2, min_information_gain=0.0), FakeCorpus())
+    assert [e.sentences_read for e in events if isinstance(e, EvidenceEvent)] == [0, 0]
+    assert (events[-1].answer, events[-1].confidence.value) == ("NOT_ENOUGH_INFO", pytest.approx(1 / 3))
+    for belief in (e for e in events if isinstance(e, BeliefEvent)):
+        assert [h.id for h in belief.top_hypotheses] == ["NOT_ENOUGH_INFO", "SUPPORT", "CONTRADICT"]
+        assert belief.current_answer == "NOT_ENOUGH_INFO"
 
 
 def test_the_generator_writes_candidates_when_asked_and_near_duplicates_are_dropped():

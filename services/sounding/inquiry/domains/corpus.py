@@ -25,11 +25,12 @@ left out for a uniform prior). Every step:
 
 The belief's argmax is the answer, NOT_ENOUGH_INFO when it ties (`core.claim_evidence.ranked`).
 Stop rules are the engine's (§3.4), and two more for `eig` and `eig_softmax`:
-`target_out_of_reach` when the chance that the candidates now available, run in turn by reach,
-highest first, bring the belief to the target confidence within the session's remaining queries
-(`core.claim_evidence.target_chance`) is below `min_target_chance` (the look-ahead goes at most
-`LOOKAHEAD_QUERIES` ahead, and a session with more queries to come than that does not stop on
-it); `no_viable_queries` when no candidate is left (every policy) or none is worth its cost:
+`target_out_of_reach` once a query has run (a claim is looked up at least once), when the chance
+that the candidates now available, run in turn by reach, highest first, bring the belief to the
+target confidence within the session's remaining queries (`core.claim_evidence.target_chance`)
+is below `min_target_chance` (the look-ahead goes at most `LOOKAHEAD_QUERIES` ahead, and a
+session with more queries to come than that does not stop on it); `no_viable_queries` when no
+candidate is left (every policy) or none is worth its cost:
 none has a value of information, expected gain − λ·cost, above zero (§9.3). Every Evidence
 event carries the target chance read before its query ran.
 """
@@ -251,9 +252,10 @@ class CorpusInquiry:
         if not candidates:
             return None
         selection = self._setup["selection"]
-        # Sessions started before the rule existed run without it.
+        # Sessions started before the rule existed run without it, and it waits for the first
+        # query: a claim is looked up at least once.
         floor = self._setup.get("min_target_chance", 0.0)
-        in_reach = corpus_ranking.target_in_reach(self.scored or {}, floor)
+        in_reach = not self.executed or corpus_ranking.target_in_reach(self.scored or {}, floor)
         temperature = self._setup["temperature"]
         ranked = corpus_ranking.rank(
             candidates, selection, policy.cost_sensitivity, temperature, self._rng(turn), in_reach
