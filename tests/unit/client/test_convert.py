@@ -74,3 +74,13 @@ def test_every_stopping_reason_reaches_the_client_by_name(reason):
     event = AnswerEvent("s", "NOT_ENOUGH_INFO", Provenance.deterministic(0.4, "x"), reason, False, [], [], [])
     answer = inquiry_event(inquire_response(event))
     assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == reason
+
+
+def test_a_stopping_reason_newer_than_the_client_is_named_not_fatal():
+    confidence = Provenance.deterministic(0.9, "x")
+    message = inquire_response(
+        AnswerEvent("s", "SUPPORT", confidence, "confidence_reached", False, [], [], [])
+    )
+    message.answer.stopping_reason = 99  # an open enum: a later server may send values unknown here
+    answer = inquiry_event(message)
+    assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == "unknown_99"
