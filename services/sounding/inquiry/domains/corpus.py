@@ -30,9 +30,9 @@ that the candidates now available, run in turn by reach, highest first, bring th
 target confidence within the session's remaining queries (`core.claim_evidence.target_chance`)
 is below `min_target_chance` (the look-ahead goes at most `LOOKAHEAD_QUERIES` ahead, and a
 session with more queries to come than that does not stop on it); `no_viable_queries` when no
-candidate is left (every policy) or none is worth its cost:
-none has a value of information, expected gain − λ·cost, above zero (§9.3). Every Evidence
-event carries the target chance read before its query ran.
+candidate is left (every policy) or none is worth its cost: none has a value of information,
+expected gain − λ·cost, above zero (§9.3). Every Evidence event carries the target chance read
+before its query ran.
 """
 
 from __future__ import annotations
@@ -248,6 +248,7 @@ class CorpusInquiry:
         return stacked(self.read, False), stacked(self.fetched, True)
 
     def choose(self, policy: Policy, turn: int) -> Choice | None:
+        self.unchosen = ""
         candidates = list(self.scored["candidates"]) if self.scored else []
         if not candidates:
             return None
