@@ -261,8 +261,8 @@ class CorpusInquiry:
         ranked = corpus_ranking.rank(
             candidates, selection, policy.cost_sensitivity, temperature, self._rng(turn), in_reach
         )
-        if ranked is None:
-            self.unchosen = "no_viable_queries" if in_reach else "target_out_of_reach"
+        if isinstance(ranked, str):
+            self.unchosen = ranked
             return None
         best = ranked[0]
         rationale = (

@@ -23,13 +23,15 @@ def rank(
     temperature: float,
     rng: random.Random,
     target_in_reach: bool,
-) -> list[dict] | None:
-    """The candidates best first, or None when `eig` finds none worth running: the target
-    confidence is out of reach (`target_in_reach` false) or no candidate is `viable`."""
+) -> list[dict] | str:
+    """The candidates best first, or, when `eig` finds none worth running, the stopping reason:
+    `target_out_of_reach` (`target_in_reach` false) or `no_viable_queries` (none is `viable`)."""
     if selection in BASELINES:
         return candidates
-    if not target_in_reach or not any(viable(c, cost_sensitivity) for c in candidates):
-        return None
+    if not target_in_reach:
+        return "target_out_of_reach"
+    if not any(viable(c, cost_sensitivity) for c in candidates):
+        return "no_viable_queries"
     ranked = sorted(candidates, key=lambda c: -(c["adjusted"] + c["bonus"]))
     if selection == "eig_softmax":
         ranked = sampled_first(ranked, temperature, rng)
