@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -23,12 +24,16 @@ def eval_nli(
     held_out_only: bool = typer.Option(
         True, help="with --scifact --split train: only the held-out fifth of the claims (never trained on)"
     ),
+    hard_negatives: int = typer.Option(
+        0, min=0, max=20, help="with --scifact: nearest uncited abstracts per claim read as neutral"
+    ),
     model: Path = typer.Option(None, help="a sequence-classification NLI model; default: the trained one"),
     out: Path = typer.Option(None, help="also write the JSON result here"),
 ) -> None:
     """Accuracy and per-class F1 of the NLI model on labelled pairs: a file's, or SciFact's
     (a rationale sentence entails or contradicts its claim by the claim's verdict; two other
-    sentences of each cited abstract are neutral)."""
+    sentences of each cited abstract are neutral, and with `--hard-negatives N` the title and
+    two sentences of each of the claim's N nearest uncited abstracts too)."""
     from sounding.models import nli
 
     settings = Settings()
@@ -44,12 +49,14 @@ def eval_nli(
         claims = scifact_claims.load_claims(scifact, split)
         if split == "train" and held_out_only:
             claims = [c for c in claims if scifact_claims.held_out(c.id)]
-        pairs = scifact_claims.nli_pairs(claims, scifact_claims.read_documents(scifact))
+        pairs = scifact_claims.claim_pairs(scifact, claims, hard_negatives)
         source: dict = {
             "scifact": str(scifact),
             "split": split,
             "held_out_only": held_out_only,
+            "hard_negatives": hard_negatives,
             "claims": len(claims),
+            "pairs_by_label": dict(Counter(p.label for p in pairs)),
         }
         skipped: dict[str, int] = {}
     else:

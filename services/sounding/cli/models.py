@@ -31,7 +31,11 @@ def train_nli(
         exists=True,
         file_okay=False,
         help="also train on SciFact's train claims (BEIR directory): their rationale sentences and, "
-        "as neutral, other sentences of the cited abstracts; the held-out fifth of the claims is left out",
+        "as neutral, other sentences of the cited abstracts (and of the nearest uncited ones: "
+        "--hard-negatives); the held-out fifth of the claims is left out",
+    ),
+    hard_negatives: int = typer.Option(
+        0, min=0, max=20, help="with --scifact: nearest uncited abstracts per claim read as neutral"
     ),
     name: str = typer.Option(
         "", help="save under this name in the models cache (default: the sidecar's own model's name)"
@@ -59,7 +63,7 @@ def train_nli(
         claims = [
             c for c in scifact_claims.load_claims(scifact, "train") if not scifact_claims.held_out(c.id)
         ]
-        added = scifact_claims.nli_pairs(claims, scifact_claims.read_documents(scifact))
+        added = scifact_claims.claim_pairs(scifact, claims, hard_negatives)
         console.print(f"adding {len(added)} pairs from {len(claims)} SciFact train claims")
         pairs = [*pairs, *added]
     out = settings.models.cache_dir / (name or nli.TRAINED_DIR)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from sounding.core.claim_evidence import VERDICTS
+from sounding.core.query_candidates import content_words
 from sounding.core.sentences import split_sentences
 from sounding.evaluation import beir
 from sounding.models.nli import Pair
@@ -80,11 +82,19 @@ def read_documents(data: Path) -> dict[str, dict]:
 
 
 def nli_pairs(
-    claims: list[Claim], documents: dict[str, dict], neutral_per_document: int = 2, seed: int = 0
+    claims: list[Claim],
+    documents: dict[str, dict],
+    neutral_per_document: int = 2,
+    seed: int = 0,
+    uncited: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Pair]:
     """(sentence, claim) pairs labelled for NLI: a rationale sentence of a SUPPORT claim entails
     it, one of a CONTRADICT claim contradicts it; up to `neutral_per_document` other sentences
-    of each cited document (drawn at random) are neutral."""
+    of each cited document (drawn at random) are neutral. With `uncited` ({claim id: documents
+    near the claim it does not cite}, `nearest_uncited`), each of those documents' title and
+    its `neutral_per_document` sentences sharing most content words with the claim are neutral
+    too: text about the claim's topic that is not its evidence, what a retrieval query mostly
+    reads."""
     rng = np.random.default_rng(seed)
     pairs = []
     for claim in claims:
@@ -97,4 +107,41 @@ def nli_pairs(
             others = [i for i in range(len(sentences)) if i not in rationale]
             for i in rng.permutation(others)[:neutral_per_document]:
                 pairs.append(Pair(sentences[int(i)], claim.text, "neutral"))
+        words = set(content_words(claim.text))
+        for document in (uncited or {}).get(claim.id, ()):
+            title = documents[document].get("title", "").strip()
+            sentences = split_sentences(documents[document]["text"])
+            closest = sorted(sentences, key=lambda s: -len(words & set(content_words(s))))
+            pairs += [Pair(s, claim.text, "neutral") for s in [title, *closest[:neutral_per_document]] if s]
     return pairs
+
+
+def nearest_uncited(
+    claims: list[Claim],
+    documents: dict[str, dict],
+    embed: Callable[[list[str]], np.ndarray],
+    count: int,
+) -> dict[str, list[str]]:
+    """{claim id: its `count` nearest documents (cosine of normalised embeddings of the claim
+    and of title plus text) among those it does not cite}."""
+    ids = list(documents)
+    vectors = embed([f"{documents[d].get('title', '')}. {documents[d]['text']}" for d in ids])
+    queries = embed([c.text for c in claims])
+    nearest = {}
+    for claim, similarity in zip(claims, queries @ vectors.T, strict=True):
+        cited = set(claim.cited)
+        order = (ids[i] for i in np.argsort(-similarity, kind="stable"))
+        nearest[claim.id] = [d for d in order if d not in cited][:count]
+    return nearest
+
+
+def claim_pairs(data: Path, claims: list[Claim], hard_negatives: int) -> list[Pair]:
+    """`nli_pairs` of the claims over the BEIR directory's corpus, with their `hard_negatives`
+    nearest uncited documents under the bundled embedder (0: none)."""
+    documents = read_documents(data)
+    uncited = None
+    if hard_negatives:
+        from sounding.models.embedder import Embedder
+
+        uncited = nearest_uncited(claims, documents, Embedder("cpu").encode, hard_negatives)
+    return nli_pairs(claims, documents, uncited=uncited)

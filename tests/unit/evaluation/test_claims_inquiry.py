@@ -60,6 +60,44 @@ def test_nli_pairs_label_rationales_by_verdict_and_other_sentences_neutral(tiny)
     assert ("Bleeding rose.", "neutral") in by_claim["Aspirin reduces stroke."]
 
 
+def test_nearest_uncited_ranks_by_cosine_and_skips_the_cited(tiny):
+    documents = scifact_claims.read_documents(tiny)
+    claims = scifact_claims.load_claims(tiny, "test")
+    # d1 is nearer every claim than d2; claims 1 and 3 cite d1, claim 2 cites d2.
+    vectors = {"T1. " + documents["d1"]["text"]: [1.0, 0.0], "T2. " + documents["d2"]["text"]: [0.6, 0.8]}
+
+    def embed(texts):
+        return np.array([vectors.get(t, [0.8, 0.6]) for t in texts])
+
+    assert scifact_claims.nearest_uncited(claims, documents, embed, count=1) == {
+        "1": ["d2"],
+        "2": ["d1"],
+        "3": ["d2"],
+    }
+    assert scifact_claims.nearest_uncited(claims, documents, embed, count=0) == {"1": [], "2": [], "3": []}
+
+
+def test_uncited_documents_give_their_title_and_the_sentences_closest_in_words_as_neutral(tiny):
+    documents = scifact_claims.read_documents(tiny)
+    claims = scifact_claims.load_claims(tiny, "test")[:1]  # "Aspirin reduces stroke.", cites d1
+    plain = scifact_claims.nli_pairs(claims, documents, neutral_per_document=1)
+    pairs = scifact_claims.nli_pairs(claims, documents, neutral_per_document=1, uncited={"1": ["d2"]})
+    added = pairs[len(plain) :]
+    assert pairs[: len(plain)] == plain
+    # d2's title, then the first of its sentences: neither shares a content word with the claim.
+    assert [(p.premise, p.label) for p in added] == [("T2", "neutral"), ("Statins lower LDL.", "neutral")]
+    stroke = {"d2": {"title": "", "text": "Muscle pain was rare. Stroke rates fell with aspirin."}}
+    claim = scifact_claims.Claim("9", "Aspirin reduces stroke.", "NOT_ENOUGH_INFO", ())
+    [pair] = scifact_claims.nli_pairs([claim], stroke, neutral_per_document=1, uncited={"9": ["d2"]})
+    assert (pair.premise, pair.label) == ("Stroke rates fell with aspirin.", "neutral")  # no title
+
+
+def test_claim_pairs_without_hard_negatives_are_the_cited_abstracts_pairs(tiny):
+    claims = scifact_claims.load_claims(tiny, "test")
+    documents = scifact_claims.read_documents(tiny)
+    assert scifact_claims.claim_pairs(tiny, claims, 0) == scifact_claims.nli_pairs(claims, documents)
+
+
 def test_the_held_out_part_is_a_fixed_fifth_of_the_claims():
     ids = [str(i) for i in range(2000)]
     share = np.mean([scifact_claims.held_out(i) for i in ids])
