@@ -28,6 +28,10 @@ TLS_CERT = typer.Option(
     None, "--tls-cert", exists=True, dir_okay=False, help="client certificate (mutual TLS)"
 )
 TLS_KEY = typer.Option(None, "--tls-key", exists=True, dir_okay=False, help="client certificate's key")
+# `train-nli --scifact` and `eval nli --scifact` (`evaluation.scifact_claims.claim_pairs`).
+HARD_NEGATIVES = typer.Option(
+    0, min=0, max=20, help="with --scifact: nearest uncited abstracts per claim read as neutral"
+)
 
 
 def connect(address: str | None, token: str | None, tls_ca: Path | None, tls_cert: Path | None, tls_key):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from sounding.cli.common import console, write_result
+from sounding.cli.common import HARD_NEGATIVES, console, write_result
 from sounding.config import Settings
 
 
@@ -24,9 +24,7 @@ def eval_nli(
     held_out_only: bool = typer.Option(
         True, help="with --scifact --split train: only the held-out fifth of the claims (never trained on)"
     ),
-    hard_negatives: int = typer.Option(
-        0, min=0, max=20, help="with --scifact: nearest uncited abstracts per claim read as neutral"
-    ),
+    hard_negatives: int = HARD_NEGATIVES,
     model: Path = typer.Option(None, help="a sequence-classification NLI model; default: the trained one"),
     out: Path = typer.Option(None, help="also write the JSON result here"),
 ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from sounding import extras
-from sounding.cli.common import console
+from sounding.cli.common import HARD_NEGATIVES, console
 from sounding.config import Settings
 from sounding.models.nli import BUNDLED_TRAINING_DATA
 from sounding.progress import progress_bar
@@ -34,9 +34,7 @@ def train_nli(
         "as neutral, other sentences of the cited abstracts (and of the nearest uncited ones: "
         "--hard-negatives); the held-out fifth of the claims is left out",
     ),
-    hard_negatives: int = typer.Option(
-        0, min=0, max=20, help="with --scifact: nearest uncited abstracts per claim read as neutral"
-    ),
+    hard_negatives: int = HARD_NEGATIVES,
     name: str = typer.Option(
         "", help="save under this name in the models cache (default: the sidecar's own model's name)"
     ),
