@@ -35,6 +35,7 @@ def train_nli(
         "--hard-negatives); the held-out fifth of the claims is left out",
     ),
     hard_negatives: int = HARD_NEGATIVES,
+    balanced: bool = typer.Option(False, help="weigh the loss per class, balanced over the pairs"),
     name: str = typer.Option(
         "", help="save under this name in the models cache (default: the sidecar's own model's name)"
     ),
@@ -71,7 +72,9 @@ def train_nli(
         def on_step(step: int, total: int, loss: float) -> None:
             progress.update(task, completed=step, total=total, description=f"training, loss {loss:.3f}")
 
-        report = nli.train(pairs, out, epochs, batch_size, learning_rate, max_minutes, on_step=on_step)
+        report = nli.train(
+            pairs, out, epochs, batch_size, learning_rate, max_minutes, on_step=on_step, balanced=balanced
+        )
     console.print(
         f"saved to {report.path}: {report.steps} steps ({report.epochs_run:.2f} epochs) in "
         f"{report.seconds:.0f} s, last loss {report.final_loss:.3f}"

@@ -84,6 +84,14 @@ class TrainingReport:
     final_loss: float
 
 
+def class_weights(labels: Sequence[str]) -> np.ndarray:
+    """n / (3·n_k) for each of `LABELS` over n training labels (scikit-learn's "balanced"): every
+    class weighs as much in the loss as the others; a class absent from the labels weighs 1."""
+    seen = Counter(labels)
+    counts = np.array([seen[label] for label in LABELS], dtype=np.float64)
+    return np.where(counts > 0, len(labels) / (len(LABELS) * np.maximum(counts, 1)), 1.0)
+
+
 def train(
     pairs: Sequence[Pair],
     out: Path,
@@ -93,9 +101,11 @@ def train(
     max_minutes: float = 20.0,
     seed: int = 0,
     on_step: Callable[[int, int, float], None] | None = None,
+    balanced: bool = False,
 ) -> TrainingReport:
     """Fine-tune the cross-encoder; stops early when `max_minutes` is spent. `on_step(step,
-    total, loss)` reports progress."""
+    total, loss)` reports progress. `balanced` weighs the cross-entropy per class
+    (`class_weights`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import (
@@ -117,6 +127,7 @@ def train(
     )
     model.train()
     labels = torch.tensor([LABELS.index(p.label) for p in pairs])
+    weight = torch.tensor(class_weights([p.label for p in pairs]), dtype=torch.float32) if balanced else None
     steps_per_epoch = (len(pairs) + batch_size - 1) // batch_size
     total = steps_per_epoch * epochs
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
@@ -136,7 +147,8 @@ def train(
                 max_length=128,
                 return_tensors="pt",
             )
-            loss = model(**batch, labels=labels[index]).loss
+            logits = model(**batch).logits
+            loss = torch.nn.functional.cross_entropy(logits, labels[index], weight=weight)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -163,6 +175,7 @@ def train(
         "learning_rate": learning_rate,
         "max_minutes": max_minutes,
         "seed": seed,
+        "balanced": balanced,
         "steps": report.steps,
         "epochs_run": round(report.epochs_run, 3),
         "seconds": round(report.seconds, 1),

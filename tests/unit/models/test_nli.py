@@ -38,6 +38,15 @@ def test_a_two_way_set_keeps_its_not_entailment_rows_and_counts_what_it_leaves_o
     assert read.two_way and read.skipped == {"label maybe": 1}
 
 
+def test_balanced_class_weights_make_every_class_weigh_alike_in_the_loss():
+    labels = ["neutral"] * 6 + ["entailment"] * 3 + ["contradiction"]
+    weights = nli.class_weights(labels)
+    assert np.allclose(weights, [10 / 9, 10 / 18, 10 / 3])
+    counts = np.array([3, 6, 1])
+    assert np.allclose(weights * counts, len(labels) / 3)
+    assert np.allclose(nli.class_weights(["neutral", "entailment"]), [2 / 3, 2 / 3, 1.0])
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     """A small random BERT classifier whose labels come in another order and case than ours."""
