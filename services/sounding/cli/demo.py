@@ -16,7 +16,9 @@ from sounding.progress import progress_bar
 
 
 def demo(
-    data_dir: Path = typer.Option(Path(".sounding/demo"), help="where the demo keeps its LanceDB"),
+    data_dir: Path = typer.Option(
+        None, help="where the demo keeps its LanceDB and logs (default: demo/ under SOUNDING_DATA_DIR)"
+    ),
 ) -> None:
     """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
     with Observe, recalibrate the strategy selector, the miss rate, the confidence and the query
@@ -28,8 +30,9 @@ def demo(
     from sounding.stack import Stack
 
     corpus = DEMO_CORPUS
-    settings = Settings(data_dir=data_dir)
-    stack = Stack(settings, log_dir=data_dir / "logs")
+    settings = Settings()
+    settings = Settings(data_dir=data_dir or settings.data_dir / "demo")
+    stack = Stack(settings, log_dir=settings.data_dir / "logs")
     try:
         start_stack(stack)
         with Client(settings.address, timeout=120) as client:
