@@ -1,8 +1,10 @@
-"""The audit log: one structured line per call of a method that changes state (a method whose
-role is above `reader`: collections created or deleted, ingests, Observe, Calibrate), with the
-tenant, role, method, resource, messages received and outcome. Logger `sounding.audit`; the
-line is `audit {json}` so that log pipelines can parse it. Never holds request contents beyond
-the names of the resources touched."""
+"""The audit log: one structured line per call of a method that can change what is stored (every
+method whose role is above `reader`, and the reads that teach the tenant's learners: Retrieve
+records the retrieval and the selector's plan, Inquire saves its session and what a corpus
+inquiry learned; `rpc.CallPolicy.audited`), refused calls included, with the tenant, role,
+method, resource, messages received and outcome. Logger `sounding.audit`; the line is
+`audit {json}` so that log pipelines can parse it. Never holds request contents beyond the names
+of the resources touched."""
 
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ def _resource(message) -> str:
         for name, kind in RESOURCE_FIELDS.items()
         if name in fields and isinstance(getattr(message, name), str) and getattr(message, name)
     ]
+    start = getattr(message, "start", None) if "start" in fields else None
+    if start is not None and message.HasField("start") and start.domain_parameters.get("collection"):
+        parts.append(f"collection={start.domain_parameters['collection'][:MAX_RESOURCE_CHARS]}")
+    if "resume" in fields and message.HasField("resume"):
+        parts.append(f"session={message.resume.session_id[:MAX_RESOURCE_CHARS]}")
     target = fields.get("target")
     if target is not None and target.enum_type is not None:
         value = target.enum_type.values_by_number.get(message.target)

@@ -3,8 +3,10 @@
 Tokens are stored as the SHA-256 of the token (they are random 256-bit strings made by
 `sounding token create`, so a fast hash is enough), in a TOML file of `[[tokens]]` tables or in
 the `SOUNDING_AUTH__TOKENS` setting (JSON). The file is read again when it changes (checked at
-most once a second, on a call), so rotating a token needs no restart; a file that no longer
-parses keeps the previous table (and says so in the log).
+most once a second, on a call or a health probe), so rotating a token needs no restart.
+Revocation fails closed: a file that disappears, or no longer parses, refuses every token it
+held until it is readable again (the log and the health status say so), unless
+`keep_last_good` keeps the previous table in force.
 """
 
 from __future__ import annotations
@@ -23,14 +25,13 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from sounding import errors
-from sounding.store.schema import DEFAULT_TENANT
+from sounding.store.tenancy import DEFAULT_TENANT, TENANT_PATTERN
 
 log = logging.getLogger(__name__)
 
 Role = Literal["reader", "writer", "admin"]
 # Each role may do what the roles before it may.
 ROLES: tuple[Role, ...] = ("reader", "writer", "admin")
-TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 TOKEN_PREFIX = "snd_"
 RELOAD_INTERVAL_S = 1.0
 
@@ -104,12 +105,20 @@ class Authenticator:
 
     With no tokens configured (`enabled` is False), every call is `LOCAL`."""
 
-    def __init__(self, entries: Iterable[TokenEntry] = (), tokens_file: Path | None = None):
+    def __init__(
+        self,
+        entries: Iterable[TokenEntry] = (),
+        tokens_file: Path | None = None,
+        keep_last_good: bool = False,
+    ):
         self._fixed = _table(entries)
         self._file = tokens_file
+        self._keep_last_good = keep_last_good
         self._from_file: dict[str, Principal] = {}
         self._stamp: tuple | None = None
         self._checked = 0.0
+        # Why the token file's tokens are refused, while it is unreadable.
+        self.problem: str | None = None
         if tokens_file is not None:
             self._from_file = _table(read_token_file(tokens_file))
             self._stamp = _file_stamp(tokens_file)
@@ -136,24 +145,41 @@ class Authenticator:
             raise errors.Unauthenticated("the bearer token is not valid", reason="INVALID_TOKEN")
         return principal
 
+    async def check(self) -> None:
+        """A readiness probe: raises while the token file is unreadable and its tokens refused."""
+        self._reload_if_changed()
+        if self.problem is not None:
+            raise RuntimeError(self.problem)
+
     def _reload_if_changed(self) -> None:
         if self._file is None or time.monotonic() - self._checked < RELOAD_INTERVAL_S:
             return
         self._checked = time.monotonic()
         try:
             stamp = _file_stamp(self._file)
-            if stamp == self._stamp:
+            if stamp == self._stamp and self.problem is None:
                 return
             self._from_file = _table(read_token_file(self._file))
-            self._stamp = stamp
+            self._stamp, self.problem = stamp, None
             log.info("token file %s reloaded: %d tokens", self._file, len(self._from_file))
         except (OSError, ValueError) as error:
-            log.error("token file not reloaded, the previous tokens stay in force: %s", error)
+            if self._keep_last_good:
+                log.error("token file not reloaded; its last good tokens stay in force: %s", error)
+                return
+            if self.problem is None:
+                log.error("token file unreadable; every token it held is refused until it reads: %s", error)
+            self._from_file, self._stamp = {}, None
+            self.problem = f"the token file is unreadable: {type(error).__name__}"
 
 
 def _file_stamp(path: Path) -> tuple:
     stat = path.stat()
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def has_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> bool:
+    """Whether the call's metadata carries an `authorization` value at all."""
+    return any(key == "authorization" for key, _ in metadata or ())
 
 
 def _bearer(metadata) -> str | None:

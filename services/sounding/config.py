@@ -68,6 +68,9 @@ class AuthSettings(BaseModel):
     tokens: list[TokenEntry] = []
     # Serve a non-loopback address without tokens (refused otherwise).
     allow_unauthenticated: bool = False
+    # When the token file disappears or stops parsing, keep its last good tokens in force (by
+    # default they are refused until it reads again: revocation fails closed).
+    keep_last_good_tokens: bool = False
 
 
 class EmbedderSettings(BaseModel):

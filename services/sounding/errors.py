@@ -92,6 +92,10 @@ def collection_not_found(name: str) -> NotFound:
     return NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", field="collection")
 
 
+def collection_exists(name: str) -> AlreadyExists:
+    return AlreadyExists(f"collection {name!r} already exists", field="name")
+
+
 def of_code(code: str, message: str, *, reason: str | None = None, field: str | None = None) -> SoundingError:
     """The domain error for a canonical code name (a plain SoundingError, INTERNAL, for a code
     without a class of its own, which keeps the name as its reason)."""

@@ -13,7 +13,17 @@ class TransportLimits(BaseModel):
 
     max_message_bytes: int = Field(default=16 * MIB, ge=64 * 1024, description="largest request message")
     max_concurrent_rpcs: int = Field(
-        default=256, ge=1, description="calls in progress at once; more are answered RESOURCE_EXHAUSTED"
+        default=256,
+        ge=1,
+        description="authenticated calls in progress at once; more are answered RESOURCE_EXHAUSTED",
+    )
+    max_unauthenticated_calls: int = Field(
+        default=64,
+        ge=1,
+        description="health and reflection calls without a token in progress at once, apart from the others",
+    )
+    max_unauthenticated_calls_per_peer: int = Field(
+        default=8, ge=1, description="of those, from one client address"
     )
     max_streams_per_connection: int = Field(
         default=100, ge=1, description="HTTP/2 streams one connection may open"

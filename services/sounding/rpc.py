@@ -3,28 +3,35 @@
 `service_handler(service, servicer, policies)` binds each method of a service descriptor to the
 servicer's method of the same name (a coroutine for a unary response, an async generator for a
 streamed one) and wraps every call:
-- the caller is authenticated first (`auth.Authenticator`: UNAUTHENTICATED without a valid bearer
-  token when tokens are configured) and its role checked against the method's
-  (PERMISSION_DENIED); the servicer finds the caller in `context.principal`;
+- the caller is authenticated from the call's metadata before anything of its request is read
+  (`auth.Authenticator`: UNAUTHENTICATED without a valid bearer token when tokens are
+  configured; the refusal never reads, let alone decodes, the request body), then its role is
+  checked against the method's (PERMISSION_DENIED); the servicer finds the caller in
+  `context.principal`;
 - requests decode leniently: a message that does not parse is answered INVALID_ARGUMENT naming
   the field it was traced to (grpc's own decoding answers UNKNOWN); one that breaks a rule its
   proto declares (`validation`) is answered INVALID_ARGUMENT naming the violated fields;
-- calls beyond the method's concurrency are answered RESOURCE_EXHAUSTED at once, and once the
-  server drains (`Gate.drain`) new calls are answered UNAVAILABLE while those in flight finish;
+- calls beyond the method's concurrency, or the server's (`Gate`, authenticated calls only), are
+  answered RESOURCE_EXHAUSTED at once, and once the server drains (`Gate.drain`) new calls are
+  answered UNAVAILABLE while those in flight finish;
 - a call without a client deadline gets its method's default one (`context.time_remaining()`
   reports it, so the work below it is bounded too); a client-streamed request whose first
   message, or next one, does not arrive in time ends DEADLINE_EXCEEDED;
 - a server span under the caller's trace;
-- a call of a method that changes state (role above `reader`) leaves an audit line (`audit`);
+- a call of a method that can change what is stored (`CallPolicy.audited`) leaves an audit line;
 - domain errors become statuses with details (`grpc_errors`); any other exception is logged
   with an incident id and answered INTERNAL.
 Client cancels and deadlines cancel the handler's task; the services release their work in
 their `finally` blocks.
+
+Who is let in at all, and how many at once, is `admission`'s: the gate of authenticated calls,
+refusals made before a request is read, and the services a caller may use without a token.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager, contextmanager
@@ -40,6 +47,7 @@ from opentelemetry.trace import Span, SpanKind
 from sounding_client import credentials
 
 from sounding import auth, errors, telemetry, validation
+from sounding.admission import HANDLERS, Gate, refusal
 from sounding.audit import AuditRecord
 from sounding.config import TlsSettings
 from sounding.decoding import Undecodable, lenient_decoder
@@ -61,39 +69,13 @@ class CallPolicy:
     max_concurrent: int | None = None
     # The least role a caller needs (when tokens are configured).
     role: auth.Role = "reader"
+    # Whether its calls can change what is stored, and so leave an audit line (`audit`); by
+    # default, those of the methods above `reader`.
+    audited: bool | None = None
 
-
-class Gate:
-    """Admission to all of a server's wrapped methods: counts the calls in flight and, once
-    draining, refuses new ones (UNAVAILABLE, reason DRAINING: a client should retry elsewhere).
-    grpc's own shutdown answers new calls CANCELLED, which clients take as final."""
-
-    def __init__(self):
-        self.draining = False
-        self.in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-
-    def enter(self) -> None:
-        if self.draining:
-            raise errors.Unavailable("the server is shutting down; retry on another", reason="DRAINING")
-        self.in_flight += 1
-        self._idle.clear()
-
-    def leave(self) -> None:
-        self.in_flight -= 1
-        if not self.in_flight:
-            self._idle.set()
-
-    async def drain(self, grace_s: float) -> bool:
-        """Refuse new calls; wait until those in flight ended (True) or `grace_s` passed."""
-        self.draining = True
-        try:
-            async with asyncio.timeout(grace_s):
-                await self._idle.wait()
-            return True
-        except TimeoutError:
-            return False
+    @property
+    def audits(self) -> bool:
+        return self.role != "reader" if self.audited is None else self.audited
 
 
 class _Context:
@@ -119,15 +101,31 @@ class _Context:
 class _Method:
     """One method's wrapper around its servicer behaviour."""
 
-    def __init__(
-        self, full_name: str, behaviour, policy: CallPolicy, gate: Gate, authenticator: auth.Authenticator
-    ):
-        self.full_name = full_name
+    def __init__(self, method: descriptor.MethodDescriptor, behaviour, policy: CallPolicy, gate: Gate):
+        self.full_name = f"{method.containing_service.full_name}/{method.name}"
         self._behaviour = behaviour
         self._policy = policy
         self._gate = gate
-        self._authenticator = authenticator
         self._running = 0
+        self._client_streaming = method.client_streaming
+        self._make = HANDLERS[(method.client_streaming, method.server_streaming)]
+        self._handle = self._streaming if method.server_streaming else self._unary
+        self._decode = lenient_decoder(message_factory.GetMessageClass(method.input_type))
+        self._encode = message_factory.GetMessageClass(method.output_type).SerializeToString
+
+    def serving(self, principal: auth.Principal) -> grpc.RpcMethodHandler:
+        """The handler of one call by `principal`, authenticated from the call's metadata."""
+        return self._make(
+            functools.partial(self._handle, principal=principal),
+            request_deserializer=self._decode,
+            response_serializer=self._encode,
+        )
+
+    def refusing(self, error: errors.SoundingError) -> grpc.RpcMethodHandler:
+        """The handler of a call refused before anything of its request is read (audited, if the
+        method is)."""
+
+        return refusal(error, AuditRecord(self.full_name) if self._policy.audits else None)
 
     @contextmanager
     def _slot(self):
@@ -181,19 +179,18 @@ class _Method:
             yield message
             timeout, which, index = self._policy.idle_s, "next", index + 1
 
-    def _admit(self, context, record: AuditRecord | None) -> auth.Principal:
-        """The caller, authenticated and allowed this method (before it may take a slot)."""
-        principal = self._authenticator.authenticate(context.invocation_metadata())
+    def _authorize(self, principal: auth.Principal, record: AuditRecord | None) -> None:
+        """PermissionDenied unless the caller's role allows this method (before it may take a
+        slot)."""
         if record is not None:
             record.principal = principal
         auth.authorize(principal, self._policy.role, self.full_name)
-        return principal
 
-    def _prepare(self, request, context, client_streaming: bool, principal, record: AuditRecord | None):
+    def _prepare(self, request, context, principal, record: AuditRecord | None):
         """The request (decoded, or the stream of them), the context bounded by the server's
         deadline and carrying the caller, and that deadline."""
         deadline = self._deadline(context)
-        if client_streaming:
+        if self._client_streaming:
             request = self._requests(request, record)
         elif isinstance(request, Undecodable):
             raise request.error()
@@ -201,13 +198,13 @@ class _Method:
             validation.check(request)
         return request, _Context(context, deadline, principal), deadline
 
-    def _record(self, request, client_streaming: bool) -> AuditRecord | None:
-        """The audit record of a call that may change state (noting a unary request at once, so
-        that a refused call names what it tried to change)."""
-        if self._policy.role == "reader":
+    def _record(self, request) -> AuditRecord | None:
+        """The audit record of a call that may change what is stored (noting a unary request at
+        once, so that a refused call names what it tried to change)."""
+        if not self._policy.audits:
             return None
         record = AuditRecord(self.full_name)
-        if not client_streaming and not isinstance(request, Undecodable):
+        if not self._client_streaming and not isinstance(request, Undecodable):
             record.note(request)
         return record
 
@@ -261,50 +258,51 @@ class _Method:
             if record is not None:
                 record.emit()
 
-    def unary(self, client_streaming: bool):
-        async def handle(request, context):
-            record = self._record(request, client_streaming)
-            async with self._call(context, record) as (span, _):
-                with trace.use_span(span, end_on_exit=False):
-                    principal = self._admit(context, record)
-                    with self._slot():
-                        request, bounded, deadline = self._prepare(
-                            request, context, client_streaming, principal, record
-                        )
-                        return await self._within(deadline, self._behaviour(request, bounded))
-
-        return handle
-
-    def streaming(self, client_streaming: bool):
-        async def handle(request, context):
-            record = self._record(request, client_streaming)
-            async with self._call(context, record) as (span, parent):
-                with trace.use_span(span, end_on_exit=False):
-                    principal = self._admit(context, record)
+    async def _unary(self, request, context, principal: auth.Principal):
+        record = self._record(request)
+        async with self._call(context, record) as (span, _):
+            with trace.use_span(span, end_on_exit=False):
+                self._authorize(principal, record)
                 with self._slot():
-                    request, bounded, deadline = self._prepare(
-                        request, context, client_streaming, principal, record
-                    )
-                    responses = telemetry.stream_in_span(self._behaviour(request, bounded), span, parent)
-                    async with aclosing(responses):
-                        while True:
-                            # The deadline bounds each step, never a yield (a timeout must not
-                            # span a suspension of this generator).
-                            try:
-                                response = await self._within(deadline, anext(responses))
-                            except StopAsyncIteration:
-                                return
-                            yield response
+                    request, bounded, deadline = self._prepare(request, context, principal, record)
+                    return await self._within(deadline, self._behaviour(request, bounded))
 
-        return handle
+    async def _streaming(self, request, context, principal: auth.Principal):
+        record = self._record(request)
+        async with self._call(context, record) as (span, parent):
+            with trace.use_span(span, end_on_exit=False):
+                self._authorize(principal, record)
+            with self._slot():
+                request, bounded, deadline = self._prepare(request, context, principal, record)
+                responses = telemetry.stream_in_span(self._behaviour(request, bounded), span, parent)
+                async with aclosing(responses):
+                    while True:
+                        # The deadline bounds each step, never a yield (a timeout must not span a
+                        # suspension of this generator).
+                        try:
+                            response = await self._within(deadline, anext(responses))
+                        except StopAsyncIteration:
+                            return
+                        yield response
 
 
-_HANDLERS = {
-    (False, False): grpc.unary_unary_rpc_method_handler,
-    (False, True): grpc.unary_stream_rpc_method_handler,
-    (True, False): grpc.stream_unary_rpc_method_handler,
-    (True, True): grpc.stream_stream_rpc_method_handler,
-}
+class _Service(grpc.GenericRpcHandler):
+    """A service's methods behind the door: each call's caller is authenticated from its metadata
+    when grpc looks up the handler, before anything of the request is read."""
+
+    def __init__(self, methods: Mapping[str, _Method], authenticator: auth.Authenticator):
+        self._methods = {f"/{m.full_name}": m for m in methods.values()}
+        self._authenticator = authenticator
+
+    def service(self, handler_call_details):
+        method = self._methods.get(handler_call_details.method)
+        if method is None:
+            return None
+        try:
+            principal = self._authenticator.authenticate(handler_call_details.invocation_metadata)
+        except errors.SoundingError as refused:
+            return method.refusing(refused)
+        return method.serving(principal)
 
 
 def service_handler(
@@ -318,36 +316,18 @@ def service_handler(
     policy named after it (a method without one has no limits), admitted through `gate`, its
     callers identified by `authenticator` (none: every caller is `auth.LOCAL`)."""
     gate = gate or Gate()
-    authenticator = authenticator or auth.Authenticator()
-    handlers = {}
+    methods = {}
     for method in service.methods:
         behaviour = getattr(servicer, method.name, None)
         if behaviour is None:
             raise TypeError(f"{type(servicer).__name__} does not implement {service.full_name}.{method.name}")
-        wrapped = _Method(
-            f"{service.full_name}/{method.name}",
-            behaviour,
-            policies.get(method.name, CallPolicy()),
-            gate,
-            authenticator,
-        )
-        handle = (
-            wrapped.streaming(method.client_streaming)
-            if method.server_streaming
-            else wrapped.unary(method.client_streaming)
-        )
-        handlers[method.name] = _HANDLERS[(method.client_streaming, method.server_streaming)](
-            handle,
-            request_deserializer=lenient_decoder(message_factory.GetMessageClass(method.input_type)),
-            response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString,
-        )
-    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+        methods[method.name] = _Method(method, behaviour, policies.get(method.name, CallPolicy()), gate)
+    return _Service(methods, authenticator or auth.Authenticator())
 
 
 def server(limits: TransportLimits) -> grpc.aio.Server:
     """A grpc.aio server under the transport limits."""
     return grpc.aio.server(
-        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
         options=[
             ("grpc.max_receive_message_length", limits.max_message_bytes),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),

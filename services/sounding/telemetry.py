@@ -74,9 +74,24 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+# grpc's core reports a metadata value that is not UTF-8 by quoting it whole, with a traceback,
+# several times per call: a bearer token with one stray byte would reach the log, and any caller
+# could fill the log with such reports. The call itself goes on and is refused (UNAUTHENTICATED).
+GRPC_CORE_LOGGER = "grpc._cython.cygrpc"
+UNDECODABLE_METADATA = "Invalid encoding on %s"
+
+
+class DropUndecodableMetadata(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != UNDECODABLE_METADATA
+
+
 def configure_logging(level: str, format: str) -> None:
     """The process's root logger at `level`, as text or JSON lines (`Settings.log_level`,
-    `Settings.log_format`)."""
+    `Settings.log_format`); grpc's reports quoting undecodable metadata are dropped."""
+    grpc_core = logging.getLogger(GRPC_CORE_LOGGER)
+    if not any(isinstance(f, DropUndecodableMetadata) for f in grpc_core.filters):
+        grpc_core.addFilter(DropUndecodableMetadata())
     handler = logging.StreamHandler()
     handler.setFormatter(
         JsonLogFormatter()

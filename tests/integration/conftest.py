@@ -37,6 +37,25 @@ def write_tiny_corpus(path: Path) -> None:
     (path / "corpus.jsonl").write_text("\n".join(documents) + "\n")
 
 
+def write_tokens(path: Path, grants) -> dict[str, str]:
+    """A token file at `path` granting each (tenant, role) of `grants` a token of its own; the
+    tokens, by "<tenant>-<role>"."""
+    from sounding import auth
+
+    tokens, entries = {}, []
+    for tenant, role in grants:
+        token, digest = auth.new_token()
+        tokens[f"{tenant}-{role}"] = token
+        entries.append(f'[[tokens]]\nsha256 = "{digest}"\ntenant = "{tenant}"\nrole = "{role}"\n')
+    path.write_text("\n".join(entries))
+    return tokens
+
+
+def tls_environment(prefix: str, tls) -> dict[str, str]:
+    """The environment variables setting `tls` (TlsSettings) under `prefix`."""
+    return {prefix + key.upper(): str(value) for key, value in tls.model_dump().items() if value}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

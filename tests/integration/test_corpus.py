@@ -1,4 +1,5 @@
 import asyncio
+import time
 
 import grpc
 import pytest
@@ -96,3 +97,19 @@ def test_ingest_into_a_missing_collection_is_not_found(client):
     with pytest.raises(SoundingError) as raised:
         list(client.ingest("never-created", [{"id": "a", "text": "x"}]))
     assert raised.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_creating_a_collection_that_exists_leaves_it_whole(client):
+    client.create_collection("kept")
+    list(client.ingest("kept", [{"id": "a", "text": "The reef lies two fathoms under the tide."}]))
+    deadline = time.monotonic() + 60
+    while not client.get_collection("kept").graph_current and time.monotonic() < deadline:
+        time.sleep(0.3)
+    built = client.get_collection("kept")
+    with pytest.raises(SoundingError) as raised:
+        client.create_collection("kept")
+    assert raised.value.code == grpc.StatusCode.ALREADY_EXISTS
+    again = client.get_collection("kept")
+    assert built.graph_current and again.graph_current  # its graph was not dropped
+    assert again.graph_entity_count == built.graph_entity_count > 0
+    client.delete_collection("kept")

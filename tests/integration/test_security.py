@@ -22,7 +22,7 @@ from sounding.stack import Stack
 from sounding_client import CalibrationState, Client, InquiryOutcome, RetrievalOutcome, SoundingError
 from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
-from .conftest import free_port
+from .conftest import free_port, tls_environment, write_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -82,12 +82,8 @@ def secured(tmp_path_factory) -> Secured:
         "tokens": tmp / "tokens.toml",
         "sidecar_token": tmp / "sidecar.token",
     }
-    tokens, entries = {}, []
-    for tenant, role in (("acme", "reader"), ("acme", "writer"), ("acme", "admin"), ("globex", "admin")):
-        token, digest = auth.new_token()
-        tokens[f"{tenant}-{role}"] = token
-        entries.append(f'[[tokens]]\nsha256 = "{digest}"\ntenant = "{tenant}"\nrole = "{role}"\n')
-    files["tokens"].write_text("\n".join(entries))
+    grants = (("acme", "reader"), ("acme", "writer"), ("acme", "admin"), ("globex", "admin"))
+    tokens = write_tokens(files["tokens"], grants)
     sidecar_token = auth.new_token()[0]
     files["sidecar_token"].write_text(sidecar_token)
     public_tls = TlsSettings(
@@ -115,7 +111,7 @@ def secured(tmp_path_factory) -> Secured:
         "SOUNDING_AUTH__TOKENS_FILE": str(files["tokens"]),
     }
     for prefix, tls in (("SOUNDING_TLS__", public_tls), ("SOUNDING_MODELS__TLS__", sidecar_tls)):
-        env.update({prefix + key.upper(): str(value) for key, value in tls.model_dump().items() if value})
+        env.update(tls_environment(prefix, tls))
     env["SOUNDING_MODELS__TOKEN_FILE"] = str(files["sidecar_token"])
     stack = Stack(settings, env=env, log_dir=tmp / "logs")
     stack.start()

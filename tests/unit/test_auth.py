@@ -1,5 +1,6 @@
 """Tokens, tenants and roles (sounding.auth)."""
 
+import asyncio
 import os
 import time
 
@@ -64,16 +65,50 @@ def test_the_token_file_is_read_again_when_it_changes(tmp_path, monkeypatch):
         authenticator.authenticate(_bearer(first))
 
 
-def test_a_token_file_that_stops_parsing_keeps_the_previous_tokens(tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda path: path.unlink(),
+        lambda path: path.write_text('[[tokens]]\nsha256 = "not-a-hash"\ntenant = "acme"\nrole = "writer"\n'),
+        lambda path: path.write_text("[[tokens]]\n"),  # an entry removed, its header left behind
+    ],
+    ids=["deleted", "invalid", "empty entry"],
+)
+def test_a_token_file_that_breaks_refuses_its_tokens_until_it_reads_again(
+    tmp_path, monkeypatch, caplog, break_it
+):
+    monkeypatch.setattr(auth, "RELOAD_INTERVAL_S", 0.0)
+    path = tmp_path / "tokens.toml"
+    token, fixed = auth.new_token(), auth.new_token()
+    path.write_text(_entry_text(token[0], "acme", "writer"))
+    authenticator = auth.Authenticator(
+        [auth.TokenEntry(sha256=fixed[1], tenant="globex", role="reader")], tokens_file=path
+    )
+    asyncio.run(authenticator.check())
+    break_it(path)
+    with pytest.raises(errors.Unauthenticated):
+        authenticator.authenticate(_bearer(token[0]))
+    assert authenticator.authenticate(_bearer(fixed[0])).tenant == "globex"  # not the file's
+    with pytest.raises(RuntimeError, match="unreadable"):
+        asyncio.run(authenticator.check())
+    assert "every token it held is refused" in caplog.text and token[0] not in caplog.text
+
+    path.write_text(_entry_text(token[0], "acme", "writer"))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert authenticator.authenticate(_bearer(token[0])).tenant == "acme"
+    asyncio.run(authenticator.check())
+
+
+def test_keep_last_good_keeps_a_broken_files_tokens(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(auth, "RELOAD_INTERVAL_S", 0.0)
     path = tmp_path / "tokens.toml"
     token = auth.new_token()[0]
     path.write_text(_entry_text(token, "acme", "writer"))
-    authenticator = auth.Authenticator(tokens_file=path)
-    path.write_text('[[tokens]]\nsha256 = "not-a-hash"\ntenant = "acme"\nrole = "writer"\n')
-    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    authenticator = auth.Authenticator(tokens_file=path, keep_last_good=True)
+    path.unlink()
     assert authenticator.authenticate(_bearer(token)).tenant == "acme"
-    assert "previous tokens stay in force" in caplog.text
+    asyncio.run(authenticator.check())
+    assert "last good tokens stay in force" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import time
 
 import grpc
 import pytest
-from sounding import decoding, errors, rpc
+from sounding import admission, decoding, errors, rpc
 from sounding.limits import TransportLimits
 from sounding_client import SoundingError
 from sounding_client._convert import error
@@ -215,7 +215,7 @@ def test_a_client_stream_that_goes_quiet_ends_deadline_exceeded(sent, reason):
 
 
 def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_flight():
-    gate = rpc.Gate()
+    gate = admission.Gate()
 
     async def body():
         servicer = Servicer()
@@ -306,14 +306,15 @@ def test_callers_are_authenticated_before_anything_else_and_held_to_the_methods_
         ("writer", "GetCollection"): grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
     audited = [line for line in caplog.messages if line.startswith("audit ")]
-    # Only the state-changing method is audited, each call with its caller and outcome.
+    # Only the state-changing method is audited, each call with its caller and outcome (a call
+    # without a token is refused before its request is read: what it named is not known).
     assert [json.loads(line.removeprefix("audit ")) for line in audited] == [
         {
             "method": "sounding.v1.CorpusService/DeleteCollection",
             "tenant": None,
             "role": None,
-            "resource": "collection=docs",
-            "messages": 1,
+            "resource": "",
+            "messages": 0,
             "outcome": "UNAUTHENTICATED",
         },
         {

@@ -70,15 +70,6 @@ def validate_batch(documents: Sequence[DocumentIn], limits: CorpusLimits = Corpu
                 )
 
 
-def validate_collection_name(name: str, field_name: str = "name") -> None:
-    if not schema.COLLECTION_NAME.match(name):
-        raise errors.InvalidArgument(
-            "collection names are 1-64 characters of a-z, 0-9, '-' and '_', starting with a "
-            f"letter or digit; got {name[:80]!r}",
-            field=field_name,
-        )
-
-
 def chunk_rows(documents: Sequence[DocumentIn], info: CollectionInfo, limits: CorpusLimits) -> list[dict]:
     """The chunk rows of a validated batch (without vectors), within the chunk limits."""
     rows: list[dict] = []

@@ -23,6 +23,7 @@ from sounding.core.entities import co_occurrences, extract_entities
 from sounding.models.client import ModelsClient
 from sounding.store.collections import CollectionStats, Store
 from sounding.store.graph import GraphStore
+from sounding.store.tenancy import ResourceRef
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 256
@@ -53,16 +54,16 @@ class GraphBuilder:
         self._models = models
         self._quiet_s = quiet_s
         self._max_entities = max_entities_per_chunk
-        self._tasks: dict[str, asyncio.Task] = {}
-        self._dirty: set[str] = set()
+        self._tasks: dict[ResourceRef, asyncio.Task] = {}
+        self._dirty: set[ResourceRef] = set()
 
-    def schedule(self, collection: str) -> None:
+    def schedule(self, collection: ResourceRef) -> None:
         self._dirty.add(collection)
         task = self._tasks.get(collection)
         if task is None or task.done():
             self._tasks[collection] = asyncio.ensure_future(self._run(collection))
 
-    async def _run(self, collection: str) -> None:
+    async def _run(self, collection: ResourceRef) -> None:
         while collection in self._dirty:
             self._dirty.discard(collection)
             await asyncio.sleep(self._quiet_s)
@@ -72,21 +73,21 @@ class GraphBuilder:
                 await self.rebuild(collection)
             except Exception:
                 log.exception(
-                    "building the graph of %r failed; the next write or restart retries", collection
+                    "building the graph of %s failed; the next write or restart retries", collection
                 )
 
-    async def wait(self, collection: str) -> None:
+    async def wait(self, collection: ResourceRef) -> None:
         """Until no build of `collection` is pending."""
         while (task := self._tasks.get(collection)) is not None and not task.done():
             await asyncio.shield(task)
 
     async def catch_up(self) -> None:
         for info in await self._store.list_collections():
-            table = await self._store.chunks(info.name)
-            if await self._graphs.built_version(info.name) != await table.version():
-                self.schedule(info.name)
+            table = await self._store.chunks(info.ref)
+            if await self._graphs.built_version(info.ref) != await table.version():
+                self.schedule(info.ref)
 
-    async def stats(self, collection: str, stats: CollectionStats) -> CollectionStats:
+    async def stats(self, collection: ResourceRef, stats: CollectionStats) -> CollectionStats:
         """`stats` with the collection's graph counts and whether the graph is current."""
         state = await self._graphs.state(collection)
         if state is None:
@@ -98,7 +99,7 @@ class GraphBuilder:
             graph_current=state["chunks_version"] == stats.version,
         )
 
-    async def drop(self, collection: str) -> None:
+    async def drop(self, collection: ResourceRef) -> None:
         task = self._tasks.pop(collection, None)
         self._dirty.discard(collection)
         if task is not None:
@@ -106,7 +107,7 @@ class GraphBuilder:
             await asyncio.gather(task, return_exceptions=True)
         await self._graphs.drop(collection)
 
-    async def rebuild(self, collection: str) -> None:
+    async def rebuild(self, collection: ResourceRef) -> None:
         info = await self._store.get_collection(collection)
         table = await self._store.chunks(collection)
         version = await table.version()
@@ -129,7 +130,7 @@ class GraphBuilder:
             collection, version, dict(chunk_counts), vectors, dict(edges), info.embedding_dimension
         )
         log.info(
-            "graph of %r: %d entities, %d edges (chunk table version %d)",
+            "graph of %s: %d entities, %d edges (chunk table version %d)",
             collection,
             len(chunk_counts),
             len(edges),

@@ -6,9 +6,8 @@ collection also drops its graph and the strategy workers' cached copies of it; c
 makes sure no leftovers of an earlier collection of the same name remain, so a re-created
 collection is never served its predecessor's graph or vectors.
 
-Every method acts for a tenant on the collections it named (README, "Security"); below this
-room a collection is known by its key (`schema.scoped`), and what goes back names it as the
-tenant does.
+Every method acts on a tenant's collection, named by the `ResourceRef` the gateway made of the
+request (README, "Security").
 """
 
 from __future__ import annotations
@@ -17,18 +16,19 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from sounding import errors
-from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch, validate_collection_name
+from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch
 from sounding.corpus.graph import GraphBuilder
 from sounding.limits import CorpusLimits
 from sounding.models.client import ModelsClient
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo, CollectionStats, Store
+from sounding.store.tenancy import ResourceRef
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNK_WORDS = 400
@@ -62,15 +62,6 @@ class IngestProgress:
     elapsed_seconds: float
 
 
-def _key(tenant: str, name: str) -> str:
-    validate_collection_name(name)
-    return schema.scoped(tenant, name)
-
-
-def _public(info: CollectionInfo) -> CollectionInfo:
-    return replace(info, name=schema.public_name(info.name))
-
-
 class CorpusManager:
     """Collections and ingestion. After chunks change, the collection's graph is rebuilt by
     `graphs` (when given); `forget(name)` drops the strategy workers' cached copies of a
@@ -81,7 +72,7 @@ class CorpusManager:
         store: Store,
         models: ModelsClient,
         graphs: GraphBuilder | None = None,
-        forget: Callable[[str], Awaitable[None]] | None = None,
+        forget: Callable[[ResourceRef], Awaitable[None]] | None = None,
         limits: CorpusLimits = CorpusLimits(),
     ):
         self._store = store
@@ -90,96 +81,95 @@ class CorpusManager:
         self._forget = forget
         self._limits = limits
 
-    async def create(self, tenant: str, name: str, description: str = "") -> CollectionInfo:
-        key = _key(tenant, name)
+    async def create(self, collection: ResourceRef, description: str = "") -> CollectionInfo:
         if len(description) > self._limits.max_description_chars:
             raise errors.InvalidArgument(
                 f"description is longer than {self._limits.max_description_chars} characters",
                 field="description",
             )
-        held = await self._store.list_collections(tenant, limit=self._limits.max_collections)
+        held = await self._store.list_collections(collection.tenant, limit=self._limits.max_collections)
         if len(held) >= self._limits.max_collections:
             raise errors.ResourceExhausted(
                 f"the tenant holds {self._limits.max_collections} collections, the limit",
                 reason="TOO_MANY_COLLECTIONS",
             )
         embedding_model, embedding_dimension = await self._models.embedder_info()
-        await self._clear(key)
-        info = await self._store.create_collection(
-            key,
+        try:  # a collection that exists keeps its graph and the workers' copies
+            await self._store.get_collection(collection)
+            raise errors.collection_exists(collection.name)
+        except errors.NotFound:
+            pass
+        await self._clear(collection)
+        return await self._store.create_collection(
+            collection,
             description,
             embedding_model,
             embedding_dimension,
             DEFAULT_CHUNK_WORDS,
             DEFAULT_CHUNK_OVERLAP_WORDS,
         )
-        return _public(info)
 
-    async def get(self, tenant: str, name: str) -> tuple[CollectionInfo, CollectionStats]:
-        key = _key(tenant, name)
-        info = await self._store.get_collection(key)
-        return _public(info), await self._stats(key)
+    async def get(self, collection: ResourceRef) -> tuple[CollectionInfo, CollectionStats]:
+        info = await self._store.get_collection(collection)
+        return info, await self._stats(collection)
 
-    async def _stats(self, name: str) -> CollectionStats:
-        stats = await self._store.stats(name)
-        return await self._graphs.stats(name, stats) if self._graphs is not None else stats
+    async def _stats(self, collection: ResourceRef) -> CollectionStats:
+        stats = await self._store.stats(collection)
+        return await self._graphs.stats(collection, stats) if self._graphs is not None else stats
 
     async def list(
         self, tenant: str, page_size: int, page_token: str
     ) -> tuple[list[tuple[CollectionInfo, CollectionStats]], str]:
+        """A page of the tenant's collections, those named after `page_token` (a collection
+        name, checked by the caller)."""
         if not 0 <= page_size <= self._limits.max_page_size:
             raise errors.InvalidArgument(
                 f"page_size must be in [0, {self._limits.max_page_size}]", field="page_size"
             )
-        if page_token:
-            validate_collection_name(page_token, "page_token")
         size = page_size or DEFAULT_PAGE_SIZE
-        infos = await self._store.list_collections(
-            tenant, schema.scoped(tenant, page_token) if page_token else "", size + 1
-        )
+        infos = await self._store.list_collections(tenant, page_token, size + 1)
         page, more = infos[:size], len(infos) > size
 
         async def with_stats(info: CollectionInfo) -> tuple[CollectionInfo, CollectionStats] | None:
             try:
-                return _public(info), await self._stats(info.name)
+                return info, await self._stats(info.ref)
             except errors.NotFound:  # deleted since the registry was read
                 return None
 
         listed = [entry for entry in await asyncio.gather(*(with_stats(i) for i in page)) if entry]
-        return listed, (schema.public_name(page[-1].name) if more else "")
+        return listed, (page[-1].name if more else "")
 
-    async def delete(self, tenant: str, name: str) -> None:
+    async def delete(self, collection: ResourceRef) -> None:
         """Unregister the collection, then drop its graph and the workers' copies (a cancel
         cannot stop it halfway)."""
-        await asyncio.shield(self._delete(_key(tenant, name)))
+        await asyncio.shield(self._delete(collection))
 
-    async def _delete(self, key: str) -> None:
-        await self._store.delete_collection(key)
+    async def _delete(self, collection: ResourceRef) -> None:
+        await self._store.delete_collection(collection)
         try:
-            await self._clear(key)
+            await self._clear(collection)
         except errors.SoundingError as error:  # recreating the name clears again, or fails
-            log.warning("collection %r deleted, but its cached copies were not all dropped: %s", key, error)
+            log.warning("%s deleted, but its cached copies were not all dropped: %s", collection, error)
 
-    async def _clear(self, key: str) -> None:
-        """Drop what may remain of a collection of this key: its graph, the workers' copies."""
+    async def _clear(self, collection: ResourceRef) -> None:
+        """Drop what may remain of a collection of this name: its graph, the workers' copies."""
         if self._graphs is not None:
-            await self._graphs.drop(key)
+            await self._graphs.drop(collection)
         if self._forget is not None:
-            await self._forget(key)
+            await self._forget(collection)
 
     async def ingest(
         self,
-        tenant: str,
-        batches: AsyncIterator[tuple[str, Sequence[DocumentIn]]],
+        batches: AsyncIterator[tuple[ResourceRef | None, Sequence[DocumentIn]]],
         time_remaining: Callable[[], float | None] = lambda: None,
     ) -> AsyncGenerator[IngestProgress, None]:
-        """One stream of (collection, documents) batches into one collection (a batch may leave
-        the collection empty after the first). Each batch is prepared (validated, chunked,
+        """One stream of (collection, documents) batches into one collection (a batch after the
+        first may name none). Each batch is prepared (validated, chunked,
         embedded) while the previous one is written, and acknowledged in order once written. A
         batch that is invalid, or fails to read, ends the stream after the earlier ones were
         acknowledged, with nothing of it written."""
         started = time.perf_counter()
-        collection = ""
+        collection: ResourceRef | None = None
         totals = [0, 0]
         writing: asyncio.Task[BatchWritten] | None = None
         batch_index = 0
@@ -202,16 +192,19 @@ class CorpusManager:
             while True:
                 try:
                     named, documents = await anext(batches)
-                    if not collection:
+                    if collection is None:
+                        if named is None:
+                            raise errors.InvalidArgument(
+                                "the first batch names the collection", field="collection"
+                            )
                         collection = named
-                        validate_collection_name(collection, "collection")
-                    elif named not in ("", collection):
+                    elif named not in (None, collection):
                         raise errors.InvalidArgument(
-                            f"one stream ingests into one collection ({collection!r}); this batch "
-                            f"names {named!r}",
+                            f"one stream ingests into one collection ({collection.name!r}); this batch "
+                            f"names {named.name!r}",
                             field="collection",
                         )
-                    prepared = await self.prepare_batch(tenant, collection, documents, time_remaining())
+                    prepared = await self.prepare_batch(collection, documents, time_remaining())
                 except StopAsyncIteration:
                     break
                 except errors.InvalidArgument as error:
@@ -225,7 +218,7 @@ class CorpusManager:
                     ) from None
                 if writing is not None:
                     yield await acknowledge(writing, batch_index - 1)
-                writing = asyncio.ensure_future(self.write_batch(tenant, collection, prepared))
+                writing = asyncio.ensure_future(self.write_batch(collection, prepared))
                 batch_index += 1
             if writing is not None:
                 yield await acknowledge(writing, batch_index - 1)
@@ -233,32 +226,31 @@ class CorpusManager:
         finally:
             if writing is not None:  # the stream failed or was cancelled: let the commit settle
                 await asyncio.gather(writing, return_exceptions=True)
-            if batch_index:
-                self.ingestion_ended(tenant, collection)
+            if batch_index and collection is not None:
+                self.ingestion_ended(collection)
 
     async def prepare_batch(
-        self, tenant: str, name: str, documents: Sequence[DocumentIn], timeout_s: float | None = None
+        self, collection: ResourceRef, documents: Sequence[DocumentIn], timeout_s: float | None = None
     ) -> PreparedBatch:
         """Validate, chunk and embed one batch; nothing is written yet."""
         validate_batch(documents, self._limits)
-        info = await self._store.get_collection(_key(tenant, name))
+        info = await self._store.get_collection(collection)
         rows = await asyncio.to_thread(chunk_rows, documents, info, self._limits)
         vectors = await self._embed([r["search_text"] for r in rows], timeout_s)
         table = await asyncio.to_thread(schema.chunk_table, rows, vectors, info.embedding_dimension)
         return PreparedBatch(table=table, document_ids=[d.id for d in documents])
 
-    def ingestion_ended(self, tenant: str, name: str) -> None:
+    def ingestion_ended(self, collection: ResourceRef) -> None:
         """An ingest stream into the collection ended (however it ended): rebuild its graph, once
         the collection has been quiet for a moment, off the ingestion's critical path."""
         if self._graphs is not None:
-            self._graphs.schedule(_key(tenant, name))
+            self._graphs.schedule(collection)
 
-    async def write_batch(self, tenant: str, name: str, batch: PreparedBatch) -> BatchWritten:
+    async def write_batch(self, collection: ResourceRef, batch: PreparedBatch) -> BatchWritten:
         """Write a prepared batch in one commit: it is visible entirely or not at all."""
-        key = _key(tenant, name)
-        async with self._store.lock(key):
-            await self._store.get_collection(key)  # not deleted meanwhile
-            await self._store.write_documents(key, batch.table, batch.document_ids)
+        async with self._store.lock(collection):
+            await self._store.get_collection(collection)  # not deleted meanwhile
+            await self._store.write_documents(collection, batch.table, batch.document_ids)
         return BatchWritten(documents=len(batch.document_ids), chunks=batch.table.num_rows)
 
     async def _embed(self, texts: list[str], timeout_s: float | None) -> np.ndarray:

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 
 
 def empty_learning_log(settings: Settings, include_calibrations: bool = False) -> None:
-    """Drop the learning tables (and the calibrations, if asked), so the stack about to start
-    has a cold selector and corpus inquiry learner (and states uncalibrated values)."""
+    """Drop the default tenant's learning tables (and its calibrations, if asked), so the stack
+    about to start has a cold selector and corpus inquiry learner (and states uncalibrated values)."""
     from sounding.store.connection import drop_tables
     from sounding.store.corpus_inquiry import QUERIES_TABLE, VERDICTS_TABLE
     from sounding.store.learning_tables import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
+    from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 
     tables = (
         RETRIEVALS_TABLE,
@@ -39,7 +40,7 @@ def empty_learning_log(settings: Settings, include_calibrations: bool = False) -
         VERDICTS_TABLE,
         *((CALIBRATIONS_TABLE,) if include_calibrations else ()),
     )
-    drop_tables(settings.store_location, tables)
+    drop_tables(settings.store_location, [tenant_table(t, DEFAULT_TENANT) for t in tables])
 
 
 PACKAGES = (

@@ -9,12 +9,14 @@ import os
 import signal
 import warnings
 from contextlib import suppress
+from typing import cast
 
-from grpc_health.v1 import health, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
+from grpc_health.v1 import health, health_pb2
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
-from sounding import allocator, auth, rpc, telemetry
+from sounding import admission, allocator, auth, rpc, telemetry
 from sounding.config import SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
@@ -42,7 +44,7 @@ from sounding.store.durability import Durability
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
 from sounding.store.lock import DataDirectoryLock
-from sounding.store.schema import DEFAULT_TENANT
+from sounding.store.tenancy import DEFAULT_TENANT
 from sounding.store.tools import ToolStore
 from sounding.tools.service import ToolService
 from sounding.tools.teacher import GeneratorTeacher
@@ -53,19 +55,49 @@ SOUNDING_SERVICE = sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"]
 CORPUS_SERVICE = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]
 TOOL_SERVICE = tools_pb2.DESCRIPTOR.services_by_name["ToolService"]
 SERVICES = (SOUNDING_SERVICE.full_name, CORPUS_SERVICE.full_name, TOOL_SERVICE.full_name)
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"]
+REFLECTION_SERVICE = cast(
+    descriptor.ServiceDescriptor, reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
+)
+
+
+def public_descriptors() -> descriptor_pool.DescriptorPool:
+    """A pool of the public API's files and what they import, and of health's and reflection's:
+    all that reflection tells a caller (the sidecar's and the workers' protos stay unlisted)."""
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(file: descriptor.FileDescriptor) -> None:
+        if file.name in added:
+            return
+        for dependency in file.dependencies:
+            add(dependency)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        pool.Add(proto)
+        added.add(file.name)
+
+    for file in (sounding_pb2.DESCRIPTOR, corpus_pb2.DESCRIPTOR, tools_pb2.DESCRIPTOR):
+        add(file)
+    for service in (HEALTH_SERVICE, REFLECTION_SERVICE):
+        add(service.file)
+    return pool
 
 
 def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]]:
     """Per service and method: the default deadline, request timeouts, concurrency and the least
     role a caller needs (README, "Security": readers query, writers change collections and report
-    outcomes, admins change what the tenant's later calls are served with)."""
+    outcomes, admins change what the tenant's later calls are served with); the reads that teach
+    the tenant's learners are audited too."""
     d = limits.deadlines
     unary = rpc.CallPolicy(deadline_s=d.unary_s)
     return {
         SOUNDING_SERVICE.name: {
-            "Retrieve": rpc.CallPolicy(d.retrieve_s, max_concurrent=limits.retrieve.max_concurrent),
+            "Retrieve": rpc.CallPolicy(
+                d.retrieve_s, max_concurrent=limits.retrieve.max_concurrent, audited=True
+            ),
             "Inquire": rpc.CallPolicy(
-                None, d.first_message_s, d.inquire_idle_s, limits.inquiry.max_open_sessions
+                None, d.first_message_s, d.inquire_idle_s, limits.inquiry.max_open_sessions, audited=True
             ),
             "Observe": rpc.CallPolicy(
                 d.observe_s, d.first_message_s, d.first_message_s, limits.observe.max_concurrent, "writer"
@@ -97,6 +129,11 @@ def call_policies(limits: LimitsSettings) -> dict[str, dict[str, rpc.CallPolicy]
 
 
 def start_ray(settings: Settings) -> None:
+    if not settings.ray_address:
+        # A local Ray runtime is one machine's: its node address is loopback, so its daemons and
+        # workers listen on loopback only (on Linux Ray otherwise binds every interface). Read
+        # when ray is first imported, and by the processes it starts.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
     if ray.is_initialized():
@@ -158,7 +195,9 @@ async def serve(settings: Settings) -> None:
     refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
     allocator.configure()
-    authenticator = auth.Authenticator(settings.auth.tokens, settings.auth.tokens_file)
+    authenticator = auth.Authenticator(
+        settings.auth.tokens, settings.auth.tokens_file, settings.auth.keep_last_good_tokens
+    )
     rpc.refuse_open_plaintext(
         settings.address, authenticator.enabled, settings.auth.allow_unauthenticated, "the orchestrator"
     )
@@ -255,7 +294,14 @@ async def serve(settings: Settings) -> None:
         limits.observe,
         limits.calibrate,
     )
-    gate = rpc.Gate()
+    gate = admission.Gate(limits.transport.max_concurrent_rpcs)
+    health_servicer = health.aio.HealthServicer()
+    reflection_servicer = reflection.aio.ReflectionServicer(
+        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), pool=public_descriptors()
+    )
+    open_calls = admission.OpenCalls(
+        limits.transport.max_unauthenticated_calls, limits.transport.max_unauthenticated_calls_per_peer
+    )
     server.add_generic_rpc_handlers(
         (
             rpc.service_handler(
@@ -267,15 +313,23 @@ async def serve(settings: Settings) -> None:
             rpc.service_handler(
                 TOOL_SERVICE, ToolServicer(tenants), policies[TOOL_SERVICE.name], gate, authenticator
             ),
+            *(
+                admission.open_service_handler(service, servicer, open_calls, authenticator)
+                for service, servicer in (
+                    (HEALTH_SERVICE, health_servicer),
+                    (REFLECTION_SERVICE, reflection_servicer),
+                )
+            ),
         )
     )
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     readiness = Readiness(
         health_servicer,
         SERVICES,
-        {"the models sidecar": models.check_serving, "the strategy workers": executor.calls_in_flight},
+        {
+            "the models sidecar": models.check_serving,
+            "the strategy workers": executor.calls_in_flight,
+            "the token file": authenticator.check,
+        },
     )
     rpc.listen(server, settings.address, settings.tls)
     await server.start()

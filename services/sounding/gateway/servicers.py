@@ -6,7 +6,6 @@ response stream ends, so nothing it holds (a calibration's lock) outlives the ca
 from __future__ import annotations
 
 from contextlib import aclosing
-from dataclasses import replace
 
 from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
@@ -21,6 +20,7 @@ from sounding.inquiry.service import InquiryService
 from sounding.learning.tenants import Tenants
 from sounding.limits import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.retrieval.service import RetrievalService
+from sounding.store.tenancy import ResourceRef, checked_name
 
 
 class SoundingServicer:
@@ -44,7 +44,7 @@ class SoundingServicer:
 
     async def Retrieve(self, request, context):
         tenant = context.principal.tenant
-        query = replace(retrieval_messages.retrieve_query(request, context.time_remaining()), tenant=tenant)
+        query = retrieval_messages.retrieve_query(request, tenant, context.time_remaining())
         learning = (await self._tenants.of(tenant)).retrieval
         async with aclosing(self._retrieval.retrieve(query, learning)) as events:
             async for event in events:
@@ -91,7 +91,8 @@ class SoundingServicer:
                 raise errors.InvalidArgument(
                     "Calibrate(QUERY_ADAPTER) needs the collection", field="collection"
                 )
-            source = await self._retrieval.query_adapter_source(context.principal.tenant, request.collection)
+            collection = ResourceRef.named(context.principal.tenant, request.collection, "collection")
+            source = await self._retrieval.query_adapter_source(collection)
             events = learned.retrieval.query_adapters.calibrate(*source)
         elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
             events = learned.inquiry.calibrate(
@@ -116,31 +117,37 @@ class CorpusServicer:
         self._corpus = corpus
 
     async def CreateCollection(self, request, context):
-        tenant = context.principal.tenant
-        info = await self._corpus.create(tenant, request.name, request.description)
-        _, stats = await self._corpus.get(tenant, info.name)
+        collection = ResourceRef.named(context.principal.tenant, request.name, "name")
+        info = await self._corpus.create(collection, request.description)
+        _, stats = await self._corpus.get(collection)
         return corpus_pb2.CreateCollectionResponse(collection=corpus_messages.collection(info, stats))
 
     async def GetCollection(self, request, context):
-        info, stats = await self._corpus.get(context.principal.tenant, request.name)
+        collection = ResourceRef.named(context.principal.tenant, request.name, "name")
+        info, stats = await self._corpus.get(collection)
         return corpus_pb2.GetCollectionResponse(collection=corpus_messages.collection(info, stats))
 
     async def ListCollections(self, request, context):
+        if request.page_token:
+            checked_name(request.page_token, "page_token")
         page, token = await self._corpus.list(context.principal.tenant, request.page_size, request.page_token)
         return corpus_pb2.ListCollectionsResponse(
             collections=[corpus_messages.collection(i, s) for i, s in page], next_page_token=token
         )
 
     async def DeleteCollection(self, request, context):
-        await self._corpus.delete(context.principal.tenant, request.name)
+        await self._corpus.delete(ResourceRef.named(context.principal.tenant, request.name, "name"))
         return corpus_pb2.DeleteCollectionResponse()
 
     async def IngestDocuments(self, request_iterator, context):
+        tenant = context.principal.tenant
+
         async def batches():
             async for request in request_iterator:
-                yield request.collection, corpus_messages.documents(request)
+                named = request.collection and ResourceRef.named(tenant, request.collection, "collection")
+                yield named or None, corpus_messages.documents(request)
 
-        progress = self._corpus.ingest(context.principal.tenant, batches(), context.time_remaining)
+        progress = self._corpus.ingest(batches(), context.time_remaining)
         async with aclosing(progress):
             async for written in progress:
                 yield corpus_messages.ingest_progress(written)

@@ -13,8 +13,8 @@ bounded thread pool, never on the event loop. At most `max_open_llm_sessions` st
 llm domain are open at once; each session's generations run as one flow in the sidecar, at most
 `llm_generations_in_flight` at a time.
 
-A session belongs to the tenant that started it: it is stored under the tenant's key
-(`schema.session_key`), so another tenant's resume finds nothing (SESSION_NOT_FOUND). A session
+A session belongs to the tenant that started it: it is stored under the tenant's `ResourceRef`,
+so another tenant's resume finds nothing (SESSION_NOT_FOUND). A session
 idle for `session_retention_hours` is deleted (`expire_idle_sessions`), unless a stream holds it.
 """
 
@@ -35,8 +35,8 @@ from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
 from sounding.limits import InquiryLimits
 from sounding.offload import BoundedPool, completed
-from sounding.store import schema
 from sounding.store.collections import Store
+from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef, is_name
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class InquiryService:
         self._store = store
         self._backend = backend or (lambda session_id, tenant, domain: None)
         self._limits = limits
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._locks: weakref.WeakValueDictionary[ResourceRef, asyncio.Lock] = weakref.WeakValueDictionary()
         self._compute = BoundedPool(limits.compute_threads, limits.compute_queue, "inquiry")
         self._open_llm = 0
 
@@ -97,7 +97,7 @@ class InquiryService:
         """Deletes the sessions whose last step was saved before `idle_before_s` (seconds since
         the epoch) and no stream holds; a failure is logged (the next pass tries again)."""
 
-        def held(key: str) -> bool:
+        def held(key: ResourceRef) -> bool:
             lock = self._locks.get(key)
             return lock is not None and lock.locked()
 
@@ -113,7 +113,7 @@ class InquiryService:
     async def run(
         self,
         requests: AsyncIterator[InquiryRequest | None],
-        tenant: str = schema.DEFAULT_TENANT,
+        tenant: str = DEFAULT_TENANT,
         thresholds: Thresholds | None = None,
     ) -> AsyncGenerator[InquiryEvent, None]:
         """The tenant's stream (None: a message naming no request); `thresholds(task, regime)`
@@ -128,17 +128,17 @@ class InquiryService:
             # Validated and set up in the pool: a start may hold a million outcome cells.
             started: engine.Session = await self._compute(engine.start, first, calibrated, self._limits)
             session = started
-            key = schema.scoped(tenant, started.session_id)
+            key = ResourceRef(tenant, started.session_id)
         elif isinstance(first, ResumeRequest):
             if not first.session_id or len(first.session_id) > self._limits.max_id_chars:
                 raise errors.InvalidArgument(
                     f"session_id must be 1 to {self._limits.max_id_chars} characters",
                     field="resume.session_id",
                 )
-            key = schema.session_key(tenant, first.session_id)
-            resumed_id = first.session_id
-            if key is None:
+            if not is_name(first.session_id):  # no session is called that
                 raise _session_not_found(first.session_id)
+            key = ResourceRef(tenant, first.session_id)
+            resumed_id = first.session_id
         else:
             raise errors.InvalidArgument("the first message must be start or resume", field="message")
         lock = self._lock(key)
@@ -181,7 +181,7 @@ class InquiryService:
                     if isinstance(events[-1], AnswerEvent):
                         return
 
-    def _lock(self, key: str) -> asyncio.Lock:
+    def _lock(self, key: ResourceRef) -> asyncio.Lock:
         """The session's lock (kept only while some stream holds or waits for it)."""
         lock = self._locks.get(key)
         if lock is None:
@@ -205,19 +205,19 @@ class InquiryService:
         finally:
             self._open_llm -= 1
 
-    async def _load(self, key: str, session_id: str) -> engine.Session:
+    async def _load(self, key: ResourceRef, session_id: str) -> engine.Session:
         stored = await self._store.load_session(key)
         if stored is None:
             raise _session_not_found(session_id)
         return await self._compute(engine.Session.from_json, *stored)
 
-    async def _save(self, key: str, session: engine.Session, new: bool = False) -> None:
+    async def _save(self, key: ResourceRef, session: engine.Session, new: bool = False) -> None:
         """Persist the step under the session's key (and, for a new session, its setup); a
         cancel cannot split it, and the session's lock is held until it is done."""
         session.saves += 1
         await completed(self._write(key, session, new))
 
-    async def _write(self, key: str, session: engine.Session, new: bool) -> None:
+    async def _write(self, key: ResourceRef, session: engine.Session, new: bool) -> None:
         if new:
             setup = await self._compute(session.setup_json)
             await self._store.create_session(key, session.domain, setup)

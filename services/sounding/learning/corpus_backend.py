@@ -2,7 +2,9 @@
 session of a tenant, over the services that already exist: queries run through the retrieval
 pipeline (the requested arms, fused; no expansion loop), sentences are judged by the sidecar's
 NLI model, the graph gives entity neighbours, and the tenant's corpus inquiry learner predicts
-and learns (its collections are the tenant's public names: the learner is the tenant's own)."""
+and learns. The domain names the collection as the client did: every method makes the tenant's
+`ResourceRef` of it before anything reads (its collections are the tenant's public names: the
+learner is the tenant's own)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,10 @@ from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import ExpansionOptions, FinalEvent, RetrieveQuery
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
-from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.corpus_inquiry import ExecutedQuery
 from sounding.store.graph import GraphStore
+from sounding.store.tenancy import ResourceRef
 
 COLLECTION_FIELD = "start.domain_parameters.collection"
 
@@ -53,8 +55,8 @@ class CorpusTools:
         self._models_timeout_s = models_timeout_s
         self._generate_timeout_s = generate_timeout_s
 
-    def _scoped(self, collection: str) -> str:
-        return schema.scoped(self._tenant, collection)
+    def _ref(self, collection: str) -> ResourceRef:
+        return ResourceRef.named(self._tenant, collection, COLLECTION_FIELD)
 
     async def check(self, collection: str, arms: Sequence[str]) -> None:
         unknown = sorted(set(arms) - set(STRATEGIES))
@@ -63,7 +65,7 @@ class CorpusTools:
                 f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="start.domain_parameters.arms"
             )
         try:
-            await self._store.get_collection(self._scoped(collection))
+            await self._store.get_collection(self._ref(collection))
         except errors.NotFound:
             raise errors.NotFound(
                 f"collection {collection!r} does not exist",
@@ -73,13 +75,12 @@ class CorpusTools:
 
     async def search(self, collection: str, query: str, top_k: int, arms: Sequence[str]) -> list[SearchHit]:
         request = RetrieveQuery(
-            collection=collection,
+            collection=self._ref(collection),
             query=query,
             top_k=top_k,
             arms=tuple(arms),
             expansion=ExpansionOptions(max_iterations=0),
             timeout_s=self._search_timeout_s,
-            tenant=self._tenant,
         )
         learning = (await self._learning()).retrieval
         async for event in self._retrieval.retrieve(request, learning):
@@ -104,10 +105,10 @@ class CorpusTools:
         return "".join([piece.text async for piece in pieces])
 
     async def related(self, collection: str, entities: Sequence[str], limit: int) -> dict[str, list[str]]:
-        return await self._graphs.related(self._scoped(collection), list(entities), limit)
+        return await self._graphs.related(self._ref(collection), list(entities), limit)
 
     async def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        found = await self._store.chunk_vectors(self._scoped(collection), list(chunk_ids))
+        found = await self._store.chunk_vectors(self._ref(collection), list(chunk_ids))
         return {c: v / max(float(np.linalg.norm(v)), 1e-12) for c, v in found.items()}
 
     async def outcome_models(self, collection: str) -> OutcomeModels:

@@ -28,9 +28,9 @@ from sounding.learning import stop_thresholds
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport, Rejected
 from sounding.offload import completed
-from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.learning import InquiryState, LearningLog
+from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef, is_name
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class InquiryLearning:
         learning_log: LearningLog,
         store: Store,
         corpus: CorpusInquiryLearning,
-        tenant: str = schema.DEFAULT_TENANT,
+        tenant: str = DEFAULT_TENANT,
     ):
         self._log = learning_log
         self._store = store
@@ -131,8 +131,11 @@ class InquiryLearning:
             return Rejected(0, "INVALID_ARGUMENT", "inquiry_outcome.ground_truth must not be empty")
         if outcome.session_id in seen:
             return Rejected(0, "ALREADY_EXISTS", f"session {outcome.session_id[:64]!r} was already observed")
-        key = schema.session_key(self._tenant, outcome.session_id) if outcome.session_id else None
-        stored = await self._store.load_session(key) if key else None
+        stored = (
+            await self._store.load_session(ResourceRef(self._tenant, outcome.session_id))
+            if is_name(outcome.session_id)
+            else None
+        )
         if stored is None:
             return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id[:64]!r}")
 

@@ -31,6 +31,7 @@ from sounding.core.fusion import weighted_rrf
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport
 from sounding.retrieval.protocol import PoolReader
 from sounding.store.learning import LearningLog, ObservationRecord, RetrievalRecord
+from sounding.store.tenancy import ResourceRef
 
 MIN_OUTCOMES = 50
 HOLDOUT_SHARE = 0.2
@@ -167,22 +168,23 @@ class QueryAdapters:
     ):
         self._log = learning_log
         self._logged = logged
-        self._deployed: dict[str, QueryAdapter] = {}
+        self._deployed: dict[ResourceRef, QueryAdapter] = {}
         self._lock = asyncio.Lock()
 
     async def restore(self) -> None:
         for target, (version, params) in (await self._log.calibrations_with_prefix(TARGET_PREFIX)).items():
-            self._deployed[target.removeprefix(TARGET_PREFIX)] = QueryAdapter.from_params(version, params)
+            collection = ResourceRef.from_key(target.removeprefix(TARGET_PREFIX))
+            self._deployed[collection] = QueryAdapter.from_params(version, params)
 
-    def of(self, collection: str, create_time_us: int) -> QueryAdapter | None:
+    def of(self, collection: ResourceRef, create_time_us: int) -> QueryAdapter | None:
         """The adapter deployed for this incarnation of the collection, if any."""
         adapter = self._deployed.get(collection)
         return adapter if adapter and adapter.collection_create_time_us == create_time_us else None
 
     async def calibrate(
-        self, collection: str, create_time_us: int, read_pool: PoolReader
+        self, collection: ResourceRef, create_time_us: int, read_pool: PoolReader
     ) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
-        """Fit, validate and (if better) deploy the adapter of the collection (its store key) from
+        """Fit, validate and (if better) deploy the adapter of the collection from
         its observed retrievals. FailedPrecondition with fewer than MIN_OUTCOMES of them that name
         documents the collection holds."""
         async with self._lock:
@@ -190,13 +192,13 @@ class QueryAdapters:
                 yield event
 
     async def _calibrate(
-        self, collection: str, create_time_us: int, read_pool: PoolReader
+        self, collection: ResourceRef, create_time_us: int, read_pool: PoolReader
     ) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         yield CalibrationProgress("reading the observation log", 0.0)
         of_collection = [
             (_needed(o.outcome), r)
             for o, r in await self._logged()
-            if r.collection == collection and r.create_time_us >= create_time_us
+            if r.collection == collection.key and r.create_time_us >= create_time_us
         ]
         logged = [(needed, r) for needed, r in of_collection if needed]
         wanted = set().union(*(needed for needed, _ in logged))
@@ -234,7 +236,7 @@ class QueryAdapters:
             latest = self._deployed.get(collection)
             version = (latest.version if latest else 0) + 1
             adapter = QueryAdapter(version, fitted.matrix, create_time_us, fitted.dense_fusion_weight)
-            await self._log.append_calibration(TARGET_PREFIX + collection, version, adapter.params(), d)
+            await self._log.append_calibration(TARGET_PREFIX + collection.key, version, adapter.params(), d)
             self._deployed[collection] = adapter
             summary = f"deployed query adapter v{version}: {figures}"
         else:

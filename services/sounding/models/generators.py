@@ -7,6 +7,7 @@ Both stream text pieces as an async iterator and stop promptly when the caller g
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -43,6 +44,28 @@ class Generator(Protocol):
         """The generation's pieces; `flow` names the caller's flow of requests (a Retrieve, an
         inquiry session), which queues fairly against the others."""
         ...
+
+
+# An OpenAI-style error body's `error.type` or `error.code`, when it is a short identifier.
+_REASON = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def upstream_reason(body: bytes) -> str:
+    """What an error answer of the generator endpoint may pass on to callers: the error's type or
+    code (" (invalid_api_key)") when its body is OpenAI-style JSON naming one, else nothing. The
+    rest of the body stays out of every error and log: it may quote the request's credentials
+    (a 401 naming the API key), and any tenant's caller sees the error."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(error, dict):
+        return ""
+    for key in ("type", "code"):
+        value = error.get(key)
+        if isinstance(value, str) and _REASON.match(value):
+            return f" ({value})"
+    return ""
 
 
 def first_stop(text: str, stops: Sequence[str]) -> int | None:
@@ -85,8 +108,8 @@ class OpenAIGenerator:
         try:
             async with self._client.stream("POST", "/chat/completions", json=body) as response:
                 if response.status_code != 200:
-                    detail = (await response.aread()).decode(errors="replace")[:500]
-                    raise Unavailable(f"generator endpoint answered {response.status_code}: {detail}")
+                    reason = upstream_reason(await response.aread())
+                    raise Unavailable(f"generator endpoint answered {response.status_code}{reason}")
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue

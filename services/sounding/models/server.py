@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 
-from sounding import allocator, auth, errors, rpc, telemetry
+from sounding import admission, allocator, auth, errors, rpc, telemetry
 from sounding.api.sounding.models.v1 import models_pb2
 from sounding.config import Settings
 from sounding.core import clustering
@@ -314,11 +314,19 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     batcher.start()
     servicer = ModelServicer(settings, embedder, batcher, encode_thread)
     health_servicer = health.aio.HealthServicer()
-    server = rpc.server(settings.limits.transport)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    gate = rpc.Gate()
+    transport = settings.limits.transport
+    server = rpc.server(transport)
+    gate = admission.Gate(transport.max_concurrent_rpcs)
+    open_calls = admission.OpenCalls(
+        transport.max_unauthenticated_calls, transport.max_unauthenticated_calls_per_peer
+    )
     server.add_generic_rpc_handlers(
-        (rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate, authenticator),)
+        (
+            rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate, authenticator),
+            admission.open_service_handler(
+                health_pb2.DESCRIPTOR.services_by_name["Health"], health_servicer, open_calls, authenticator
+            ),
+        )
     )
     for name in (SERVICE_NAME, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

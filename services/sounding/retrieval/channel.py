@@ -17,7 +17,12 @@ Both ends hold the secret the worker was created with and prove it without sendi
   server -> client   HMAC(secret, "server" | Nc | Ns)
 A wrong proof closes the connection before anything else is read (a recorded handshake fails
 against the next connection's fresh Ns), and a client that has not proved itself within
-`HANDSHAKE_TIMEOUT_S` is dropped. Every later frame (4-byte big-endian length, 32-byte tag,
+`HANDSHAKE_TIMEOUT_S` is dropped. Connections still proving themselves are capped apart
+(`MAX_PENDING_HANDSHAKES`; a new one beyond it drops the oldest, so sockets that never prove
+anything cannot keep a client out), and only proven connections count against
+`MAX_CONNECTIONS`. A client whose handshake is cut off tries again (`CONNECT_ATTEMPTS`).
+
+Every later frame (4-byte big-endian length, 32-byte tag,
 message) is tagged with HMAC(session key, direction | sequence number | message), the session key
 being HMAC(secret, "session" | Ns | Nc): frames cannot be forged, replayed or reordered.
 """
@@ -45,6 +50,8 @@ HANDSHAKE_TIMEOUT_S = 3.0
 FRAME_TIMEOUT_S = 30.0
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_CONNECTIONS = 16
+MAX_PENDING_HANDSHAKES = 16
+CONNECT_ATTEMPTS = 3
 
 _LENGTH = struct.Struct("!I")
 _SEQUENCE = struct.Struct("!Q")
@@ -94,6 +101,10 @@ class ChannelServer:
         self._secret = secret
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        # Connections still in their handshake, oldest first (dicts keep insertion order).
+        self._pending: dict[asyncio.Task, None] = {}
+        self._proven = 0
+        self._closing = False
         self.calls_in_flight = 0
 
     async def start(self, host: str) -> tuple[str, int]:
@@ -104,6 +115,7 @@ class ChannelServer:
 
     async def close(self) -> None:
         """Stops listening and closes every connection (their calls are cancelled)."""
+        self._closing = True
         if self._server is not None:
             self._server.close()
         for connection in self._connections:
@@ -124,16 +136,23 @@ class ChannelServer:
         return _session(self._secret, server_nonce, client_nonce)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= MAX_CONNECTIONS:
-            log.warning("channel: refused a connection beyond the cap of %d", MAX_CONNECTIONS)
-            writer.close()
-            return
         connection = asyncio.current_task()
         assert connection is not None, "asyncio serves each connection in a task"
+        if len(self._pending) >= MAX_PENDING_HANDSHAKES:
+            oldest = next(iter(self._pending))
+            self._pending.pop(oldest)
+            oldest.cancel()
         self._connections.add(connection)
+        self._pending[connection] = None
         tasks: dict[int, asyncio.Task] = {}
+        proven = False
         try:
             key = await asyncio.wait_for(self._handshake(reader, writer), HANDSHAKE_TIMEOUT_S)
+            self._pending.pop(connection, None)
+            if self._proven >= MAX_CONNECTIONS:
+                log.warning("channel: refused a proven connection beyond the cap of %d", MAX_CONNECTIONS)
+                return
+            self._proven, proven = self._proven + 1, True
             incoming, outgoing = _Sealed(key, b"c"), _Sealed(key, b"s")
             while True:
                 call = worker_pb2.WorkerCall.FromString(await incoming.read(reader))
@@ -144,6 +163,10 @@ class ChannelServer:
                 tasks[call.call_id] = asyncio.create_task(self._call(call, writer, outgoing, tasks))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away: its calls are cancelled below
+        except asyncio.CancelledError:
+            if not self._closing:  # a pending handshake dropped for a newer connection
+                return
+            raise
         except (PermissionError, TimeoutError) as refused:
             log.warning("channel: closed a connection: %s", refused or "no handshake in time")
         except Exception:
@@ -158,6 +181,8 @@ class ChannelServer:
                 await asyncio.gather(*tasks.values(), return_exceptions=True)
             finally:
                 self._connections.discard(connection)
+                self._pending.pop(connection, None)
+                self._proven -= proven
 
     async def _call(self, call: worker_pb2.WorkerCall, writer, outgoing: _Sealed, tasks: dict) -> None:
         self.calls_in_flight += 1
@@ -231,15 +256,27 @@ class ChannelClient:
     async def _connected(self) -> tuple[asyncio.StreamWriter, _Sealed]:
         async with self._connecting:
             if self._writer is None or self._outgoing is None or self._writer.is_closing():
-                host, port = await self._locate()
-                try:
-                    reader, writer = await asyncio.open_connection(host, port)
-                    key = await asyncio.wait_for(self._handshake(reader, writer), HANDSHAKE_TIMEOUT_S)
-                except (OSError, EOFError, TimeoutError, PermissionError) as error:
-                    raise errors.Unavailable(f"strategy worker at {host}:{port}: {error!r}") from None
+                reader, writer, key = await self._connect()
                 self._writer, self._outgoing = writer, _Sealed(key, b"c")
                 self._reading = asyncio.create_task(self._read(reader, writer, _Sealed(key, b"s")))
             return self._writer, self._outgoing
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+        """A proven connection; a handshake cut off (the server dropped it for a newer one while
+        sockets that prove nothing crowd it) is tried again, CONNECT_ATTEMPTS times in all."""
+        for attempt in range(CONNECT_ATTEMPTS):
+            host, port = await self._locate()
+            writer = None
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                key = await asyncio.wait_for(self._handshake(reader, writer), HANDSHAKE_TIMEOUT_S)
+                return reader, writer, key
+            except (OSError, EOFError, TimeoutError) as error:
+                if writer is not None:
+                    writer.close()
+                if isinstance(error, PermissionError) or attempt == CONNECT_ATTEMPTS - 1:
+                    raise errors.Unavailable(f"strategy worker at {host}:{port}: {error!r}") from None
+        raise AssertionError("unreachable")
 
     async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
         server_nonce = await reader.readexactly(NONCE_BYTES)

@@ -21,6 +21,7 @@ from sounding.retrieval import wire
 from sounding.retrieval.channel import ChannelClient, ChannelServer
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.runner import StrategyRunner
+from sounding.store.tenancy import ResourceRef
 
 
 def runner_arguments(settings: Settings) -> tuple:
@@ -50,7 +51,7 @@ class InProcessExecutor:
     async def expand(self, request: ExpansionRequest, trace_carrier: Mapping[str, str]) -> ExpansionResult:
         return await self._runner.expand(request, trace_carrier)
 
-    async def forget(self, collection: str) -> None:
+    async def forget(self, collection: ResourceRef) -> None:
         self._runner.forget(collection)
 
     async def close(self) -> None:
@@ -94,7 +95,7 @@ class StrategyWorker:
             request = wire.expansion_request(call.expand)
             return wire.expansion_outcome(await runner.expand(request, call.trace_carrier))
         if method == "forget":
-            runner.forget(call.forget.collection)
+            runner.forget(ResourceRef.from_key(call.forget.collection))
             return worker_pb2.WorkerReply(forgotten=worker_pb2.Forgotten())
         if method == "calls_in_flight":
             return worker_pb2.WorkerReply(calls_in_flight=channel.calls_in_flight - 1)
@@ -143,10 +144,10 @@ class RayExecutor:
         reply = await self._channels[next(self._next)].call(wire.expansion_call(request, trace_carrier))
         return wire.expansion_result(reply)
 
-    async def forget(self, collection: str) -> None:
+    async def forget(self, collection: ResourceRef) -> None:
         await asyncio.gather(
             *(
-                channel.call(worker_pb2.WorkerCall(forget=worker_pb2.ForgetCall(collection=collection)))
+                channel.call(worker_pb2.WorkerCall(forget=worker_pb2.ForgetCall(collection=collection.key)))
                 for channel in self._channels
             )
         )

@@ -35,6 +35,7 @@ from sounding.retrieval.protocol import (
     FusedHit,
     QueryExpansion,
 )
+from sounding.store.tenancy import ResourceRef
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ async def run_loop(
     *,
     state: LoopState,
     query: str,
-    collection: str,
+    collection: ResourceRef,
     top_k: int,
     timeout_s: float | None,
     query_vector: np.ndarray,

@@ -16,12 +16,12 @@ from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.store.learning import RetrievalRecord
 from sounding.store.reader import ChunkHit
-from sounding.store.schema import DEFAULT_TENANT
+from sounding.store.tenancy import ResourceRef
 
 
 @dataclass(frozen=True)
 class ArmRequest:
-    collection: str
+    collection: ResourceRef
     query: str
     limit: int
     # Seconds left before the caller's deadline, if it has one.
@@ -52,7 +52,7 @@ class ArmResult:
 
 @dataclass(frozen=True)
 class ExpansionRequest:
-    collection: str
+    collection: ResourceRef
     query: str
     strategy: str
     # At most this many expanded queries.
@@ -100,7 +100,8 @@ class ExpansionOptions:
 
 @dataclass(frozen=True)
 class RetrieveQuery:
-    collection: str
+    # The tenant's collection searched (README, "Security").
+    collection: ResourceRef
     query: str
     top_k: int
     arms: tuple[str, ...] = ()
@@ -109,8 +110,6 @@ class RetrieveQuery:
     synthesis_confidence: float | None = None
     timeout_s: float | None = None
     expansion: ExpansionOptions = ExpansionOptions()
-    # The tenant whose collection is searched (README, "Security").
-    tenant: str = DEFAULT_TENANT
     # Search with the collection's deployed query adapter, if any (`RetrieveRequest`).
     learned_ranking: bool = True
 
@@ -187,7 +186,7 @@ class RetrievalLearner(Protocol):
 
 
 class QueryAdapters(Protocol):
-    def of(self, collection: str, create_time_us: int) -> QueryAdapter | None:
+    def of(self, collection: ResourceRef, create_time_us: int) -> QueryAdapter | None:
         """The adapter deployed for this incarnation of the collection, if any."""
         ...
 

@@ -18,6 +18,7 @@ from sounding.retrieval.strategies import STRATEGIES
 from sounding.store.connection import configure_caches
 from sounding.store.location import StoreLocation
 from sounding.store.reader import ChunkReader
+from sounding.store.tenancy import ResourceRef
 
 
 class StrategyRunner:
@@ -46,7 +47,7 @@ class StrategyRunner:
     async def close(self) -> None:
         await self._models.close()
 
-    def forget(self, collection: str) -> None:
+    def forget(self, collection: ResourceRef) -> None:
         self._reader.forget(collection)
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
@@ -56,7 +57,7 @@ class StrategyRunner:
             context=telemetry.extract(trace_carrier),
             attributes={
                 "sounding.arm": arm,
-                "sounding.collection": request.collection,
+                "sounding.collection": request.collection.key,
                 "sounding.limit": request.limit,
             },
         ):
@@ -71,7 +72,7 @@ class StrategyRunner:
             context=telemetry.extract(trace_carrier),
             attributes={
                 "sounding.expansion.strategy": request.strategy,
-                "sounding.collection": request.collection,
+                "sounding.collection": request.collection.key,
             },
         ):
             started = time.perf_counter()

@@ -58,10 +58,10 @@ from sounding.retrieval.uncertainty import (
     stated_confidence,
 )
 from sounding.retrieval.uncertainty import uncertainty as stated_uncertainty
-from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord
+from sounding.store.tenancy import ResourceRef
 
 
 def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
@@ -141,7 +141,7 @@ class RetrievalService:
         and it remembers the retrieval for Observe)."""
         started = time.perf_counter()
         validate(query, self._limits)
-        collection = schema.scoped(query.tenant, query.collection)
+        collection = query.collection
         info = await self._store.get_collection(collection)
         adapter = (
             learning.query_adapters.of(collection, info.create_time_us) if query.learned_ranking else None
@@ -263,7 +263,7 @@ class RetrievalService:
             learning.remember(
                 RetrievalRecord(
                     retrieval_id=retrieval_id,
-                    collection=collection,
+                    collection=collection.key,
                     query_index=plan.query_index,
                     mode=plan.mode,
                     context=context,
@@ -295,12 +295,11 @@ class RetrievalService:
                 task.cancel()
             await asyncio.gather(*started_tasks, return_exceptions=True)
 
-    async def query_adapter_source(self, tenant: str, collection: str) -> tuple[str, int, PoolReader]:
-        """For Calibrate(QUERY_ADAPTER): the collection's store key, its creation time and a reader
-        of its embeddings (`Store.vector_pool`). NotFound for an unknown collection."""
-        key = schema.scoped(tenant, collection)
-        info = await self._store.get_collection(key)
-        return key, info.create_time_us, functools.partial(self._store.vector_pool, key)
+    async def query_adapter_source(self, collection: ResourceRef) -> tuple[ResourceRef, int, PoolReader]:
+        """For Calibrate(QUERY_ADAPTER): the collection, its creation time and a reader of its
+        embeddings (`Store.vector_pool`). NotFound for an unknown collection."""
+        info = await self._store.get_collection(collection)
+        return collection, info.create_time_us, functools.partial(self._store.vector_pool, collection)
 
     async def _arm(self, arm: str, request: ArmRequest, carrier) -> ArmResult | ArmFailure:
         """The arm's result, or why it has none (its error, or `arm_timeout_s` passed)."""
@@ -311,7 +310,7 @@ class RetrievalService:
         except Exception as error:
             return ArmFailure.of(arm, error, timeout)
 
-    async def _with_text(self, collection: str, hits: list[FusedHit]) -> list[FusedHit]:
+    async def _with_text(self, collection: ResourceRef, hits: list[FusedHit]) -> list[FusedHit]:
         rows = await self._store.fetch_chunks(collection, [h.chunk_id for h in hits])
         return [
             FusedHit(

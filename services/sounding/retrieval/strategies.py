@@ -28,7 +28,6 @@ from sounding.core.entities import extract_entities
 from sounding.core.fusion import weighted_rrf
 from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import ArmRequest, ExpansionRequest
-from sounding.store import schema
 from sounding.store.reader import ChunkHit, ChunkReader
 
 
@@ -96,14 +95,14 @@ async def generate_text(
     models: ModelsClient, system: str, user: str, max_new_tokens: int, request: ArmRequest | ExpansionRequest
 ) -> Generated:
     """A greedy generation for `request`: in its Retrieve's flow, cached within the tenant that
-    owns its collection (`schema.tenant_of`)."""
+    owns its collection."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     generated = models.generate(
         messages,
         max_new_tokens=max_new_tokens,
         timeout=request.timeout_s,
         flow=request.flow,
-        cache_scope=schema.tenant_of(request.collection),
+        cache_scope=request.collection.tenant,
     )
     pieces = [p async for p in generated]
     return Generated("".join(p.text for p in pieces).strip(), sum(p.cached_decode_ms for p in pieces))

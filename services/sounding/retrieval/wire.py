@@ -13,6 +13,7 @@ import numpy as np
 from sounding.api.sounding.worker.v1 import worker_pb2
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.store.reader import ChunkHit
+from sounding.store.tenancy import ResourceRef
 
 
 def _vector_bytes(vector: np.ndarray | None) -> bytes:
@@ -41,7 +42,7 @@ def arm_call(arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) ->
         trace_carrier=trace_carrier,
         run_arm=worker_pb2.ArmCall(
             arm=arm,
-            collection=request.collection,
+            collection=request.collection.key,
             query=request.query,
             limit=request.limit,
             timeout_s=request.timeout_s,
@@ -54,7 +55,7 @@ def arm_call(arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) ->
 
 def arm_request(call: worker_pb2.ArmCall) -> ArmRequest:
     return ArmRequest(
-        collection=call.collection,
+        collection=ResourceRef.from_key(call.collection),
         query=call.query,
         limit=call.limit,
         timeout_s=call.timeout_s if call.HasField("timeout_s") else None,
@@ -87,7 +88,7 @@ def expansion_call(request: ExpansionRequest, trace_carrier: Mapping[str, str]) 
     return worker_pb2.WorkerCall(
         trace_carrier=trace_carrier,
         expand=worker_pb2.ExpansionCall(
-            collection=request.collection,
+            collection=request.collection.key,
             query=request.query,
             strategy=request.strategy,
             queries=request.queries,
@@ -101,7 +102,7 @@ def expansion_call(request: ExpansionRequest, trace_carrier: Mapping[str, str]) 
 
 def expansion_request(call: worker_pb2.ExpansionCall) -> ExpansionRequest:
     return ExpansionRequest(
-        collection=call.collection,
+        collection=ResourceRef.from_key(call.collection),
         query=call.query,
         strategy=call.strategy,
         queries=call.queries,

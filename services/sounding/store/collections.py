@@ -34,6 +34,8 @@ from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
 from sounding.store.sessions import SessionTables
+from sounding.store.tenancy import ResourceRef
+from sounding.store.tenant_keys import qualify_default_tenant
 from sounding.store.upgrade import upgrade
 
 log = logging.getLogger(__name__)
@@ -41,13 +43,25 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CollectionInfo:
-    name: str
+    ref: ResourceRef
     description: str
     create_time_us: int
     embedding_model: str
     embedding_dimension: int
     chunk_words: int
     chunk_overlap_words: int
+
+    @property
+    def name(self) -> str:
+        """The name its tenant knows it by."""
+        return self.ref.name
+
+    @classmethod
+    def of_row(cls, row: dict) -> CollectionInfo:
+        return cls(ref=ResourceRef.from_key(row.pop("name")), **row)
+
+    def row(self) -> dict:
+        return {"name": self.ref.key, **{k: v for k, v in self.__dict__.items() if k != "ref"}}
 
 
 @dataclass(frozen=True)
@@ -64,27 +78,31 @@ class CollectionStats:
 
 class Store(SessionTables):
     """The writer. Every method that commits something a client is acknowledged for returns only
-    once `durability.sync()` says the commit is on disk."""
+    once `durability.sync()` says the commit is on disk. Collections are named by `ResourceRef`
+    only. Opened before anything else of the store: it moves an older store's bare keys of the
+    default tenant to their qualified names first (`store.tenant_keys`)."""
 
     def __init__(self, connection: lancedb.AsyncConnection, durability: Durability):
         self._db = connection
         self._durability = durability
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._tables: dict[str, lancedb.AsyncTable] = {}
-        self._stats: dict[str, tuple[int, CollectionStats]] = {}
-        self._infos: dict[str, CollectionInfo] = {}
+        self._locks: weakref.WeakValueDictionary[ResourceRef, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._tables: dict[ResourceRef, lancedb.AsyncTable] = {}
+        self._stats: dict[ResourceRef, tuple[int, CollectionStats]] = {}
+        self._infos: dict[ResourceRef, CollectionInfo] = {}
 
     @classmethod
     async def open(cls, location: StoreLocation, durability: Durability | None = None) -> Store:
         connection = await connect(location)
         store = cls(connection, durability or Durability("process", location))
+        if await qualify_default_tenant(connection):
+            await store._durability.sync()
         await store._ensure_registry()
         await store._ensure_sessions(await store._table_names())
         await store._drop_unregistered_tables()
         await store._upgrade_chunk_tables()
         return store
 
-    def lock(self, collection: str) -> asyncio.Lock:
+    def lock(self, collection: ResourceRef) -> asyncio.Lock:
         """The collection's write lock (kept only while someone holds or waits for it)."""
         lock = self._locks.get(collection)
         if lock is None:
@@ -109,19 +127,18 @@ class Store(SessionTables):
         self._registry = await self._db.open_table(schema.COLLECTIONS_TABLE)
 
     async def _drop_unregistered_tables(self) -> None:
-        registered = {c.name for c in await self.list_collections()}
+        registered = {schema.chunks_table(c.ref) for c in await self.list_collections()}
         for name in await self._table_names():
-            if name.startswith(schema.CHUNKS_PREFIX):
-                if name[len(schema.CHUNKS_PREFIX) :] not in registered:
-                    await self._db.drop_table(name)
+            if name.startswith(schema.CHUNKS_PREFIX) and name not in registered:
+                await self._db.drop_table(name)
 
     async def _upgrade_chunk_tables(self) -> None:
         """Every registered collection's chunk table in the current schema, with its full-text
         index (an upgrade's rewrite drops it; a crash after the rewrite leaves it to build here)."""
         for info in await self.list_collections():
-            name = schema.chunks_table(info.name)
+            name = schema.chunks_table(info.ref)
             if await upgrade(self._db, name, schema.chunks_schema(info.embedding_dimension)):
-                log.info("upgraded the chunk table of collection %r to the current schema", info.name)
+                log.info("upgraded the chunk table of %s to the current schema", info.ref)
             table = await self._db.open_table(name)
             if not any(index.name == schema.TEXT_INDEX for index in await table.list_indices()):
                 await table.create_index(schema.TEXT_COLUMN, config=FTS(with_position=False), replace=True)
@@ -129,26 +146,24 @@ class Store(SessionTables):
 
     async def create_collection(
         self,
-        name: str,
+        collection: ResourceRef,
         description: str,
         embedding_model: str,
         embedding_dimension: int,
         chunk_words: int,
         chunk_overlap_words: int,
     ) -> CollectionInfo:
-        async with self.lock(name):
-            if await self._find(name) is not None:
-                raise errors.AlreadyExists(
-                    f"collection {schema.public_name(name)!r} already exists", field="name"
-                )
+        async with self.lock(collection):
+            if await self._find(collection) is not None:
+                raise errors.collection_exists(collection.name)
             table = await self._db.create_table(
-                schema.chunks_table(name),
+                schema.chunks_table(collection),
                 schema=schema.chunks_schema(embedding_dimension),
                 mode="overwrite",
             )
             await table.create_index(schema.TEXT_COLUMN, config=FTS(with_position=False), replace=True)
             info = CollectionInfo(
-                name=name,
+                ref=collection,
                 description=description,
                 create_time_us=int(time.time() * 1e6),
                 embedding_model=embedding_model,
@@ -156,56 +171,55 @@ class Store(SessionTables):
                 chunk_words=chunk_words,
                 chunk_overlap_words=chunk_overlap_words,
             )
-            await self._registry.add(pa.Table.from_pylist([info.__dict__], schema.COLLECTIONS_SCHEMA))
+            await self._registry.add(pa.Table.from_pylist([info.row()], schema.COLLECTIONS_SCHEMA))
             await self._durability.sync()
             return info
 
-    async def _find(self, name: str) -> CollectionInfo | None:
-        rows = (
-            await self._registry.query().where(f"name = {schema.sql_string(name)}").limit(1).to_arrow()
-        ).to_pylist()
-        return CollectionInfo(**rows[0]) if rows else None
+    async def _find(self, collection: ResourceRef) -> CollectionInfo | None:
+        where = f"name = {schema.sql_string(collection.key)}"
+        rows = (await self._registry.query().where(where).limit(1).to_arrow()).to_pylist()
+        return CollectionInfo.of_row(rows[0]) if rows else None
 
-    async def get_collection(self, name: str) -> CollectionInfo:
+    async def get_collection(self, collection: ResourceRef) -> CollectionInfo:
         # This process is the only writer, so a registered collection stays cached until deleted.
-        info = self._infos.get(name) or await self._find(name)
+        info = self._infos.get(collection) or await self._find(collection)
         if info is None:
-            raise errors.collection_not_found(schema.public_name(name))
-        self._infos[name] = info
+            raise errors.collection_not_found(collection.name)
+        self._infos[collection] = info
         return info
 
     async def list_collections(
         self, tenant: str | None = None, start_after: str = "", limit: int | None = None
     ) -> list[CollectionInfo]:
-        """Registered collections by key (a tenant's, or all), those after the key `start_after`."""
+        """Registered collections (a tenant's, or all) by name, those named after `start_after`."""
         query = self._registry.query()
-        if start_after:
-            query = query.where(f"name > {schema.sql_string(start_after)}")
+        if tenant is not None:
+            low = ResourceRef(tenant, start_after).key if start_after else f"{tenant}."
+            # Keys of the tenant sort between "<tenant>." and "<tenant>/" ('/' follows '.').
+            high = tenant + "/"
+            query = query.where(f"name > {schema.sql_string(low)} AND name < {schema.sql_string(high)}")
         rows = (await query.to_arrow()).to_pylist()
-        infos = sorted(
-            (CollectionInfo(**r) for r in rows if tenant is None or schema.tenant_of(r["name"]) == tenant),
-            key=lambda c: c.name,
-        )
+        infos = sorted((CollectionInfo.of_row(r) for r in rows), key=lambda c: c.ref.key)
         return infos if limit is None else infos[:limit]
 
-    async def delete_collection(self, name: str) -> None:
-        async with self.lock(name):
-            await self.get_collection(name)
-            await self._registry.delete(f"name = {schema.sql_string(name)}")
+    async def delete_collection(self, collection: ResourceRef) -> None:
+        async with self.lock(collection):
+            await self.get_collection(collection)
+            await self._registry.delete(f"name = {schema.sql_string(collection.key)}")
             for cache in (self._tables, self._stats, self._infos):
-                cache.pop(name, None)
-            await self._db.drop_table(schema.chunks_table(name))
+                cache.pop(collection, None)
+            await self._db.drop_table(schema.chunks_table(collection))
             await self._durability.sync()
 
-    async def chunks(self, name: str) -> lancedb.AsyncTable:
-        table = self._tables.get(name)
+    async def chunks(self, collection: ResourceRef) -> lancedb.AsyncTable:
+        table = self._tables.get(collection)
         if table is None:
-            table = self._tables[name] = await self._db.open_table(schema.chunks_table(name))
+            table = self._tables[collection] = await self._db.open_table(schema.chunks_table(collection))
         return table
 
-    async def write_documents(self, name: str, rows: pa.Table, document_ids: list[str]) -> None:
+    async def write_documents(self, collection: ResourceRef, rows: pa.Table, document_ids: list[str]) -> None:
         """Replace the given documents by `rows` (their chunks) in one commit, then index them."""
-        table = await self.chunks(name)
+        table = await self.chunks(collection)
         stale = " OR ".join(
             f"document_id IN ({', '.join(schema.sql_string(d) for d in document_ids[i : i + 500])})"
             for i in range(0, len(document_ids), 500)
@@ -220,14 +234,14 @@ class Store(SessionTables):
         await compact(table)  # also indexes the new chunks for full-text search
         await self._durability.sync()
 
-    async def stats(self, name: str) -> CollectionStats:
+    async def stats(self, collection: ResourceRef) -> CollectionStats:
         """Document, chunk and indexed-chunk counts of the table's current version (cached per
         version). This process is the only writer: a version read here includes every write
         acknowledged before. NotFound if the collection is gone (deleted meanwhile)."""
-        async with self._gone_is_not_found(name):
-            table = await self.chunks(name)
+        async with self._gone_is_not_found(collection):
+            table = await self.chunks(collection)
             version = await table.version()
-            cached = self._stats.get(name)
+            cached = self._stats.get(collection)
             if cached is not None and cached[0] == version:
                 return cached[1]
             chunk_count = await table.count_rows()
@@ -235,16 +249,16 @@ class Store(SessionTables):
             index = await table.index_stats(schema.TEXT_INDEX)
         indexed = chunk_count - (index.num_unindexed_rows if index else chunk_count)
         stats = CollectionStats(document_count, chunk_count, indexed, version=version)
-        self._stats[name] = (version, stats)
+        self._stats[collection] = (version, stats)
         return stats
 
-    async def fetch_chunks(self, name: str, chunk_ids: list[str]) -> dict[str, dict]:
+    async def fetch_chunks(self, collection: ResourceRef, chunk_ids: list[str]) -> dict[str, dict]:
         """Title, text and metadata of the given chunks, keyed by chunk id."""
         if not chunk_ids:
             return {}
         ids = ", ".join(schema.sql_string(c) for c in chunk_ids)
-        async with self._gone_is_not_found(name):
-            table = await self.chunks(name)
+        async with self._gone_is_not_found(collection):
+            table = await self.chunks(collection)
             rows = (
                 await table.query()
                 .where(f"chunk_id IN ({ids})")
@@ -253,25 +267,25 @@ class Store(SessionTables):
             ).to_pylist()
         return {r["chunk_id"]: r for r in rows}
 
-    async def chunk_vectors(self, name: str, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+    async def chunk_vectors(self, collection: ResourceRef, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """The embeddings of those of the given chunks that exist, keyed by chunk id."""
         if not chunk_ids:
             return {}
         ids = ", ".join(schema.sql_string(c) for c in chunk_ids)
-        async with self._gone_is_not_found(name):
-            table = await self.chunks(name)
+        async with self._gone_is_not_found(collection):
+            table = await self.chunks(collection)
             data = await table.query().where(f"chunk_id IN ({ids})").select(["chunk_id", "vector"]).to_arrow()
         matrix = schema.vector_matrix(data.column("vector"))
         return dict(zip(data.column("chunk_id").to_pylist(), matrix, strict=True))
 
     async def vector_pool(
-        self, name: str, document_ids: Collection[str], sample: int, seed: int = 0
+        self, collection: ResourceRef, document_ids: Collection[str], sample: int, seed: int = 0
     ) -> tuple[np.ndarray, np.ndarray]:
         """(document id of each row, the rows' embeddings) for every chunk of the given documents
         and, of the rest, every chunk when the collection holds at most `sample` chunks, else a
         uniform sample of `sample` chunks (seeded)."""
-        async with self._gone_is_not_found(name):
-            table = await self.chunks(name)
+        async with self._gone_is_not_found(collection):
+            table = await self.chunks(collection)
             count = await table.count_rows()
             columns = ["chunk_id", "document_id", "vector"]
             if count <= sample:
@@ -292,7 +306,7 @@ class Store(SessionTables):
         return documents, schema.vector_matrix(data.column("vector"))
 
     @asynccontextmanager
-    async def _gone_is_not_found(self, name: str):
+    async def _gone_is_not_found(self, collection: ResourceRef):
         """A read of a collection's table that fails because the collection was deleted
         meanwhile is NotFound."""
         try:
@@ -300,6 +314,6 @@ class Store(SessionTables):
         except errors.SoundingError:
             raise
         except Exception:
-            if await self._find(name) is None:
-                raise errors.collection_not_found(schema.public_name(name)) from None
+            if await self._find(collection) is None:
+                raise errors.collection_not_found(collection.name) from None
             raise

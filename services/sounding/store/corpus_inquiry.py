@@ -23,7 +23,8 @@ from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
-from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
+from sounding.store.schema import sql_string
+from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 from sounding.store.upgrade import upgrade
 
 QUERIES_TABLE = "corpus_inquiry_queries"

@@ -20,6 +20,7 @@ import pyarrow as pa
 from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.location import StoreLocation
+from sounding.store.tenancy import ResourceRef
 
 ENTITIES_PREFIX = "entities__"
 EDGES_PREFIX = "edges__"
@@ -53,33 +54,36 @@ class GraphStore:
     def __init__(self, db: lancedb.AsyncConnection):
         self._db = db
         # Entity names per collection, kept while this store is the graphs' only writer.
-        self._names: dict[str, frozenset[str]] = {}
+        self._names: dict[ResourceRef, frozenset[str]] = {}
 
     @classmethod
     async def open(cls, location: StoreLocation) -> GraphStore:
-        return cls(await connect(location))
+        """The graphs' store, its state table created if missing (here, so that no read writes)."""
+        store = cls(await connect(location))
+        await store._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
+        return store
 
     async def _state_table(self) -> lancedb.AsyncTable:
-        return await self._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
+        return await self._db.open_table(GRAPH_STATE_TABLE)
 
-    async def state(self, collection: str) -> dict | None:
+    async def state(self, collection: ResourceRef) -> dict | None:
         """The stored graph's chunk table version, entity and edge counts, or None."""
         table = await self._state_table()
         rows = (
-            await table.query().where(f"collection = {schema.sql_string(collection)}").to_arrow()
+            await table.query().where(f"collection = {schema.sql_string(collection.key)}").to_arrow()
         ).to_pylist()
         return rows[0] if rows else None
 
-    async def built_version(self, collection: str) -> int | None:
+    async def built_version(self, collection: ResourceRef) -> int | None:
         """The chunk table version the stored graph reflects, or None if there is none."""
         state = await self.state(collection)
         return state["chunks_version"] if state else None
 
-    async def vectors(self, collection: str) -> dict[str, np.ndarray]:
+    async def vectors(self, collection: ResourceRef) -> dict[str, np.ndarray]:
         """The stored entity embeddings (to reuse for entities that persist across rebuilds)."""
-        if ENTITIES_PREFIX + collection not in await self._db.table_names(limit=100_000):
+        if ENTITIES_PREFIX + collection.key not in await self._db.table_names(limit=100_000):
             return {}
-        table = await self._db.open_table(ENTITIES_PREFIX + collection)
+        table = await self._db.open_table(ENTITIES_PREFIX + collection.key)
         data = await table.query().select(["entity", "vector"]).to_arrow()
         names = data.column("entity").to_pylist()
         matrix = schema.vector_matrix(data.column("vector"))
@@ -87,7 +91,7 @@ class GraphStore:
 
     async def replace(
         self,
-        collection: str,
+        collection: ResourceRef,
         chunks_version: int,
         entities: dict[str, int],
         vectors: dict[str, np.ndarray],
@@ -119,13 +123,13 @@ class GraphStore:
             },
             schema=EDGES_SCHEMA,
         )
-        await self._db.create_table(ENTITIES_PREFIX + collection, entity_rows, mode="overwrite")
-        await self._db.create_table(EDGES_PREFIX + collection, edge_rows, mode="overwrite")
+        await self._db.create_table(ENTITIES_PREFIX + collection.key, entity_rows, mode="overwrite")
+        await self._db.create_table(EDGES_PREFIX + collection.key, edge_rows, mode="overwrite")
         self._names[collection] = frozenset(names)
         state = pa.Table.from_pylist(
             [
                 {
-                    "collection": collection,
+                    "collection": collection.key,
                     "chunks_version": chunks_version,
                     "entity_count": len(names),
                     "edge_count": len(edges),
@@ -142,16 +146,16 @@ class GraphStore:
             .execute(state)
         )
 
-    async def drop(self, collection: str) -> None:
+    async def drop(self, collection: ResourceRef) -> None:
         existing = set(await self._db.table_names(limit=100_000))
-        for name in (ENTITIES_PREFIX + collection, EDGES_PREFIX + collection):
+        for name in (ENTITIES_PREFIX + collection.key, EDGES_PREFIX + collection.key):
             if name in existing:
                 await self._db.drop_table(name)
         table = await self._state_table()
-        await table.delete(f"collection = {schema.sql_string(collection)}")
+        await table.delete(f"collection = {schema.sql_string(collection.key)}")
         self._names.pop(collection, None)
 
-    async def related(self, collection: str, entities: list[str], limit: int) -> dict[str, list[str]]:
+    async def related(self, collection: ResourceRef, entities: list[str], limit: int) -> dict[str, list[str]]:
         """Each named entity's strongest co-occurring neighbours (at most `limit`, by descending
         weight, then name); an entity the graph lacks, or a graph not built yet, has none."""
         names = await self.entity_names(collection)
@@ -159,7 +163,7 @@ class GraphStore:
         if not known:
             return {e: [] for e in entities}
         listed = ", ".join(schema.sql_string(e) for e in known)
-        table = await self._db.open_table(EDGES_PREFIX + collection)
+        table = await self._db.open_table(EDGES_PREFIX + collection.key)
         rows = (
             await table.query().where(f"source IN ({listed}) OR target IN ({listed})").to_arrow()
         ).to_pylist()
@@ -170,13 +174,13 @@ class GraphStore:
                     found[this].append((-row["weight"], other))
         return {e: [other for _, other in sorted(found.get(e, []))[:limit]] for e in entities}
 
-    async def entity_names(self, collection: str) -> frozenset[str]:
+    async def entity_names(self, collection: ResourceRef) -> frozenset[str]:
         """Every entity of the collection's graph (empty before the first build). Served from
         memory: `replace` and `drop` renew it, so the graph's writer must be this store."""
         names = self._names.get(collection)
         if names is None:
             try:
-                table = await self._db.open_table(ENTITIES_PREFIX + collection)
+                table = await self._db.open_table(ENTITIES_PREFIX + collection.key)
                 data = await table.query().select(["entity"]).to_arrow()
                 names = frozenset(data.column("entity").to_pylist())
             except ValueError:
@@ -202,12 +206,12 @@ class GraphSnapshot:
 
     @staticmethod
     async def open_tables(
-        db: lancedb.AsyncConnection, collection: str
+        db: lancedb.AsyncConnection, collection: ResourceRef
     ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable] | None:
         """The collection's entity and edge tables, or None before its first graph build."""
         try:
-            return await db.open_table(ENTITIES_PREFIX + collection), await db.open_table(
-                EDGES_PREFIX + collection
+            return await db.open_table(ENTITIES_PREFIX + collection.key), await db.open_table(
+                EDGES_PREFIX + collection.key
             )
         except ValueError:
             return None

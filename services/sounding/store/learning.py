@@ -40,7 +40,8 @@ from sounding.store.learning_tables import (
     RETRIEVALS_TABLE,
 )
 from sounding.store.location import StoreLocation
-from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
+from sounding.store.schema import sql_string
+from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 from sounding.store.upgrade import upgrade
 
 WRITES_PER_COMPACTION = 200

@@ -27,6 +27,7 @@ from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.graph import GraphSnapshot
 from sounding.store.location import StoreLocation
+from sounding.store.tenancy import ResourceRef
 
 # Chunks fetched per wanted document: the table's chunks-per-document ratio times this margin.
 # Whenever the fetched chunks hold too few distinct documents, twice as many are fetched.
@@ -81,10 +82,12 @@ class ChunkReader:
         self._exact_scan_max_chunks = exact_scan_max_chunks
         self._snapshot_bytes = snapshot_bytes
         self._max_graphs = max_graphs
-        self._tables: dict[str, lancedb.AsyncTable] = {}
-        self._snapshots: OrderedDict[str, _VectorSnapshot] = OrderedDict()
-        self._snapshot_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._graphs: OrderedDict[str, GraphSnapshot] = OrderedDict()
+        self._tables: dict[ResourceRef, lancedb.AsyncTable] = {}
+        self._snapshots: OrderedDict[ResourceRef, _VectorSnapshot] = OrderedDict()
+        self._snapshot_locks: weakref.WeakValueDictionary[tuple[str, ResourceRef], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._graphs: OrderedDict[ResourceRef, GraphSnapshot] = OrderedDict()
 
     @classmethod
     async def open(
@@ -97,13 +100,13 @@ class ChunkReader:
         connection = await connect(location)
         return cls(connection, exact_scan_max_chunks, snapshot_bytes, max_graphs)
 
-    def _lock(self, key: str) -> asyncio.Lock:
+    def _lock(self, key: tuple[str, ResourceRef]) -> asyncio.Lock:
         lock = self._snapshot_locks.get(key)
         if lock is None:
             lock = self._snapshot_locks[key] = asyncio.Lock()
         return lock
 
-    def _keep_snapshot(self, collection: str, snapshot: _VectorSnapshot) -> _VectorSnapshot:
+    def _keep_snapshot(self, collection: ResourceRef, snapshot: _VectorSnapshot) -> _VectorSnapshot:
         self._snapshots[collection] = snapshot
         self._snapshots.move_to_end(collection)
         while (
@@ -113,18 +116,18 @@ class ChunkReader:
             self._snapshots.popitem(last=False)
         return snapshot
 
-    async def _table(self, collection: str) -> lancedb.AsyncTable:
+    async def _table(self, collection: ResourceRef) -> lancedb.AsyncTable:
         table = self._tables.get(collection)
         if table is None:
             try:
                 table = await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise errors.collection_not_found(schema.public_name(collection)) from None
+                raise errors.collection_not_found(collection.name) from None
             self._tables[collection] = table
         return table
 
     @asynccontextmanager
-    async def _gone_is_not_found(self, collection: str):
+    async def _gone_is_not_found(self, collection: ResourceRef):
         """A read that fails because the collection was deleted meanwhile is NotFound (and the
         cached handles of it are dropped)."""
         try:
@@ -136,16 +139,16 @@ class ChunkReader:
             try:
                 await self._db.open_table(schema.chunks_table(collection))
             except ValueError:
-                raise errors.collection_not_found(schema.public_name(collection)) from None
+                raise errors.collection_not_found(collection.name) from None
             raise
 
-    def forget(self, collection: str) -> None:
+    def forget(self, collection: ResourceRef) -> None:
         """Drop cached handles (after the collection was deleted or recreated)."""
         self._tables.pop(collection, None)
         self._snapshots.pop(collection, None)
         self._graphs.pop(collection, None)
 
-    async def graph(self, collection: str) -> GraphSnapshot | None:
+    async def graph(self, collection: ResourceRef) -> GraphSnapshot | None:
         """The collection's knowledge graph as last built, or None before its first build."""
         tables = await GraphSnapshot.open_tables(self._db, collection)
         if tables is None:
@@ -153,7 +156,7 @@ class ChunkReader:
         version = (await tables[0].version(), await tables[1].version())
         cached = self._graphs.get(collection)
         if cached is None or cached.version != version:
-            async with self._lock("graph:" + collection):
+            async with self._lock(("graph", collection)):
                 cached = self._graphs.get(collection)
                 if cached is None or cached.version != version:
                     cached = self._graphs[collection] = await GraphSnapshot.load(*tables)
@@ -163,7 +166,7 @@ class ChunkReader:
         return cached
 
     async def vector_search(
-        self, collection: str, vector: np.ndarray, limit: int, version: int | None = None
+        self, collection: ResourceRef, vector: np.ndarray, limit: int, version: int | None = None
     ) -> list[ChunkHit]:
         """Best chunk per document by cosine similarity; `version`, when given, is the collection's
         current version (read by the only writer)."""
@@ -186,7 +189,7 @@ class ChunkReader:
             return await _documents(fetch, limit, snapshot.chunks_per_document)
 
     async def text_search(
-        self, collection: str, query: str, limit: int, version: int | None = None
+        self, collection: ResourceRef, query: str, limit: int, version: int | None = None
     ) -> list[ChunkHit]:
         async with self._gone_is_not_found(collection):
             table = await self._table(collection)
@@ -206,7 +209,7 @@ class ChunkReader:
             return await _documents(fetch, limit, snapshot.chunks_per_document)
 
     async def _snapshot(
-        self, collection: str, table: lancedb.AsyncTable, known_version: int | None = None
+        self, collection: ResourceRef, table: lancedb.AsyncTable, known_version: int | None = None
     ) -> _VectorSnapshot:
         snapshot = self._snapshots.get(collection)
         if snapshot is not None and known_version is not None and snapshot.version == known_version:
@@ -217,7 +220,7 @@ class ChunkReader:
         if snapshot is not None and snapshot.version == version:
             self._snapshots.move_to_end(collection)
             return snapshot
-        async with self._lock(collection):
+        async with self._lock(("vectors", collection)):
             snapshot = self._snapshots.get(collection)
             if snapshot is not None and snapshot.version == version:
                 return snapshot

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pyarrow as pa
+
+from sounding.store.tenancy import ResourceRef
 
 COLLECTIONS_TABLE = "collections"
 SESSIONS_TABLE = "inquiry_sessions"
@@ -13,39 +13,6 @@ SESSION_SETUPS_TABLE = "inquiry_session_setups"
 CHUNKS_PREFIX = "chunks__"
 TEXT_INDEX = "search_text_idx"
 TEXT_COLUMN = "search_text"
-COLLECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-
-# Every collection, inquiry session and learning table belongs to a tenant (README, "Security").
-# The default tenant's keep their bare names; another tenant's collections and sessions are keyed
-# "<tenant>.<name>" and its learning tables named "<table>.<tenant>" ('.' occurs in neither a
-# tenant nor a name a client can choose, so no key of one tenant is another's).
-DEFAULT_TENANT = "default"
-
-
-def scoped(tenant: str, name: str) -> str:
-    """The store's key of a tenant's collection or session called `name`."""
-    return name if tenant == DEFAULT_TENANT else f"{tenant}.{name}"
-
-
-def session_key(tenant: str, session_id: str) -> str | None:
-    """The store's key of a tenant's inquiry session; None for an id no session has (one with a
-    '.', which could name another tenant's key)."""
-    return None if "." in session_id else scoped(tenant, session_id)
-
-
-def public_name(key: str) -> str:
-    """The name a key's tenant knows it by."""
-    return key.split(".", 1)[-1]
-
-
-def tenant_of(key: str) -> str:
-    return key.split(".", 1)[0] if "." in key else DEFAULT_TENANT
-
-
-def tenant_table(table: str, tenant: str) -> str:
-    """The name of a tenant's copy of a learning table."""
-    return table if tenant == DEFAULT_TENANT else f"{table}.{tenant}"
-
 
 COLLECTIONS_SCHEMA = pa.schema(
     [
@@ -82,8 +49,8 @@ SESSIONS_SCHEMA = pa.schema(
 )
 
 
-def chunks_table(collection: str) -> str:
-    return CHUNKS_PREFIX + collection
+def chunks_table(collection: ResourceRef) -> str:
+    return CHUNKS_PREFIX + collection.key
 
 
 def chunks_schema(dimension: int) -> pa.Schema:

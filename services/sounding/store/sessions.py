@@ -16,6 +16,7 @@ from sounding.store import schema
 from sounding.store.compaction import compact, compact_if_fragmented
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
+from sounding.store.tenancy import ResourceRef
 
 # Session saves are one small commit each; compact the table (and refresh its index) every so many.
 SESSION_WRITES_PER_COMPACTION = 200
@@ -49,10 +50,10 @@ class SessionTables:
         self._session_lock = asyncio.Lock()
         self._session_saves = GroupCommit(self._commit_session_rows)
 
-    async def create_session(self, session_id: str, domain: str, setup_json: str) -> None:
+    async def create_session(self, session: ResourceRef, domain: str, setup_json: str) -> None:
         """Record a new session's fixed setup (once, before its first step is saved)."""
         row = {
-            "session_id": session_id,
+            "session_id": session.key,
             "domain": domain,
             "setup_json": setup_json,
             "create_time_us": int(time.time() * 1e6),
@@ -62,12 +63,12 @@ class SessionTables:
             await self._count_session_write()
         await self._durability.sync()
 
-    async def save_session(self, session_id: str, step: int, domain: str, state_json: str) -> None:
+    async def save_session(self, session: ResourceRef, step: int, domain: str, state_json: str) -> None:
         """Store a session's state after `step`, replacing the one before (a session has one row
         however often it is saved or resumed). Saves of several sessions arriving together share
         one commit."""
         row = {
-            "session_id": session_id,
+            "session_id": session.key,
             "step": step,
             "domain": domain,
             "state_json": state_json,
@@ -94,11 +95,11 @@ class SessionTables:
         if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
             await compact(self._sessions, self._session_setups)
 
-    async def load_session(self, session_id: str) -> tuple[str, str] | None:
+    async def load_session(self, session: ResourceRef) -> tuple[str, str] | None:
         """(setup, state of the latest step) of a session, or None for an unknown session (data
         directories written before saves replaced their row may hold several rows: the latest
         step wins)."""
-        where = f"session_id = {schema.sql_string(session_id)}"
+        where = f"session_id = {schema.sql_string(session.key)}"
         # Under the write lock, so that a load sees a session's expiry whole or not at all.
         async with self._session_lock:
             setups = (
@@ -111,7 +112,7 @@ class SessionTables:
             return None
         return setups[0]["setup_json"], max(rows, key=lambda r: r["step"])["state_json"]
 
-    async def expire_sessions(self, idle_before_us: int, held: Callable[[str], bool]) -> int:
+    async def expire_sessions(self, idle_before_us: int, held: Callable[[ResourceRef], bool]) -> int:
         """Delete every session whose last step was saved before `idle_before_us` (its state
         and setup: a load then finds nothing), and every setup from before then left without a
         state (a start that crashed before its first save). A session stays if `held(id)` when
@@ -125,7 +126,7 @@ class SessionTables:
         gone = 0
         for batch in _batches(sorted(set(idle) | stateless)):
             async with self._session_lock:
-                ids = [i for i in batch if not held(i)]
+                ids = [i for i in batch if not held(ResourceRef.from_key(i))]
                 if not ids:
                     continue
                 # Superseded rows of older data directories go too; a row saved since stays.

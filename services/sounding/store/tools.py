@@ -24,7 +24,8 @@ from sounding.store.connection import connect
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
 from sounding.store.location import StoreLocation
-from sounding.store.schema import DEFAULT_TENANT, sql_string, tenant_table
+from sounding.store.schema import sql_string
+from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 
 TOOLS_TABLE = "tools"
 EVENTS_TABLE = "tool_events"

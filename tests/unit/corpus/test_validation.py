@@ -1,8 +1,9 @@
 import pytest
 from sounding import errors
-from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch, validate_collection_name
+from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch
 from sounding.limits import CorpusLimits
 from sounding.store.collections import CollectionInfo
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
 
@@ -24,17 +25,6 @@ def test_good_batch_passes():
     validate_batch([DocumentIn("a", "x"), DocumentIn("b", "y", "title", {"k": "v"})])
 
 
-@pytest.mark.parametrize("name", ["", "Upper", "-lead", "a" * 65, "has space", "dot.ted"])
-def test_bad_collection_names(name):
-    with pytest.raises(errors.InvalidArgument):
-        validate_collection_name(name)
-
-
-@pytest.mark.parametrize("name", ["a", "beir-scifact-1", "x_y", "0" * 64])
-def test_good_collection_names(name):
-    validate_collection_name(name)
-
-
 @pytest.mark.parametrize(
     "document,field",
     [
@@ -53,7 +43,7 @@ def test_fields_over_their_limits_name_the_field(document, field):
 
 
 def test_a_document_making_too_many_chunks_is_refused_before_anything_is_embedded():
-    info = CollectionInfo("c", "", 0, "m", 2, chunk_words=10, chunk_overlap_words=0)
+    info = CollectionInfo(ResourceRef("default", "c"), "", 0, "m", 2, chunk_words=10, chunk_overlap_words=0)
     limits = CorpusLimits(max_chunks_per_document=5, max_chunks_per_batch=8)
     assert len(chunk_rows([DocumentIn("a", "w " * 50)], info, limits)) == 5
     with pytest.raises(errors.InvalidArgument) as per_document:

@@ -6,7 +6,7 @@ from sounding import errors
 from sounding.inquiry.protocol import AskEvent, Policy, Start
 from sounding.inquiry.service import InquiryService, ObservationRequest, ResumeRequest
 from sounding.limits import InquiryLimits
-from sounding.store import schema
+from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef
 
 pytestmark = pytest.mark.unit
 
@@ -16,7 +16,7 @@ class MemoryStore:
 
     def __init__(self):
         self.setups, self.states, self.loads = {}, {}, 0
-        self.expiries: list[tuple[int, list[str]]] = []
+        self.expiries: list[tuple[int, list[ResourceRef]]] = []
 
     async def create_session(self, session_id, domain, setup_json):
         self.setups[session_id] = setup_json
@@ -32,7 +32,7 @@ class MemoryStore:
 
     async def expire_sessions(self, idle_before_us, held):
         """Forgets every session not held (the idle times are the store's business)."""
-        self.expiries.append((idle_before_us, sorted(key for key in self.states if held(key))))
+        self.expiries.append((idle_before_us, sorted((key for key in self.states if held(key)), key=str)))
         gone = [key for key in self.states if not held(key)]
         for key in gone:
             del self.states[key], self.setups[key]
@@ -143,7 +143,7 @@ def test_expiry_spares_a_session_a_stream_holds_and_a_resume_of_an_expired_one_f
 
     gone, expired, resumed, held_id = asyncio.run(run())
     assert gone == 1
-    assert store.expiries == [(1_000_000_000, [schema.scoped(schema.DEFAULT_TENANT, held_id)])]
+    assert store.expiries == [(1_000_000_000, [ResourceRef(DEFAULT_TENANT, held_id)])]
     assert expired.reason == "SESSION_NOT_FOUND"
     assert isinstance(resumed[-1], AskEvent)
 

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
 class Endpoint(BaseHTTPRequestHandler):
     requests: list[dict] = []
     status = 200
+    error_body = b'{"error": "overloaded"}'
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -25,7 +26,7 @@ class Endpoint(BaseHTTPRequestHandler):
         if Endpoint.status != 200:
             self.send_response(Endpoint.status)
             self.end_headers()
-            self.wfile.write(b'{"error": "overloaded"}')
+            self.wfile.write(Endpoint.error_body)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -45,7 +46,7 @@ def endpoint():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    Endpoint.requests, Endpoint.status = [], 200
+    Endpoint.requests, Endpoint.status, Endpoint.error_body = [], 200, b'{"error": "overloaded"}'
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
 
@@ -88,3 +89,22 @@ def test_an_error_status_or_no_server_is_unavailable(endpoint):
         _generate(endpoint)
     with pytest.raises(errors.Unavailable):
         _generate("http://127.0.0.1:9/v1")
+
+
+def test_an_error_answer_passes_on_its_status_and_reason_never_its_text(endpoint):
+    Endpoint.status = 401
+    Endpoint.error_body = json.dumps(
+        {
+            "error": {
+                "message": "Incorrect API key provided: sk-live-1234abcd",
+                "type": "invalid_request_error",
+            }
+        }
+    ).encode()
+    with pytest.raises(errors.Unavailable) as refused:
+        _generate(endpoint)
+    assert refused.value.message == "generator endpoint answered 401 (invalid_request_error)"
+    Endpoint.error_body = b"<html>key sk-live-1234abcd is not valid</html>"
+    with pytest.raises(errors.Unavailable) as refused:
+        _generate(endpoint)
+    assert refused.value.message == "generator endpoint answered 401"

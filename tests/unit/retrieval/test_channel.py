@@ -250,25 +250,48 @@ def test_a_silent_connection_is_closed_within_the_handshake_timeout(monkeypatch)
     assert closed and waited < 5
 
 
-def test_connections_beyond_the_cap_are_closed(monkeypatch):
+def test_proven_connections_beyond_the_cap_are_closed(monkeypatch):
     monkeypatch.setattr(channel_module, "MAX_CONNECTIONS", 2)
 
     async def run():
-        server, (host, port) = await serve(Worker())
-        try:
-            held = [await asyncio.open_connection(host, port) for _ in range(2)]
+        async with connected(Worker()) as (server, first):
+            second, third = client_of(server_address(server)), client_of(server_address(server))
+            try:
+                served = [await echo(first, "a"), await echo(second, "b")]
+                with pytest.raises(errors.Unavailable):
+                    await echo(third, "c")
+                return served
+            finally:
+                await second.close()
+                await third.close()
+
+    assert asyncio.run(run()) == ["a", "b"]
+
+
+def test_sockets_that_never_prove_anything_cannot_keep_a_client_out(monkeypatch):
+    monkeypatch.setattr(channel_module, "MAX_PENDING_HANDSHAKES", 4)
+    monkeypatch.setattr(channel_module, "MAX_CONNECTIONS", 1)
+
+    async def run():
+        async with connected(Worker()) as (server, client):
+            host, port = server_address(server)
+            held = [await asyncio.open_connection(host, port) for _ in range(12)]
             for reader, _ in held:
                 await reader.readexactly(channel_module.NONCE_BYTES)
-            reader, writer = await asyncio.open_connection(host, port)
-            refused = await _closed(reader, 5)
-            for _, held_writer in held:
-                held_writer.close()
-            writer.close()
-            return refused
-        finally:
-            await server.close()
+            served = await echo(client, "through")  # the only proven connection: within the cap
+            # The oldest give way at once, well before their handshake time runs out.
+            dropped = [await _closed(reader, 1) for reader, _ in held[:8]]
+            for _, writer in held:
+                writer.close()
+            return served, dropped
 
-    assert asyncio.run(run())
+    served, dropped = asyncio.run(run())
+    assert served == "through" and all(dropped)
+
+
+def server_address(server: ChannelServer) -> tuple[str, int]:
+    assert server._server is not None
+    return server._server.sockets[0].getsockname()[:2]
 
 
 def test_a_lost_worker_fails_calls_in_flight_and_the_next_call_finds_its_replacement():

@@ -6,6 +6,7 @@ import pytest
 from sounding.retrieval import expansions
 from sounding.retrieval.protocol import ExpansionRequest
 from sounding.store.graph import GraphSnapshot
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
 
@@ -72,7 +73,7 @@ class FakeModels:
 
 
 def expand(strategy, graph, query, models=None, vector=None, queries=3):
-    request = ExpansionRequest("c", query, strategy, queries, 10, None, vector)
+    request = ExpansionRequest(ResourceRef("default", "c"), query, strategy, queries, 10, None, vector)
     return asyncio.run(expansions.EXPANSIONS[strategy](request, graph, models or FakeModels()))
 
 
@@ -138,7 +139,7 @@ def test_reformulation_asks_the_generator_for_one_rewrite(graph):
 
 def test_generations_are_cached_within_the_tenant_that_owns_the_collection(graph):
     models = FakeModels(text="1. ocean depth")
-    for collection in ("charts", "acme.charts"):
+    for collection in (ResourceRef("default", "charts"), ResourceRef("acme", "charts")):
         request = ExpansionRequest(collection, "how deep is the sea", "reformulation", 1, 10)
         asyncio.run(expansions.EXPANSIONS["reformulation"](request, graph, models))
     assert models.scopes == ["default", "acme"]

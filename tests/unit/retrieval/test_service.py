@@ -21,14 +21,16 @@ from sounding.retrieval.protocol import (
 from sounding.retrieval.service import RetrievalService, validate
 from sounding.store.collections import CollectionInfo, CollectionStats
 from sounding.store.reader import ChunkHit
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
 CREATED_US = 1_700_000_000_000_000
+C = ResourceRef("default", "c")
 
 
 class FakeStore:
     def __init__(self):
-        self.collections = {"c"}
+        self.collections = {C}
 
     async def get_collection(self, name):
         if name not in self.collections:
@@ -109,7 +111,7 @@ async def _collect(service, query):
 
 def test_streams_plan_results_in_landing_order_fused_then_final():
     executor = FakeExecutor({"dense": 0.05, "lexical": 0.0}, {"dense": ["a", "b"], "lexical": ["b", "c"]})
-    events = asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
+    events = asyncio.run(_collect(service_over(executor), RetrieveQuery(C, "q", 3)))
     kinds = [type(e) for e in events]
     assert kinds == [PlanEvent, StrategyResultEvent, StrategyResultEvent, FusedEvent, FinalEvent]
     assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == [
@@ -140,7 +142,7 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
 def test_the_conservative_confidence_discounts_synthesis_by_the_miss_rate():
     executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["a"]})
     events = asyncio.run(
-        _collect(service_over(executor), RetrieveQuery("c", "q", 3, synthesis_confidence=0.8))
+        _collect(service_over(executor), RetrieveQuery(C, "q", 3, synthesis_confidence=0.8))
     )
     final = events[-1]
     miss_rate = final.uncertainty.miss_rate.value
@@ -160,7 +162,7 @@ def test_what_each_arm_found_is_remembered_for_observe():
 
     async def run():
         service = service_over(executor, log)
-        events = await _collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical")))
+        events = await _collect(service, RetrieveQuery(C, "q", 3, arms=("dense", "lexical")))
         await service.learning.wait_written()
         return events
 
@@ -178,7 +180,7 @@ def test_a_failed_arm_is_named_in_the_final_and_the_others_result_stands():
     executor = FakeExecutor(
         {"dense": 0.0, "lexical": 0.01}, {"dense": ["a"], "lexical": ["b", "c"]}, failing={"dense"}
     )
-    events = asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
+    events = asyncio.run(_collect(service_over(executor), RetrieveQuery(C, "q", 3)))
     final = events[-1]
     assert isinstance(final, FinalEvent)
     assert [h.document_id for h in final.hits] == ["b", "c"]
@@ -189,7 +191,7 @@ def test_a_failed_arm_is_named_in_the_final_and_the_others_result_stands():
 def test_an_arm_past_its_timeout_is_dropped_and_cancelled():
     executor = FakeExecutor({"dense": 10.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
     service = service_over(executor, limits=RetrieveLimits(arm_timeout_s=0.05))
-    final = asyncio.run(_collect(service, RetrieveQuery("c", "q", 3)))[-1]
+    final = asyncio.run(_collect(service, RetrieveQuery(C, "q", 3)))[-1]
     assert [h.document_id for h in final.hits] == ["b"]
     assert [(f.arm, f.code) for f in final.failed_arms] == [("dense", "DEADLINE_EXCEEDED")]
     assert executor.cancelled == ["dense"]
@@ -198,14 +200,14 @@ def test_an_arm_past_its_timeout_is_dropped_and_cancelled():
 def test_the_retrieval_fails_only_when_every_arm_failed():
     executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {}, failing={"dense", "lexical"})
     with pytest.raises(errors.Unavailable):
-        asyncio.run(_collect(service_over(executor), RetrieveQuery("c", "q", 3)))
+        asyncio.run(_collect(service_over(executor), RetrieveQuery(C, "q", 3)))
 
 
 def test_a_consumer_going_away_cancels_outstanding_arms():
     executor = FakeExecutor({"dense": 10.0, "lexical": 10.0}, {"dense": [], "lexical": []})
 
     async def consume_plan_then_leave():
-        stream = service_over(executor).retrieve(RetrieveQuery("c", "q", 3))
+        stream = service_over(executor).retrieve(RetrieveQuery(C, "q", 3))
         assert isinstance(await anext(stream), PlanEvent)
         task = asyncio.ensure_future(anext(stream))
         await asyncio.sleep(0.01)
@@ -220,13 +222,13 @@ def test_a_consumer_going_away_cancels_outstanding_arms():
 @pytest.mark.parametrize(
     "query,field",
     [
-        (RetrieveQuery("c", "x" * 5000, 10), "query"),
-        (RetrieveQuery("c", "q", 1001), "top_k"),
-        (RetrieveQuery("c", "q", 10, arms=("telepathy",)), "arms"),
-        (RetrieveQuery("c", "q", 10, fusion_k=1e9), "fusion_k"),
-        (RetrieveQuery("c", "q", 10, expansion=ExpansionOptions(budget=51)), "expansion.budget"),
+        (RetrieveQuery(C, "x" * 5000, 10), "query"),
+        (RetrieveQuery(C, "q", 1001), "top_k"),
+        (RetrieveQuery(C, "q", 10, arms=("telepathy",)), "arms"),
+        (RetrieveQuery(C, "q", 10, fusion_k=1e9), "fusion_k"),
+        (RetrieveQuery(C, "q", 10, expansion=ExpansionOptions(budget=51)), "expansion.budget"),
         (
-            RetrieveQuery("c", "q", 10, expansion=ExpansionOptions(strategies=("guess",))),
+            RetrieveQuery(C, "q", 10, expansion=ExpansionOptions(strategies=("guess",))),
             "expansion.strategies",
         ),
     ],
@@ -240,7 +242,7 @@ def test_requests_beyond_the_limits_or_naming_unknown_strategies_name_the_field(
 def test_unknown_collection_is_not_found():
     service = service_over(FakeExecutor({}, {}))
     with pytest.raises(errors.NotFound):
-        asyncio.run(_collect(service, RetrieveQuery("missing", "q", 3)))
+        asyncio.run(_collect(service, RetrieveQuery(ResourceRef("default", "missing"), "q", 3)))
 
 
 def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
@@ -259,7 +261,7 @@ def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
 
     executor = RecordingExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
     service = service_over(executor, models=SlowModels())
-    asyncio.run(_collect(service, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
+    asyncio.run(_collect(service, RetrieveQuery(C, "q", 3, arms=("dense", "lexical"))))
     assert order == ["lexical (without vector)", "embedded", "dense (with vector)"]
 
 
@@ -268,7 +270,7 @@ class OneAdapter:
     and triples the dense arm's fusion weight."""
 
     def of(self, collection, create_time_us):
-        if (collection, create_time_us) != ("c", CREATED_US):
+        if (collection, create_time_us) != (C, CREATED_US):
             return None
         swap = np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
         return QueryAdapter(7, swap, CREATED_US, dense_fusion_weight=3.0)
@@ -278,13 +280,13 @@ def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out()
     executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["a"]})
     tenant = service_over(executor)
     tenant.learning.query_adapters = OneAdapter()
-    events = asyncio.run(_collect(tenant, RetrieveQuery("c", "q", 3, arms=("dense", "lexical"))))
+    events = asyncio.run(_collect(tenant, RetrieveQuery(C, "q", 3, arms=("dense", "lexical"))))
     assert events[0].query_adapter_version == 7
     assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 3.0, "lexical": 1.0}
     assert executor.vectors["dense"] == pytest.approx([0.0, 1.0, 0.0, 0.0])
     remembered = tenant.learning._unwritten[-1]
     assert list(remembered.embedding) == pytest.approx([1.0, 0.0, 0.0, 0.0]), "outcomes learn from the base"
-    base = RetrieveQuery("c", "q", 3, arms=("dense", "lexical"), learned_ranking=False)
+    base = RetrieveQuery(C, "q", 3, arms=("dense", "lexical"), learned_ranking=False)
     events = asyncio.run(_collect(tenant, base))
     assert events[0].query_adapter_version == 0
     assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 1.0, "lexical": 1.0}

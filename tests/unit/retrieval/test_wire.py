@@ -6,8 +6,10 @@ from sounding.api.sounding.worker.v1 import worker_pb2
 from sounding.retrieval import wire
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.store.reader import ChunkHit
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
+DOCS = ResourceRef("acme", "docs")
 
 
 def _through_the_wire(message):
@@ -16,12 +18,13 @@ def _through_the_wire(message):
 
 def test_an_arm_call_and_its_outcome_round_trip():
     vector = np.linspace(-1, 1, 384, dtype=np.float32)
-    request = ArmRequest("docs", "what causes rain", 50, 1.5, vector, 7, "flow-1")
+    request = ArmRequest(DOCS, "what causes rain", 50, 1.5, vector, 7, "flow-1")
     call = _through_the_wire(wire.arm_call("dense", request, {"traceparent": "00-abc"}))
     decoded = wire.arm_request(call.run_arm)
     assert call.run_arm.arm == "dense" and dict(call.trace_carrier) == {"traceparent": "00-abc"}
+    assert call.run_arm.collection == "acme.docs"
     assert (decoded.collection, decoded.query, decoded.limit, decoded.timeout_s) == (
-        "docs",
+        DOCS,
         "what causes rain",
         50,
         1.5,
@@ -38,7 +41,7 @@ def test_an_arm_call_and_its_outcome_round_trip():
 
 
 def test_absent_optionals_stay_absent():
-    request = ArmRequest("docs", "q", 10)
+    request = ArmRequest(DOCS, "q", 10)
     decoded = wire.arm_request(_through_the_wire(wire.arm_call("lexical", request, {})).run_arm)
     assert decoded == request
     empty = ArmResult("lexical", [], 0.5)
@@ -47,10 +50,10 @@ def test_absent_optionals_stay_absent():
 
 def test_an_expansion_call_and_its_outcome_round_trip():
     vector = np.ones(8, dtype=np.float32)
-    request = ExpansionRequest("docs", "q", "graph", 3, 20, None, vector, "f")
+    request = ExpansionRequest(DOCS, "q", "graph", 3, 20, None, vector, "f")
     decoded = wire.expansion_request(_through_the_wire(wire.expansion_call(request, {})).expand)
     assert (decoded.collection, decoded.strategy, decoded.queries, decoded.limit, decoded.timeout_s) == (
-        "docs",
+        DOCS,
         "graph",
         3,
         20,
@@ -60,6 +63,12 @@ def test_an_expansion_call_and_its_outcome_round_trip():
 
     result = ExpansionResult("graph", ["a", "b"], [[ChunkHit("d", "d#0", 1.0)], []], 9.0)
     assert wire.expansion_result(_through_the_wire(wire.expansion_outcome(result))) == result
+
+
+def test_a_call_naming_no_tenants_collection_is_refused_by_the_worker():
+    call = worker_pb2.ArmCall(arm="dense", collection="docs", query="q", limit=1)
+    with pytest.raises(ValueError):
+        wire.arm_request(call)
 
 
 def test_no_reply_is_mistaken_for_another_kind():

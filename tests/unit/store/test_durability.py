@@ -6,8 +6,10 @@ import pytest
 from sounding.store import durability
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
+C = ResourceRef("default", "c")
 
 
 @pytest.fixture
@@ -59,9 +61,9 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
         db = lancedb.connect(str(tmp_path))
         names = set(db.table_names())
         rows = (
-            db.open_table(schema.chunks_table("c")).count_rows() if schema.chunks_table("c") in names else 0
+            db.open_table(schema.chunks_table(C)).count_rows() if schema.chunks_table(C) in names else 0
         )
-        registered = "c" in db.open_table(schema.COLLECTIONS_TABLE).to_arrow().column("name").to_pylist()
+        registered = C.key in db.open_table(schema.COLLECTIONS_TABLE).to_arrow().column("name").to_pylist()
         await flush()
         order.append(f"flushed (registered {registered}, {rows} rows)")
 
@@ -69,7 +71,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
 
     async def run():
         store = await Store.open(StoreLocation(str(tmp_path)), sync)
-        await store.create_collection("c", "", "test", 2, 400, 50)
+        await store.create_collection(C, "", "test", 2, 400, 50)
         order.append("created")
         row = {
             "chunk_id": "a#0",
@@ -81,7 +83,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
             "metadata": {},
             "vector": np.array([1.0, 0.0], np.float32).tolist(),
         }
-        await store.write_documents("c", pa.Table.from_pylist([row], schema.chunks_schema(2)), ["a"])
+        await store.write_documents(C, pa.Table.from_pylist([row], schema.chunks_schema(2)), ["a"])
         order.append("written")
 
     asyncio.run(run())

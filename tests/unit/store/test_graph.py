@@ -3,8 +3,11 @@ import asyncio
 import numpy as np
 import pytest
 from sounding.store.graph import GraphSnapshot, GraphStore
+from sounding.store.location import StoreLocation
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
+C = ResourceRef("default", "c")
 
 
 def test_a_stored_graph_round_trips_and_answers_match_and_related(tmp_path):
@@ -12,21 +15,21 @@ def test_a_stored_graph_round_trips_and_answers_match_and_related(tmp_path):
 
     async def run():
         db = await lancedb.connect_async(str(tmp_path))
-        graphs = GraphStore(db)
-        assert await graphs.built_version("c") is None
+        graphs = await GraphStore.open(StoreLocation(str(tmp_path)))
+        assert await graphs.built_version(C) is None
         vectors = {
             "echo sounder": np.array([1.0, 0.0]),
             "sonar": np.array([0.9, 0.1]),
             "tide": np.array([0.0, 1.0]),
         }
         edges = {("echo sounder", "sonar"): 3, ("echo sounder", "tide"): 1}
-        await graphs.replace("c", 7, {"echo sounder": 4, "sonar": 3, "tide": 1}, vectors, edges, 2)
-        snapshot = await GraphSnapshot.load(*await GraphSnapshot.open_tables(db, "c"))
+        await graphs.replace(C, 7, {"echo sounder": 4, "sonar": 3, "tide": 1}, vectors, edges, 2)
+        snapshot = await GraphSnapshot.load(*await GraphSnapshot.open_tables(db, C))
         return (
             graphs,
-            await graphs.built_version("c"),
-            await graphs.vectors("c"),
-            await graphs.entity_names("c"),
+            await graphs.built_version(C),
+            await graphs.vectors(C),
+            await graphs.entity_names(C),
             snapshot,
         )
 
@@ -50,13 +53,13 @@ def test_dropping_a_graph_forgets_it(tmp_path):
 
     async def run():
         db = await lancedb.connect_async(str(tmp_path))
-        graphs = GraphStore(db)
-        await graphs.replace("c", 1, {"a": 1}, {"a": np.array([1.0, 0.0])}, {}, 2)
-        await graphs.drop("c")
+        graphs = await GraphStore.open(StoreLocation(str(tmp_path)))
+        await graphs.replace(C, 1, {"a": 1}, {"a": np.array([1.0, 0.0])}, {}, 2)
+        await graphs.drop(C)
         return (
-            await graphs.built_version("c"),
-            await graphs.entity_names("c"),
-            await GraphSnapshot.open_tables(db, "c"),
+            await graphs.built_version(C),
+            await graphs.entity_names(C),
+            await GraphSnapshot.open_tables(db, C),
         )
 
     assert asyncio.run(run()) == (None, frozenset(), None)

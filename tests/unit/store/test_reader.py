@@ -14,8 +14,14 @@ from sounding.store.reader import (
     _VectorSnapshot,
     best_per_document,
 )
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
+C = ResourceRef("default", "c")
+
+
+def ref(name: str) -> ResourceRef:
+    return ResourceRef("default", name)
 
 # Document "a" owns the six best chunks, then b, c, d follow.
 RANKED = [ChunkHit("a", f"a#{i}", 1.0 - i / 100) for i in range(6)] + [
@@ -99,14 +105,14 @@ def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(
 
     async def run():
         store = await Store.open(StoreLocation(str(tmp_path)))
-        await store.create_collection("c", "", "test", 2, 400, 50)
-        await store.write_documents("c", rows(["a"], [1.0, 0.0]), ["a"])
+        await store.create_collection(C, "", "test", 2, 400, 50)
+        await store.write_documents(C, rows(["a"], [1.0, 0.0]), ["a"])
         reader = await ChunkReader.open(StoreLocation(str(tmp_path)), exact_scan_max_chunks=100)
-        first = await store.stats("c")
-        before = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, first.version)
-        await store.write_documents("c", rows(["b"], [0.0, 1.0]), ["b"])
-        second = await store.stats("c")
-        table = await reader._table("c")
+        first = await store.stats(C)
+        before = await reader.vector_search(C, np.array([0.0, 1.0], np.float32), 5, first.version)
+        await store.write_documents(C, rows(["b"], [0.0, 1.0]), ["b"])
+        second = await store.stats(C)
+        table = await reader._table(C)
         asked = []
         original = table.version
 
@@ -115,8 +121,8 @@ def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(
             return await original()
 
         table.version = counted_version
-        after = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, second.version)
-        again = await reader.vector_search("c", np.array([0.0, 1.0], np.float32), 5, second.version)
+        after = await reader.vector_search(C, np.array([0.0, 1.0], np.float32), 5, second.version)
+        again = await reader.vector_search(C, np.array([0.0, 1.0], np.float32), 5, second.version)
         return first.version, second.version, before, after, again, len(asked)
 
     first, second, before, after, again, asked = asyncio.run(run())
@@ -132,20 +138,20 @@ def test_held_vectors_stay_within_the_budget_and_a_collection_over_it_is_searche
     async def run():
         store = await Store.open(StoreLocation(str(tmp_path)))
         for name, count in (("small", 10), ("other", 20), ("large", 40)):
-            await store.create_collection(name, "", "test", 16, 400, 50)
+            await store.create_collection(ref(name), "", "test", 16, 400, 50)
             documents = [f"{name}{i}" for i in range(count)]
-            await store.write_documents(name, rows(documents, [1.0] + [0.0] * 15), documents)
+            await store.write_documents(ref(name), rows(documents, [1.0] + [0.0] * 15), documents)
         reader = await ChunkReader.open(StoreLocation(str(tmp_path)), 100, snapshot_bytes=25 * vector_bytes)
         query = np.asarray([1.0] + [0.0] * 15, np.float32)
         found = {}
         for name in ("small", "other", "large"):
-            found[name] = await reader.vector_search(name, query, 3)
+            found[name] = await reader.vector_search(ref(name), query, 3)
         return reader, found
 
     reader, found = asyncio.run(run())
     assert all(len(hits) == 3 for hits in found.values())
-    assert list(reader._snapshots) == ["other", "large"]  # "small" gave way to "other"
-    assert reader._snapshots["large"].matrix is None  # 40 chunks exceed the budget alone
+    assert list(reader._snapshots) == [ref("other"), ref("large")]  # "small" gave way to "other"
+    assert reader._snapshots[ref("large")].matrix is None  # 40 chunks exceed the budget alone
     assert sum(s.nbytes for s in reader._snapshots.values()) <= 25 * vector_bytes
 
 
@@ -156,21 +162,21 @@ def test_a_collection_deleted_under_cached_handles_is_not_found_for_writer_and_r
 
     async def run():
         store = await Store.open(StoreLocation(str(tmp_path)))
-        await store.create_collection("c", "", "test", 2, 400, 50)
-        await store.write_documents("c", rows(["a"], [1.0, 0.0]), ["a"])
+        await store.create_collection(C, "", "test", 2, 400, 50)
+        await store.write_documents(C, rows(["a"], [1.0, 0.0]), ["a"])
         reader = await ChunkReader.open(StoreLocation(str(tmp_path)), exact_scan_max_chunks=100)
-        await store.stats("c")
-        await reader.vector_search("c", np.array([1.0, 0.0], np.float32), 1)
+        await store.stats(C)
+        await reader.vector_search(C, np.array([1.0, 0.0], np.float32), 1)
         # Another writer's delete, which this store's and reader's caches do not know of.
         other = lancedb.connect(str(tmp_path))
-        other.open_table(schema.COLLECTIONS_TABLE).delete("name = 'c'")
-        other.drop_table(schema.chunks_table("c"))
+        other.open_table(schema.COLLECTIONS_TABLE).delete(f"name = '{C.key}'")
+        other.drop_table(schema.chunks_table(C))
         store._infos.clear()
         failures = []
         for call in (
-            store.stats("c"),
-            store.fetch_chunks("c", ["a#0"]),
-            reader.text_search("c", "a", 1),
+            store.stats(C),
+            store.fetch_chunks(C, ["a#0"]),
+            reader.text_search(C, "a", 1),
         ):
             try:
                 await call

@@ -8,10 +8,17 @@ import lancedb
 import pyarrow as pa
 import pytest
 from sounding.store import learning_tables as tables
+from sounding.store.collections import Store
 from sounding.store.learning import LearningLog
 from sounding.store.location import StoreLocation
+from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 
 pytestmark = pytest.mark.unit
+
+
+def default(table: str) -> str:
+    return tenant_table(table, DEFAULT_TENANT)
+
 
 LEGACY_RETRIEVALS = pa.schema(
     [
@@ -121,7 +128,8 @@ async def write_legacy_log(path) -> None:
 
 def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path):
     async def run():
-        await write_legacy_log(str(tmp_path))
+        await write_legacy_log(str(tmp_path))  # the default tenant's, under the bare names of then
+        await Store.open(StoreLocation(str(tmp_path)))  # the server opens the store first
         log = await LearningLog.open(StoreLocation(str(tmp_path)))
         records = await log.retrievals(["r0", "r1", "r2"])
         observations = await log.observations()
@@ -129,19 +137,25 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
         deployment = await log.latest_deployment()
         db = await lancedb.connect_async(str(tmp_path))
         schemas = {
-            name: await (await db.open_table(name)).schema()
+            name: await (await db.open_table(default(name))).schema()
             for name in (tables.RETRIEVALS_TABLE, tables.OBSERVATIONS_TABLE, tables.INQUIRY_STATES_TABLE)
         }
         indexed = [
-            [i.columns for i in await (await db.open_table(name)).list_indices()]
+            [i.columns for i in await (await db.open_table(default(name))).list_indices()]
             for name in (tables.RETRIEVALS_TABLE, tables.OBSERVATIONS_TABLE)
         ]
-        versions = [await (await db.open_table(tables.RETRIEVALS_TABLE)).version()]
+        versions = [await (await db.open_table(default(tables.RETRIEVALS_TABLE))).version()]
         await LearningLog.open(StoreLocation(str(tmp_path)))  # already upgraded: not rewritten
-        versions.append(await (await db.open_table(tables.RETRIEVALS_TABLE)).version())
-        return records, observations, states, deployment, schemas, indexed, versions
+        versions.append(await (await db.open_table(default(tables.RETRIEVALS_TABLE))).version())
+        bare = {t for t in await db.table_names() if "." not in t}
+        return records, observations, states, deployment, schemas, indexed, versions, bare
 
-    records, observations, states, deployment, schemas, indexed, versions = asyncio.run(run())
+    records, observations, states, deployment, schemas, indexed, versions, bare = asyncio.run(run())
+    assert bare == {
+        "collections",
+        "inquiry_sessions",
+        "inquiry_session_setups",
+    }  # the legacy tables moved to the default tenant's names
     assert sorted(records) == ["r0", "r1", "r2"]
     r1 = records["r1"]
     assert r1.query_index == 1 and r1.stated_miss_rate is None

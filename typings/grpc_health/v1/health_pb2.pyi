@@ -1,10 +1,10 @@
 from _typeshed import Incomplete
 from typing import ClassVar, final
 
-from google._upb._message import Descriptor, FileDescriptor, MessageMeta
-from google.protobuf import message
+from google._upb._message import Descriptor, MessageMeta
+from google.protobuf import descriptor, message
 
-DESCRIPTOR: FileDescriptor
+DESCRIPTOR: descriptor.FileDescriptor
 
 @final
 class HealthCheckRequest(message.Message, metaclass=MessageMeta):

@@ -6,11 +6,15 @@ from sounding_client.api.sounding.v1 import common_pb2, sounding_pb2
 
 from sounding.core.provenance import Provenance
 from sounding.retrieval import protocol as p
+from sounding.store.tenancy import ResourceRef
 
 
-def retrieve_query(request: sounding_pb2.RetrieveRequest, timeout_s: float | None) -> p.RetrieveQuery:
+def retrieve_query(
+    request: sounding_pb2.RetrieveRequest, tenant: str, timeout_s: float | None
+) -> p.RetrieveQuery:
+    """The tenant's query (README, "Security")."""
     return p.RetrieveQuery(
-        collection=request.collection,
+        collection=ResourceRef.named(tenant, request.collection, "collection"),
         query=request.query,
         top_k=request.top_k,
         arms=tuple(request.arms),

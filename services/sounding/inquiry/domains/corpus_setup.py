@@ -12,6 +12,7 @@ from sounding.core import claim_evidence as evidence
 from sounding.core import query_scoring
 from sounding.inquiry.domains import parameters as parameters_
 from sounding.limits import InquiryLimits
+from sounding.store.tenancy import checked_name
 
 # Chunks a query reads, candidates per generation strategy, and eig_softmax's temperature.
 DEFAULT_HITS, DEFAULT_PER_STRATEGY, DEFAULT_TEMPERATURE = 3, 3, 0.05
@@ -36,6 +37,7 @@ def settings(context: str, parameters: Mapping[str, str], limits: InquiryLimits)
         raise errors.InvalidArgument(
             "the corpus domain needs the collection to search", field="start.domain_parameters.collection"
         )
+    checked_name(collection, "start.domain_parameters.collection")
     claim = context.strip()
     if not claim:
         raise errors.InvalidArgument("the corpus domain needs the claim to verify", field="start.context")

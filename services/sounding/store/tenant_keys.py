@@ -1,0 +1,137 @@
+"""The move of the default tenant's bare keys to `default.<name>` (`store.tenancy`), run when the
+store opens, before anything reads it.
+
+Stores written before every key carried its tenant named the default tenant's collections,
+sessions and learning tables by their bare names. Here:
+1. each bare per-tenant table (a learning, tool or corpus inquiry table; a collection's chunk or
+   graph table) is copied to its qualified name, the collection keys its rows hold qualified on
+   the way (`retrievals.collection`, `calibrations.target` of a query adapter);
+2. the shared tables' bare keys are qualified in place, one commit each (the collection registry,
+   the graph state, both session tables);
+3. the bare tables are dropped.
+Step 1 reads from the bare tables, which stay the truth until step 3, so a crash anywhere is
+repaired by the next open doing what is left: a copy is overwritten, never appended to. A copy
+holds one table in memory and drops its indexes; the tables' owners rebuild them when they open.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import lancedb
+import pyarrow as pa
+
+from sounding.store import schema
+from sounding.store.corpus_inquiry import QUERIES_TABLE, VERDICTS_TABLE
+from sounding.store.graph import EDGES_PREFIX, ENTITIES_PREFIX, GRAPH_STATE_TABLE
+from sounding.store.learning_tables import (
+    CALIBRATIONS_TABLE,
+    DEPLOYMENTS_TABLE,
+    INQUIRY_STATES_TABLE,
+    OBSERVATIONS_TABLE,
+    RETRIEVALS_TABLE,
+)
+from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
+from sounding.store.tools import EVENTS_TABLE, EXEMPLARS_TABLE, LABELS_TABLE, TOOLS_TABLE
+
+log = logging.getLogger(__name__)
+
+QUALIFIED = DEFAULT_TENANT + "."
+ADAPTER_TARGET = "query_adapter:"
+# Shared tables and the column holding their tenant-scoped keys.
+SHARED_KEYS = {
+    schema.COLLECTIONS_TABLE: "name",
+    GRAPH_STATE_TABLE: "collection",
+    schema.SESSIONS_TABLE: "session_id",
+    schema.SESSION_SETUPS_TABLE: "session_id",
+}
+PER_COLLECTION_PREFIXES = (schema.CHUNKS_PREFIX, ENTITIES_PREFIX, EDGES_PREFIX)
+
+
+def _qualified(values: pa.ChunkedArray, prefix: str = "") -> pa.ChunkedArray:
+    """`prefix<key>` values whose key is bare become `prefix default.<key>`."""
+    texts = values.to_pylist()
+    return pa.chunked_array(
+        [
+            [
+                prefix + QUALIFIED + v[len(prefix) :]
+                if v is not None and v.startswith(prefix) and "." not in v[len(prefix) :]
+                else v
+                for v in texts
+            ]
+        ],
+        values.type,
+    )
+
+
+def _retrievals(rows: pa.Table) -> pa.Table:
+    index = rows.schema.get_field_index("collection")
+    return rows.set_column(index, "collection", _qualified(rows.column("collection")))
+
+
+def _calibrations(rows: pa.Table) -> pa.Table:
+    index = rows.schema.get_field_index("target")
+    return rows.set_column(index, "target", _qualified(rows.column("target"), ADAPTER_TARGET))
+
+
+# The default tenant's learning tables, and what their rows need on the way.
+LEARNING_TABLES: dict[str, Callable[[pa.Table], pa.Table] | None] = {
+    RETRIEVALS_TABLE: _retrievals,
+    CALIBRATIONS_TABLE: _calibrations,
+    OBSERVATIONS_TABLE: None,
+    DEPLOYMENTS_TABLE: None,
+    INQUIRY_STATES_TABLE: None,
+    QUERIES_TABLE: None,
+    VERDICTS_TABLE: None,
+    TOOLS_TABLE: None,
+    EVENTS_TABLE: None,
+    LABELS_TABLE: None,
+    EXEMPLARS_TABLE: None,
+}
+
+
+def _bare_per_collection(name: str) -> bool:
+    return any(name.startswith(p) and "." not in name[len(p) :] for p in PER_COLLECTION_PREFIXES)
+
+
+def _qualified_table(name: str) -> str:
+    if name in LEARNING_TABLES:
+        return tenant_table(name, DEFAULT_TENANT)
+    prefix = next(p for p in PER_COLLECTION_PREFIXES if name.startswith(p))
+    return prefix + QUALIFIED + name[len(prefix) :]
+
+
+async def _table_names(db: lancedb.AsyncConnection) -> list[str]:
+    names: list[str] = []
+    start_after = None
+    while True:
+        page = list(await db.table_names(start_after=start_after, limit=1000))
+        names.extend(page)
+        if len(page) < 1000:
+            return names
+        start_after = page[-1]
+
+
+async def qualify_default_tenant(db: lancedb.AsyncConnection) -> int:
+    """Moves every bare key and table of the default tenant to its qualified name (see the module
+    docstring); returns how many tables were copied (0 once the store is current)."""
+    names = set(await _table_names(db))
+    bare = sorted(n for n in names if n in LEARNING_TABLES or _bare_per_collection(n))
+    for name in bare:
+        rows = await (await db.open_table(name)).query().to_arrow()
+        convert = LEARNING_TABLES.get(name)
+        rows = convert(rows) if convert else rows
+        # LanceDB cannot create a table from data without rows: an empty one is made from its schema.
+        data = {"data": rows} if rows.num_rows else {"schema": rows.schema}
+        await db.create_table(_qualified_table(name), **data, mode="overwrite")
+    for table_name, column in SHARED_KEYS.items():
+        if table_name in names:
+            table, bare_keys = await db.open_table(table_name), f"strpos({column}, '.') = 0"
+            if await table.count_rows(bare_keys):  # an update commits even when it matches nothing
+                await table.update(updates_sql={column: f"concat('{QUALIFIED}', {column})"}, where=bare_keys)
+    for name in bare:
+        await db.drop_table(name)
+    if bare:
+        log.info("moved %d tables of the default tenant to qualified names: %s", len(bare), ", ".join(bare))
+    return len(bare)
