@@ -156,20 +156,32 @@ def open_service_handler(
             make(_budgeted(behaviour, budget), **codecs),
         )
 
-    class _Open(grpc.GenericRpcHandler):
-        def service(self, handler_call_details):
-            pair = handlers.get(handler_call_details.method)
-            if pair is None:
-                return None
-            if not authenticator.enabled or not auth.has_token(handler_call_details.invocation_metadata):
-                return pair[1]
-            try:
-                authenticator.authenticate(handler_call_details.invocation_metadata)
-            except errors.SoundingError as refused:
-                return refusal(refused)
-            return pair[0]
+    return _OpenService(handlers, authenticator)
 
-    return _Open()
+
+class _OpenService(grpc.GenericRpcHandler):
+    """Per method, (its handler for a caller with a valid token, its budgeted one)."""
+
+    def __init__(
+        self,
+        handlers: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]],
+        authenticator: auth.Authenticator,
+    ):
+        self._handlers = handlers
+        self._authenticator = authenticator
+
+    def service(self, handler_call_details):
+        pair = self._handlers.get(handler_call_details.method)
+        if pair is None:
+            return None
+        metadata = handler_call_details.invocation_metadata
+        if not self._authenticator.enabled or not auth.has_token(metadata):
+            return pair[1]
+        try:
+            self._authenticator.authenticate(metadata)
+        except errors.SoundingError as refused:
+            return refusal(refused)
+        return pair[0]
 
 
 def refusal(error: errors.SoundingError, record: AuditRecord | None = None) -> grpc.RpcMethodHandler:

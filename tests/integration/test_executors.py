@@ -18,9 +18,11 @@ from sounding.retrieval.channel import ChannelClient
 from sounding.retrieval.executors import InProcessExecutor, RayExecutor, StrategyWorker, runner_arguments
 from sounding.retrieval.protocol import ArmRequest
 from sounding.store.reader import ChunkReader
+from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef
 
 pytestmark = pytest.mark.integration
 
+DEMO = ResourceRef(DEFAULT_TENANT, "demo")  # the demo collection of the shared stack (no tokens)
 QUERIES = ["depth of water under a ship", "fusing rankings", "learning from rewards", "leadsman"]
 
 
@@ -41,7 +43,7 @@ def test_in_process_and_ray_executors_agree(stack, demo_collection, ray_runtime)
             pairs = []
             for query in QUERIES:
                 for arm in ("dense", "lexical"):
-                    request = ArmRequest("demo", query, 5)
+                    request = ArmRequest(DEMO, query, 5)
                     pairs.append((await local.run(arm, request, {}), await remote.run(arm, request, {})))
             return pairs
         finally:
@@ -73,7 +75,7 @@ def test_cancelling_a_ray_arm_cancels_its_call_on_the_worker(stack, demo_collect
                 return sum(await remote.calls_in_flight()) == count
 
             # `hyde` generates before it searches (seconds on a CPU); a new query misses the cache.
-            request = ArmRequest("demo", f"how deep is the water {uuid.uuid4().hex}", 5, 60.0)
+            request = ArmRequest(DEMO, f"how deep is the water {uuid.uuid4().hex}", 5, 60.0)
             call = asyncio.ensure_future(remote.run("hyde", request, {}))
             await _until(lambda: running(1))
             call.cancel()
@@ -89,7 +91,7 @@ def test_cancelling_a_ray_arm_cancels_its_call_on_the_worker(stack, demo_collect
 def test_a_ray_worker_that_dies_is_restarted_and_its_calls_resume(stack, demo_collection, ray_runtime):
     async def run():
         remote = await RayExecutor.open(stack.settings)
-        request = ArmRequest("demo", "depth of water under a ship", 5)
+        request = ArmRequest(DEMO, "depth of water under a ship", 5)
         try:
             workers = remote._workers  # the test kills them as a crash would
             before = [await remote.run("lexical", request, {}) for _ in workers]
@@ -126,8 +128,8 @@ def test_exact_scan_agrees_with_lancedb_vector_search(stack, demo_collection):
                 vector = (await models.embed([query]))[0]
                 out.append(
                     (
-                        await exact.vector_search("demo", vector, 6),
-                        await lance.vector_search("demo", vector, 6),
+                        await exact.vector_search(DEMO, vector, 6),
+                        await lance.vector_search(DEMO, vector, 6),
                     )
                 )
             return out

@@ -18,6 +18,7 @@ from sounding.cli.eval_choices import (
     ToolConfig,
 )
 from sounding.cli.evaluate_arbench import eval_arbench, eval_arbench_compare
+from sounding.cli.evaluate_flood import eval_flood
 from sounding.cli.evaluate_generation import eval_generation
 from sounding.cli.evaluate_nli import eval_nli
 from sounding.cli.evaluate_simulated import eval_robust_mi_simulated
@@ -27,6 +28,7 @@ from sounding.progress import progress_bar
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)
 eval_app.command("arbench-compare")(eval_arbench_compare)
+eval_app.command("flood")(eval_flood)
 eval_app.command("generation")(eval_generation)
 eval_app.command("nli")(eval_nli)
 eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
