@@ -5,14 +5,16 @@
 - `refusal`: the handler of a call refused before anything of its request is read;
 - `open_service_handler`: the services a caller may use without a token (health, reflection),
   served on a budget of their own (`OpenCalls`): at most so many calls at once in all and from
-  one peer address, so that unauthenticated streams held open never take what authenticated
-  calls need. A caller that sends a valid token is served outside that budget.
+  one peer address, each slot taken before its request is read, so that unauthenticated
+  streams held open never take what authenticated calls need. Callers that send a valid token
+  have a budget of their own for these services too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import ipaddress
 from collections import Counter
 from contextlib import contextmanager
 
@@ -22,6 +24,7 @@ from google.protobuf import descriptor, message_factory
 from sounding import auth, errors
 from sounding.audit import AuditRecord
 from sounding.grpc_errors import abort
+from sounding.limits import TransportLimits
 
 HANDLERS = {
     (False, False): grpc.unary_unary_rpc_method_handler,
@@ -72,95 +75,155 @@ class Gate:
 
 
 class OpenCalls:
-    """The budget of the calls a caller may make without a token (health, reflection): at most
-    `max_calls` at once in all and `max_calls_per_peer` from one address (a peer's port aside);
-    beyond, RESOURCE_EXHAUSTED at once."""
+    """A budget of calls to the services that need no token (health, reflection): at most
+    `max_calls` at once in all and `max_calls_per_peer` from one address (its port aside; an IPv6
+    address by its /64); beyond, RESOURCE_EXHAUSTED at once. Calls from loopback count against
+    their address's share only, not the total: a probe run inside the pod (`sounding health`)
+    is not refused because remote callers took the total."""
 
-    def __init__(self, max_calls: int, max_calls_per_peer: int):
+    def __init__(self, max_calls: int, max_calls_per_peer: int, what: str = "without a token"):
         self._max_calls = max_calls
         self._max_calls_per_peer = max_calls_per_peer
+        self._what = what
         self._by_peer: Counter[str] = Counter()
         self.in_flight = 0
 
     @contextmanager
     def slot(self, peer: str):
         address = peer_address(peer)
-        if self.in_flight >= self._max_calls or self._by_peer[address] >= self._max_calls_per_peer:
+        counted = not _is_loopback(address)
+        if (counted and self.in_flight >= self._max_calls) or self._by_peer[
+            address
+        ] >= self._max_calls_per_peer:
             raise errors.ResourceExhausted(
-                f"at most {self._max_calls_per_peer} calls without a token from one address, and "
-                f"{self._max_calls} in all, are served at once; retry later",
+                f"at most {self._max_calls_per_peer} health and reflection calls {self._what} from one "
+                f"address, and {self._max_calls} in all, are served at once; retry later",
                 reason="TOO_MANY_OPEN_CALLS",
             )
-        self.in_flight += 1
+        self.in_flight += counted
         self._by_peer[address] += 1
         try:
             yield
         finally:
-            self.in_flight -= 1
+            self.in_flight -= counted
             self._by_peer[address] -= 1
             if not self._by_peer[address]:
                 del self._by_peer[address]
 
 
 def peer_address(peer: str) -> str:
-    """The address of a grpc peer string (`ipv4:10.0.0.1:5000`, `ipv6:[::1]:5000`), its port aside."""
+    """The address a grpc peer string names (`ipv4:10.0.0.1:5000` is 10.0.0.1), its port aside;
+    of an IPv6 address, its /64 (`ipv6:[2001:db8::1]:5000` is 2001:db8::/64): one host holds
+    a whole /64."""
     kind, _, rest = peer.partition(":")
-    if kind in ("ipv4", "ipv6"):
+    if kind == "ipv4":
         return rest.rsplit(":", 1)[0]
+    if kind == "ipv6":
+        host = ipaddress.IPv6Address(rest.rsplit(":", 1)[0].strip("[]"))
+        return "::1" if host.is_loopback else str(ipaddress.IPv6Network((host, 64), strict=False))
     return peer
 
 
-def _budgeted(behaviour, budget: OpenCalls):
-    """`behaviour` (a coroutine, or an async generator of responses) within the budget."""
-    if inspect.isasyncgenfunction(behaviour):
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address.startswith("unix:")
 
-        async def stream(request, context):
-            try:
-                with budget.slot(context.peer()):
-                    async for response in behaviour(request, context):
-                        yield response
-            except errors.SoundingError as refused:
-                await abort(context, refused)
 
-        return stream
+# A request of a budgeted method that takes longer than this to arrive is refused.
+OPEN_REQUEST_TIMEOUT_S = 10.0
 
-    async def call(request, context):
+
+def _budgeted(method: descriptor.MethodDescriptor, behaviour, budget: OpenCalls) -> grpc.RpcMethodHandler:
+    """`behaviour` (grpc's own servicer method) within `budget`, its slot taken before anything of
+    the request is read: a method of one request message is served as a client stream whose
+    message is read once the call holds its slot (grpc would read a unary request before the
+    handler runs), within OPEN_REQUEST_TIMEOUT_S."""
+    request_type = message_factory.GetMessageClass(method.input_type)
+    encode = message_factory.GetMessageClass(method.output_type).SerializeToString
+
+    async def within(context, work):
         try:
             with budget.slot(context.peer()):
-                return await behaviour(request, context)
+                return await work()
         except errors.SoundingError as refused:
             await abort(context, refused)
 
-    return call
+    async def request(context):
+        try:
+            async with asyncio.timeout(OPEN_REQUEST_TIMEOUT_S):
+                message = await context.read()
+        except TimeoutError:
+            raise errors.DeadlineExceeded(
+                "the request did not arrive in time", reason="REQUEST_IDLE"
+            ) from None
+        if not isinstance(message, request_type):  # the end of the stream
+            raise errors.InvalidArgument("the call sent no request message", field="message")
+        return message
+
+    if method.client_streaming:
+        if inspect.isasyncgenfunction(behaviour):
+
+            async def stream(requests, context):
+                try:
+                    with budget.slot(context.peer()):
+                        async for response in behaviour(requests, context):
+                            yield response
+                except errors.SoundingError as refused:
+                    await abort(context, refused)
+
+            handle = stream
+        else:
+
+            async def call(requests, context):
+                return await within(context, lambda: behaviour(requests, context))
+
+            handle = call
+    else:
+
+        async def one(requests, context):
+            async def work():
+                return await behaviour(await request(context), context)
+
+            return await within(context, work)
+
+        handle = one
+    make = HANDLERS[(True, method.server_streaming)]
+    return make(handle, request_deserializer=request_type.FromString, response_serializer=encode)
+
+
+def open_budgets(limits: TransportLimits) -> tuple[OpenCalls, OpenCalls]:
+    """A server's budgets of health and reflection calls: (without a token, with one)."""
+    return (
+        OpenCalls(limits.max_unauthenticated_calls, limits.max_unauthenticated_calls_per_peer),
+        OpenCalls(limits.max_concurrent_rpcs, limits.max_concurrent_rpcs, "with a token"),
+    )
 
 
 def open_service_handler(
     service: descriptor.ServiceDescriptor,
     servicer: object,
-    budget: OpenCalls,
+    budgets: tuple[OpenCalls, OpenCalls],
     authenticator: auth.Authenticator,
 ) -> grpc.GenericRpcHandler:
     """Every method of a service that needs no token (`servicer` implements them as grpc's own
-    servicers do), served within `budget` to callers that send none; a caller that sends a valid
-    token is served outside it, one that sends an invalid token is refused (UNAUTHENTICATED)."""
-    handlers: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-    for method in service.methods:
-        behaviour = getattr(servicer, method.name)
-        make = HANDLERS[(method.client_streaming, method.server_streaming)]
-        codecs = {
-            "request_deserializer": message_factory.GetMessageClass(method.input_type).FromString,
-            "response_serializer": message_factory.GetMessageClass(method.output_type).SerializeToString,
-        }
-        handlers[f"/{service.full_name}/{method.name}"] = (
-            make(behaviour, **codecs),
-            make(_budgeted(behaviour, budget), **codecs),
+    servicers do), served within the first of `budgets` to callers that send no token and within
+    the second to callers that send a valid one; a caller that sends an invalid token is refused
+    (UNAUTHENTICATED)."""
+    budget, authenticated = budgets
+    handlers = {
+        f"/{service.full_name}/{method.name}": (
+            _budgeted(method, getattr(servicer, method.name), authenticated),
+            _budgeted(method, getattr(servicer, method.name), budget),
         )
-
+        for method in service.methods
+    }
     return _OpenService(handlers, authenticator)
 
 
 class _OpenService(grpc.GenericRpcHandler):
-    """Per method, (its handler for a caller with a valid token, its budgeted one)."""
+    """Per method, (its handler for a caller with a valid token, its handler for one without)."""
 
     def __init__(
         self,
@@ -196,5 +259,3 @@ def refusal(error: errors.SoundingError, record: AuditRecord | None = None) -> g
         await abort(context, error)
 
     return grpc.stream_stream_rpc_method_handler(refuse)
-
-

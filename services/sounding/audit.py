@@ -4,12 +4,15 @@ records the retrieval and the selector's plan, Inquire saves its session and wha
 inquiry learned; `rpc.CallPolicy.audited`), refused calls included, with the tenant, role,
 method, resource, messages received and outcome. Logger `sounding.audit`; the line is
 `audit {json}` so that log pipelines can parse it. Never holds request contents beyond the names
-of the resources touched."""
+of the resources touched. Calls refused for want of a valid token (no caller known) are logged
+at most `MAX_ANONYMOUS_PER_S` a second, so that such callers cannot fill the log; the next line
+logged says how many were left out (`left_out`)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 from sounding.auth import Principal
 
@@ -19,6 +22,30 @@ log = logging.getLogger("sounding.audit")
 # kind of resource each names.
 RESOURCE_FIELDS = {"name": "collection", "collection": "collection", "toolset": "toolset"}
 MAX_RESOURCE_CHARS = 256
+MAX_ANONYMOUS_PER_S = 10
+
+
+class _Throttle:
+    """At most `per_s` lines in each second; how many were left out since the last one logged."""
+
+    def __init__(self, per_s: int):
+        self._per_s = per_s
+        self._second = 0
+        self._logged = 0
+        self.left_out = 0
+
+    def allows(self) -> bool:
+        second = int(time.monotonic())
+        if second != self._second:
+            self._second, self._logged = second, 0
+        if self._logged >= self._per_s:
+            self.left_out += 1
+            return False
+        self._logged += 1
+        return True
+
+
+_anonymous = _Throttle(MAX_ANONYMOUS_PER_S)
 
 
 def _resource(message) -> str:
@@ -57,6 +84,8 @@ class AuditRecord:
         self.messages += 1
 
     def emit(self) -> None:
+        if self.principal is None and not _anonymous.allows():
+            return
         line = {
             "tenant": self.principal.tenant if self.principal else None,
             "role": self.principal.role if self.principal else None,
@@ -65,4 +94,6 @@ class AuditRecord:
             "messages": self.messages,
             "outcome": self.outcome,
         }
+        if self.principal is None and _anonymous.left_out:
+            line["left_out"], _anonymous.left_out = _anonymous.left_out, 0
         log.info("audit %s", json.dumps(line, sort_keys=True))

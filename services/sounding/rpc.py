@@ -326,8 +326,12 @@ def service_handler(
 
 
 def server(limits: TransportLimits) -> grpc.aio.Server:
-    """A grpc.aio server under the transport limits."""
+    """A grpc.aio server under the transport limits. grpc's own cap on calls at once is a backstop
+    twice the budgets' sum (authenticated calls, and health and reflection without a token): it
+    bounds how many request bodies are read at once (each at most `max_message_bytes`), with
+    room for the calls being refused at any moment; the budgets refuse long before it is met."""
     return grpc.aio.server(
+        maximum_concurrent_rpcs=2 * (limits.max_concurrent_rpcs + limits.max_unauthenticated_calls),
         options=[
             ("grpc.max_receive_message_length", limits.max_message_bytes),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),

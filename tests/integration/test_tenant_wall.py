@@ -830,6 +830,7 @@ def test_the_flood_harness_on_a_few_streams(wall):
     large = flood.large_bodies(target, orchestrator_pid(wall), bodies=2, body_mib=1.0)
     assert large["without_a_token"]["codes"] == {"UNAUTHENTICATED": 2}
     assert large["with_a_token"]["codes"] == {"INVALID_ARGUMENT": 2}  # read, decoded: too long a query
+    assert large["health_check_without_a_token"]["codes"] == {"NOT_FOUND": 2}  # read within the budget
 
 
 def orchestrator_pid(wall: Wall) -> int:

@@ -19,7 +19,8 @@ CORPUS = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]
     ("peer", "address"),
     [
         ("ipv4:10.0.0.7:5000", "10.0.0.7"),
-        ("ipv6:[::1]:5000", "[::1]"),
+        ("ipv6:[::1]:5000", "::1"),
+        ("ipv6:[2001:db8::7:1]:5000", "2001:db8::/64"),  # one host holds a whole /64
         ("unix:/tmp/s.sock", "unix:/tmp/s.sock"),
     ],
 )
@@ -40,6 +41,18 @@ def test_open_calls_are_capped_per_address_and_in_all():
     assert budget.in_flight == 0
     with budget.slot("ipv4:10.0.0.1:4"):  # released: served again
         assert budget.in_flight == 1
+
+
+def test_calls_from_loopback_count_against_their_address_only():
+    budget = admission.OpenCalls(max_calls=2, max_calls_per_peer=2)
+    with budget.slot("ipv4:10.0.0.1:1"), budget.slot("ipv4:10.0.0.2:1"):  # the total taken
+        with budget.slot("ipv4:127.0.0.1:1"), budget.slot("ipv4:127.0.0.1:2"):  # probes in the pod
+            with pytest.raises(errors.ResourceExhausted):  # loopback's own share is taken
+                with budget.slot("ipv4:127.0.0.1:3"):
+                    pass
+            with pytest.raises(errors.ResourceExhausted):  # the total is taken
+                with budget.slot("ipv4:10.0.0.3:1"):
+                    pass
 
 
 def test_a_call_without_a_valid_token_gets_a_handler_that_reads_nothing():
@@ -72,13 +85,14 @@ def test_health_without_a_token_has_its_own_budget_and_a_token_goes_around_it():
     token, digest = auth.new_token()
     authenticator = auth.Authenticator([auth.TokenEntry(sha256=digest, tenant="sidecar", role="admin")])
     budget = admission.OpenCalls(max_calls=4, max_calls_per_peer=2)
+    with_token = admission.OpenCalls(max_calls=4, max_calls_per_peer=4, what="with a token")
 
     async def main():
         servicer = health.aio.HealthServicer()
         await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         server = rpc.server(TransportLimits())
         server.add_generic_rpc_handlers(
-            (admission.open_service_handler(HEALTH, servicer, budget, authenticator),)
+            (admission.open_service_handler(HEALTH, servicer, (budget, with_token), authenticator),)
         )
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
@@ -108,6 +122,15 @@ def test_health_without_a_token_has_its_own_budget_and_a_token_goes_around_it():
             await server.stop(None)
 
     codes, after, in_flight = asyncio.run(main())
+    handler = admission.open_service_handler(
+        HEALTH, health.aio.HealthServicer(), (budget, with_token), authenticator
+    )
+
+    class Details(grpc.HandlerCallDetails):
+        method, invocation_metadata = "/grpc.health.v1.Health/Check", ()
+
+    # A health check's request is read only once the call holds its slot.
+    assert handler.service(Details()).request_streaming
     assert codes == {
         "none": grpc.StatusCode.RESOURCE_EXHAUSTED,
         "token": grpc.StatusCode.OK,

@@ -26,3 +26,25 @@ def test_a_record_names_the_resource_even_of_a_request_with_an_unknown_enum_valu
         ("Calibrate", "target=-1", "acme"),
         ("DeleteCollection", "collection=docs", "acme"),
     ]
+
+
+def test_calls_without_a_known_caller_are_logged_at_most_ten_a_second(caplog, monkeypatch):
+    from sounding import audit
+
+    clock = [100.0]
+    monkeypatch.setattr(audit.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(audit, "_anonymous", audit._Throttle(audit.MAX_ANONYMOUS_PER_S))
+    with caplog.at_level(logging.INFO, logger="sounding.audit"):
+        for _ in range(25):
+            refused = AuditRecord("sounding.v1.SoundingService/Retrieve")
+            refused.outcome = "UNAUTHENTICATED"
+            refused.emit()
+        known = AuditRecord("sounding.v1.SoundingService/Retrieve")
+        known.principal = Principal("acme", "reader")
+        known.outcome = "OK"
+        known.emit()  # a known caller's line is never left out
+        clock[0] = 101.0
+        refused.emit()
+    lines = [json.loads(r.getMessage().removeprefix("audit ")) for r in caplog.records]
+    assert [line["tenant"] for line in lines] == [None] * 10 + ["acme", None]
+    assert lines[-1]["left_out"] == 15 and "left_out" not in lines[0]

@@ -94,12 +94,8 @@ class CorpusManager:
                 reason="TOO_MANY_COLLECTIONS",
             )
         embedding_model, embedding_dimension = await self._models.embedder_info()
-        try:  # a collection that exists keeps its graph and the workers' copies
-            await self._store.get_collection(collection)
-            raise errors.collection_exists(collection.name)
-        except errors.NotFound:
-            pass
-        await self._clear(collection)
+        # Leftovers of an earlier collection of the name go, under the collection's lock and only
+        # once it is known not to exist (one that exists keeps its graph and the workers' copies).
         return await self._store.create_collection(
             collection,
             description,
@@ -107,6 +103,7 @@ class CorpusManager:
             embedding_dimension,
             DEFAULT_CHUNK_WORDS,
             DEFAULT_CHUNK_OVERLAP_WORDS,
+            prepare=lambda: self._clear(collection),
         )
 
     async def get(self, collection: ResourceRef) -> tuple[CollectionInfo, CollectionStats]:

@@ -7,8 +7,10 @@ ports: what callers without a token can take from those with one.
    is asked with a token. Counted: how the flood's streams ended (served and held, or refused
    and with what code), how many Retrieves succeeded, what the health checks said.
 2. Bodies: `bodies` Retrieves whose request is `body_mib` MiB, sent at once without a token,
-   then the same with a valid token (side by side in one run); the orchestrator's resident
-   memory (and its peak, sampled every 20 ms) before and after each batch.
+   then the same with a valid token (side by side in one run), then `bodies` health checks of
+   that size without a token (health answers without one: its budget allows a few to be read);
+   the orchestrator's resident memory (and its peak, sampled every 20 ms) before and after each
+   batch.
 
 The verdict (`passes`): every Retrieve with a token succeeded, both servers stayed SERVING, and
 no more unauthenticated streams were held on a port than its per-address budget.
@@ -29,6 +31,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from sounding_client import Client
 
 RETRIEVE = "/sounding.v1.SoundingService/Retrieve"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
 @dataclass(frozen=True)
@@ -141,12 +144,14 @@ def _memory_mib(process: psutil.Process) -> float:
 def large_bodies(target: Target, orchestrator_pid: int, bodies: int, body_mib: float) -> dict:
     """Part 2 (module docstring)."""
     process = psutil.Process(orchestrator_pid)
-    # A RetrieveRequest whose query (field 2) is body_mib MiB of text.
     text = b"x" * int(body_mib * 2**20)
     name = target.collection.encode()
-    body = b"\x0a" + _varint(len(name)) + name + b"\x12" + _varint(len(text)) + text
+    # A RetrieveRequest whose query (field 2) is the text; a HealthCheckRequest whose service
+    # (field 1) is.
+    retrieve_body = b"\x0a" + _varint(len(name)) + name + b"\x12" + _varint(len(text)) + text
+    health_body = b"\x0a" + _varint(len(text)) + text
 
-    def batch(token: str | None) -> dict:
+    def batch(path: str, body: bytes, token: str | None) -> dict:
         before = _memory_mib(process)
         peak = [before]
         done = threading.Event()
@@ -159,11 +164,11 @@ def large_bodies(target: Target, orchestrator_pid: int, bodies: int, body_mib: f
         sampler.start()
         metadata = (("authorization", f"Bearer {token}"),) if token else None
         with grpc.insecure_channel(target.public, options=[("grpc.max_send_message_length", -1)]) as channel:
-            retrieve = channel.unary_stream(RETRIEVE, request_serializer=bytes, response_deserializer=bytes)
+            call = channel.unary_stream(path, request_serializer=bytes, response_deserializer=bytes)
 
             def one(_) -> str:
                 try:
-                    list(retrieve(body, metadata=metadata, timeout=120))
+                    list(call(body, metadata=metadata, timeout=120))
                     return "OK"
                 except grpc.RpcError as error:
                     return error.code().name
@@ -186,8 +191,9 @@ def large_bodies(target: Target, orchestrator_pid: int, bodies: int, body_mib: f
     return {
         "bodies": bodies,
         "body_mib": body_mib,
-        "without_a_token": batch(None),
-        "with_a_token": batch(target.public_token),
+        "without_a_token": batch(RETRIEVE, retrieve_body, None),
+        "with_a_token": batch(RETRIEVE, retrieve_body, target.public_token),
+        "health_check_without_a_token": batch(HEALTH_CHECK, health_body, None),
     }
 
 

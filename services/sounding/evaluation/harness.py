@@ -40,7 +40,8 @@ def empty_learning_log(settings: Settings, include_calibrations: bool = False) -
         VERDICTS_TABLE,
         *((CALIBRATIONS_TABLE,) if include_calibrations else ()),
     )
-    drop_tables(settings.store_location, [tenant_table(t, DEFAULT_TENANT) for t in tables])
+    # Their bare names too: a data directory of before keys carried the tenant has them so.
+    drop_tables(settings.store_location, [*tables, *(tenant_table(t, DEFAULT_TENANT) for t in tables)])
 
 
 PACKAGES = (

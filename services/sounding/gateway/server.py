@@ -299,9 +299,7 @@ async def serve(settings: Settings) -> None:
     reflection_servicer = reflection.aio.ReflectionServicer(
         (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), pool=public_descriptors()
     )
-    open_calls = admission.OpenCalls(
-        limits.transport.max_unauthenticated_calls, limits.transport.max_unauthenticated_calls_per_peer
-    )
+    open_budgets = admission.open_budgets(limits.transport)
     server.add_generic_rpc_handlers(
         (
             rpc.service_handler(
@@ -314,7 +312,7 @@ async def serve(settings: Settings) -> None:
                 TOOL_SERVICE, ToolServicer(tenants), policies[TOOL_SERVICE.name], gate, authenticator
             ),
             *(
-                admission.open_service_handler(service, servicer, open_calls, authenticator)
+                admission.open_service_handler(service, servicer, open_budgets, authenticator)
                 for service, servicer in (
                     (HEALTH_SERVICE, health_servicer),
                     (REFLECTION_SERVICE, reflection_servicer),

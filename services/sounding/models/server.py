@@ -317,14 +317,14 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     transport = settings.limits.transport
     server = rpc.server(transport)
     gate = admission.Gate(transport.max_concurrent_rpcs)
-    open_calls = admission.OpenCalls(
-        transport.max_unauthenticated_calls, transport.max_unauthenticated_calls_per_peer
-    )
     server.add_generic_rpc_handlers(
         (
             rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate, authenticator),
             admission.open_service_handler(
-                health_pb2.DESCRIPTOR.services_by_name["Health"], health_servicer, open_calls, authenticator
+                health_pb2.DESCRIPTOR.services_by_name["Health"],
+                health_servicer,
+                admission.open_budgets(transport),
+                authenticator,
             ),
         )
     )

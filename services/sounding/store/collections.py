@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -94,8 +94,7 @@ class Store(SessionTables):
     async def open(cls, location: StoreLocation, durability: Durability | None = None) -> Store:
         connection = await connect(location)
         store = cls(connection, durability or Durability("process", location))
-        if await qualify_default_tenant(connection):
-            await store._durability.sync()
+        await qualify_default_tenant(connection, store._durability.sync)
         await store._ensure_registry()
         await store._ensure_sessions(await store._table_names())
         await store._drop_unregistered_tables()
@@ -152,10 +151,15 @@ class Store(SessionTables):
         embedding_dimension: int,
         chunk_words: int,
         chunk_overlap_words: int,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> CollectionInfo:
+        """Register a new collection (AlreadyExists if it is registered); `prepare` runs under the
+        collection's lock once it is known not to exist, before anything is written."""
         async with self.lock(collection):
             if await self._find(collection) is not None:
                 raise errors.collection_exists(collection.name)
+            if prepare is not None:
+                await prepare()
             table = await self._db.create_table(
                 schema.chunks_table(collection),
                 schema=schema.chunks_schema(embedding_dimension),

@@ -1,4 +1,5 @@
 import asyncio
+import re
 
 import lancedb
 import numpy as np
@@ -11,6 +12,7 @@ from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog, RetrievalRecord
 from sounding.store.location import StoreLocation
 from sounding.store.tenancy import ResourceRef, tenant_table
+from sounding.store.tenant_keys import MARKER_TABLE
 from sounding.store.tools import ToolStore
 
 pytestmark = pytest.mark.unit
@@ -130,8 +132,9 @@ async def _populate(path: str) -> None:
 
 def _legacy(path: str) -> None:
     """Turn a current store into one of before keys carried the default tenant: its tables and
-    keys under their bare names."""
+    keys under their bare names, and no marker of a move."""
     db = lancedb.connect(path)
+    db.drop_table(MARKER_TABLE)
     for name in db.table_names(limit=10_000):
         if name.endswith(".default") or "__default." in name:
             bare = name.removesuffix(".default").replace("__default.", "__")
@@ -155,9 +158,10 @@ def _legacy(path: str) -> None:
 
 
 def _contents(path: str) -> dict[str, list]:
+    """Every table's rows (the marker of a move aside: it records when the move ran)."""
     db = lancedb.connect(path)
     contents = {}
-    for name in sorted(db.table_names(limit=10_000)):
+    for name in sorted(set(db.table_names(limit=10_000)) - {MARKER_TABLE}):
         contents[name] = sorted(map(repr, db.open_table(name).to_arrow().to_pylist()))
     return contents
 
@@ -181,7 +185,12 @@ def test_a_store_of_before_keys_carried_every_tenant_opens_with_everything_moved
         return found.column("text").to_pylist(), await store.load_session(SESSION)
 
     texts, session = asyncio.run(reopen())
-    assert _contents(path) == current
+    moved = _contents(path)
+    # The graph's recorded chunk table version is cleared (the copied table numbers its own).
+    assert moved.pop("graph_state") == [
+        r.replace("'chunks_version': 2", "'chunks_version': -1") for r in current.pop("graph_state")
+    ]
+    assert moved == current
     assert texts == ["zebras graze on the plain"] and session == ("{}", "state")
     versions = _versions(path)
     asyncio.run(Store.open(StoreLocation(path)))  # nothing left to move: nothing is written
@@ -198,9 +207,32 @@ def test_a_move_cut_short_is_finished_by_the_next_open(tmp_path):
     db.create_table("chunks__default.docs", schema=db.open_table("chunks__docs").schema)
     db.create_table("retrievals.default", schema=db.open_table("retrievals").schema)
     asyncio.run(Store.open(StoreLocation(path)))
-    assert _contents(path) == current
-    # A crash after the keys were qualified, before the bare tables were dropped.
+    assert _graph_versions_aside(_contents(path)) == _graph_versions_aside(current)
+    # A crash after the keys were qualified, before the bare tables were dropped (and the marker
+    # written).
+    db.drop_table(MARKER_TABLE)
     db.create_table("chunks__docs", db.open_table("chunks__default.docs").to_arrow())
     db.create_table("edges__docs", db.open_table("edges__default.docs").to_arrow())
+    asyncio.run(Store.open(StoreLocation(path)))
+    assert _graph_versions_aside(_contents(path)) == _graph_versions_aside(current)
+
+
+def _graph_versions_aside(contents: dict[str, list]) -> dict[str, list]:
+    return {
+        **contents,
+        "graph_state": [re.sub(r"'chunks_version': -?\d+", "", r) for r in contents["graph_state"]],
+    }
+
+
+def test_a_moved_store_that_an_earlier_version_wrote_to_again_is_not_opened(tmp_path):
+    path = str(tmp_path)
+    asyncio.run(_populate(path))
+    current = _contents(path)
+    db = lancedb.connect(path)
+    # An earlier version, run on the moved store, logged retrievals under the bare name.
+    db.create_table("retrievals", db.open_table("retrievals.default").to_arrow())
+    with pytest.raises(RuntimeError, match="earlier version"):
+        asyncio.run(Store.open(StoreLocation(path)))
+    db.drop_table("retrievals")
     asyncio.run(Store.open(StoreLocation(path)))
     assert _contents(path) == current
