@@ -186,44 +186,19 @@ def test_the_default_tenant_cannot_reach_another_tenants_collection_by_its_key(w
     assert "acme-doc" not in wall.logs()
 
 
-async def _hold_open_streams(channel: grpc.aio.Channel, count: int) -> tuple[dict[str, int], list]:
-    """`count` Health.Watch and `count` reflection streams opened without a token and held: how
-    many were served (answered, and held open) and how many refused, by code; and the calls."""
-    health = health_pb2_grpc.HealthStub(channel)
-    reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
-    calls = [health.Watch(health_pb2.HealthCheckRequest()) for _ in range(count)]
-
-    async def ask():
-        yield reflection_pb2.ServerReflectionRequest(list_services="")
-        await asyncio.sleep(3600)
-
-    calls += [reflection.ServerReflectionInfo(ask()) for _ in range(count)]
-
-    async def first(call) -> str:
-        try:
-            async with asyncio.timeout(30):
-                await call.read()
-            return "SERVED"
-        except grpc.aio.AioRpcError as error:
-            return error.code().name
-
-    outcomes: dict[str, int] = {}
-    for outcome in await asyncio.gather(*(first(c) for c in calls)):
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    return outcomes, calls
-
-
 def test_unauthenticated_streams_cannot_starve_authenticated_calls(wall):
     """Attack 2: 256 health and reflection streams without a token took every call slot of both
     servers; the orchestrator then reported NOT_SERVING and Retrieves failed."""
+    from sounding.evaluation import flood
+
     sidecar_credentials = grpc.ssl_channel_credentials(wall.files["ca"].read_bytes())
 
     async def attack():
         public_channel = grpc.aio.insecure_channel(wall.stack.settings.address)
         sidecar_channel = grpc.aio.secure_channel(wall.stack.settings.models.address, sidecar_credentials)
         try:
-            public, held = await _hold_open_streams(public_channel, 300)
-            sidecar, more = await _hold_open_streams(sidecar_channel, 300)
+            public, held = await flood.open_streams(public_channel, 300)
+            sidecar, more = await flood.open_streams(sidecar_channel, 300)
             # Authenticated calls while the flood's streams are held open.
             with wall.client("acme-reader") as reader:
                 finals = [

@@ -45,10 +45,10 @@ class Target:
     collection: str
 
 
-async def _flood(address: str, streams: int) -> tuple[dict[str, int], list, grpc.aio.Channel]:
-    """`streams` Health.Watch and `streams` reflection streams without a token, each waited on
-    for its first answer (then held): their outcomes, the calls and their channel."""
-    channel = grpc.aio.insecure_channel(address)
+async def open_streams(channel: grpc.aio.Channel, streams: int) -> tuple[dict[str, int], list]:
+    """`streams` Health.Watch and `streams` reflection streams without a token on `channel`, each
+    waited on for its first answer (then held): how many were served and held, and how many
+    refused, by code; and the calls (cancel them to let go)."""
     watch = channel.unary_stream(
         "/grpc.health.v1.Health/Watch",
         request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
@@ -80,7 +80,7 @@ async def _flood(address: str, streams: int) -> tuple[dict[str, int], list, grpc
     outcomes: dict[str, int] = {}
     for outcome in await asyncio.gather(*(first(c) for c in calls)):
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    return outcomes, calls, channel
+    return outcomes, calls
 
 
 def _healthy(address: str, token: str) -> str:
@@ -98,8 +98,10 @@ def held_streams(target: Target, streams: int, retrieves: int) -> dict:
     """Part 1 (module docstring)."""
 
     async def run() -> dict:
-        public, public_calls, public_channel = await _flood(target.public, streams)
-        sidecar, sidecar_calls, sidecar_channel = await _flood(target.sidecar, streams)
+        public_channel = grpc.aio.insecure_channel(target.public)
+        sidecar_channel = grpc.aio.insecure_channel(target.sidecar)
+        public, public_calls = await open_streams(public_channel, streams)
+        sidecar, sidecar_calls = await open_streams(sidecar_channel, streams)
         try:
             succeeded, failures = await asyncio.to_thread(_retrieve, target, retrieves)
             health = {

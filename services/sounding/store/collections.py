@@ -30,7 +30,7 @@ from lancedb.index import FTS
 from sounding import errors
 from sounding.store import schema
 from sounding.store.compaction import compact
-from sounding.store.connection import connect
+from sounding.store.connection import connect, table_names
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
 from sounding.store.sessions import SessionTables
@@ -96,7 +96,7 @@ class Store(SessionTables):
         store = cls(connection, durability or Durability("process", location))
         await qualify_default_tenant(connection, store._durability.sync)
         await store._ensure_registry()
-        await store._ensure_sessions(await store._table_names())
+        await store._ensure_sessions(await table_names(connection))
         await store._drop_unregistered_tables()
         await store._upgrade_chunk_tables()
         return store
@@ -108,18 +108,8 @@ class Store(SessionTables):
             lock = self._locks[collection] = asyncio.Lock()
         return lock
 
-    async def _table_names(self) -> list[str]:
-        names: list[str] = []
-        start_after = None
-        while True:
-            page = list(await self._db.table_names(start_after=start_after, limit=1000))
-            names.extend(page)
-            if len(page) < 1000:
-                return names
-            start_after = page[-1]
-
     async def _ensure_registry(self) -> None:
-        if schema.COLLECTIONS_TABLE not in await self._table_names():
+        if schema.COLLECTIONS_TABLE not in await table_names(self._db):
             await self._db.create_table(
                 schema.COLLECTIONS_TABLE, schema=schema.COLLECTIONS_SCHEMA, exist_ok=True
             )
@@ -127,7 +117,7 @@ class Store(SessionTables):
 
     async def _drop_unregistered_tables(self) -> None:
         registered = {schema.chunks_table(c.ref) for c in await self.list_collections()}
-        for name in await self._table_names():
+        for name in await table_names(self._db):
             if name.startswith(schema.CHUNKS_PREFIX) and name not in registered:
                 await self._db.drop_table(name)
 

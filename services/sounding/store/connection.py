@@ -41,6 +41,18 @@ async def connect(location: StoreLocation) -> lancedb.AsyncConnection:
     )
 
 
+async def table_names(db: lancedb.AsyncConnection) -> list[str]:
+    """Every table of the store, page by page."""
+    names: list[str] = []
+    start_after = None
+    while True:
+        page = list(await db.table_names(start_after=start_after, limit=1000))
+        names.extend(page)
+        if len(page) < 1000:
+            return names
+        start_after = page[-1]
+
+
 def drop_tables(location: StoreLocation, names: Sequence[str]) -> None:
     """Drop those of `names` that exist in the store at `location` (none there: nothing to do),
     for a harness that wants a cold start; never while a server has the store open."""

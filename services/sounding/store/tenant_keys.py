@@ -25,6 +25,7 @@ import lancedb
 import pyarrow as pa
 
 from sounding.store import schema
+from sounding.store.connection import table_names
 from sounding.store.corpus_inquiry import QUERIES_TABLE, VERDICTS_TABLE
 from sounding.store.graph import EDGES_PREFIX, ENTITIES_PREFIX, GRAPH_STATE_TABLE
 from sounding.store.learning_tables import (
@@ -106,17 +107,6 @@ def _qualified_table(name: str) -> str:
     return prefix + QUALIFIED + name[len(prefix) :]
 
 
-async def _table_names(db: lancedb.AsyncConnection) -> list[str]:
-    names: list[str] = []
-    start_after = None
-    while True:
-        page = list(await db.table_names(start_after=start_after, limit=1000))
-        names.extend(page)
-        if len(page) < 1000:
-            return names
-        start_after = page[-1]
-
-
 async def _copy(db: lancedb.AsyncConnection, name: str) -> None:
     """The bare table `name` copied to its qualified name, batch by batch (a copy cut short is
     overwritten by the next one)."""
@@ -151,7 +141,7 @@ async def qualify_default_tenant(db: lancedb.AsyncConnection, sync: Callable[[],
     how many tables were copied (0 once the store is current). A store moved before (it holds the
     marker) with bare tables or keys again was written by an earlier version since: it is not
     opened (RuntimeError), since moving them now would overwrite newer data."""
-    names = set(await _table_names(db))
+    names = set(await table_names(db))
     bare = sorted(n for n in names if n in LEARNING_TABLES or _bare_per_collection(n))
     bare_keys = {table: count for table, count in (await _bare_keys(db, names)).items() if count}
     if MARKER_TABLE in names:
