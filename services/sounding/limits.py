@@ -65,6 +65,11 @@ class DeadlineLimits(BaseModel):
     ingest_idle_s: float = Field(default=300.0, gt=0, description="IngestDocuments: between two batches")
     generate_s: float = Field(default=600.0, gt=0, description="sidecar: a Generate stream")
     models_unary_s: float = Field(default=300.0, gt=0, description="sidecar: Embed, Entail, Cluster")
+    readiness_probe_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="orchestrator health: one probe of a peer (two missed in a row: NOT_SERVING)",
+    )
 
 
 class CorpusLimits(BaseModel):

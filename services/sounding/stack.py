@@ -50,6 +50,11 @@ def wait_serving(
     raise TimeoutError(f"{address} was not serving after {timeout_s:.0f} s")
 
 
+# How long a started process may take to serve: a bound on a hang only (a process that exits
+# fails the wait at once), so generous enough for a slow or busy machine.
+START_TIMEOUT_S = 600.0
+
+
 class Stack:
     """The sidecar and orchestrator as child processes sharing one environment. With
     `supervise()`, a process that exits unasked is started again (as Kubernetes restarts a
@@ -82,13 +87,13 @@ class Stack:
                 command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
 
-    def start_models(self, timeout_s: float = 180.0) -> None:
+    def start_models(self, timeout_s: float = START_TIMEOUT_S) -> None:
         extras.require(extras.MODELS_SIDECAR)
         self.models = self._spawn("models", "models")
         credentials = channel_credentials(self.settings.models.tls)
         wait_serving(self.settings.models.address, timeout_s, self.models, credentials)
 
-    def start_orchestrator(self, timeout_s: float = 180.0) -> None:
+    def start_orchestrator(self, timeout_s: float = START_TIMEOUT_S) -> None:
         extras.require(extras.ORCHESTRATOR)
         self.orchestrator = self._spawn("orchestrator")
         wait_serving(

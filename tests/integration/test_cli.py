@@ -28,13 +28,13 @@ def test_up_ingest_retrieve_and_a_clean_ctrl_c(tmp_path):
     cli = [sys.executable, "-m", "sounding.cli"]
     up = subprocess.Popen([*cli, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        wait_serving(settings.address, 180, up)
+        wait_serving(settings.address, 600, up)
         ingest = subprocess.run(
             [*cli, "ingest", str(DEMO_CORPUS), "-c", "demo"],
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
         )
         assert ingest.returncode == 0, ingest.stdout + ingest.stderr
         assert "12 documents" in ingest.stdout
@@ -43,7 +43,7 @@ def test_up_ingest_retrieve_and_a_clean_ctrl_c(tmp_path):
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
         )
         assert retrieve.returncode == 0, retrieve.stdout + retrieve.stderr
         lines = retrieve.stdout.splitlines()
@@ -58,12 +58,12 @@ def test_up_ingest_retrieve_and_a_clean_ctrl_c(tmp_path):
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=600,
         )
         assert missing.returncode == 1 and missing.stderr.startswith("error: NOT_FOUND"), missing.stderr
     finally:
         up.send_signal(signal.SIGINT)
-        output, _ = up.communicate(timeout=60)
+        output, _ = up.communicate(timeout=300)
     assert up.returncode == 0, output.decode()
     time.sleep(0.5)
     for address in (settings.address, settings.models.address):

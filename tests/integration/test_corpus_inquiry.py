@@ -18,8 +18,10 @@ pytestmark = pytest.mark.integration
 
 CLAIM = "An echo sounder measures water depth by timing the return of a sound pulse."
 POLICY = InquiryPolicy(max_turns=4, target_confidence=0.99, min_information_gain=0.0, seed=3)
-# 0.99 is out of reach in 4 queries: with the target-chance rule off the session queries on.
-QUERY_ON = {"collection": "demo", "min_target_chance": "0"}
+# 0.99 is out of reach in 4 queries: with the target-chance rule off, and queries costing next to
+# nothing (a query's cost is its measured latency, so a busy machine would stop it sooner), the
+# session queries on.
+QUERY_ON = {"collection": "demo", "min_target_chance": "0", "cost_scale_ms": "1e9"}
 # The first Entail of a fresh machine trains the sidecar's NLI model (a minute in this suite).
 FIRST_CALL_S = 600
 
@@ -66,8 +68,10 @@ def test_eig_answers_after_one_query_when_the_target_is_out_of_reach(client, dem
     # No 4 results of the evidence model bring a uniform belief to 0.99: the target chance is 0,
     # and eig answers once it has looked the claim up. (Costs count for nothing here: the arms'
     # latencies the tenant learned from other tests must not stop it first, as no_viable_queries.)
-    parameters = {"collection": "demo", "cost_scale_ms": "1000000000"}
-    events = list(client.inquire("corpus", POLICY, domain_parameters=parameters, context=CLAIM))
+    parameters = {"collection": "demo", "cost_scale_ms": "1e9"}
+    events = list(
+        client.inquire("corpus", POLICY, domain_parameters=parameters, context=CLAIM, timeout=FIRST_CALL_S)
+    )
     answer = events[-1]
     assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == "target_out_of_reach"
     (evidence,) = [e for e in events if isinstance(e, Evidence)]
@@ -80,11 +84,10 @@ def test_a_corpus_inquiry_resumes_after_an_orchestrator_restart_and_its_verdict_
     client, stack, demo_collection
 ):
     before = client.strategy_metrics().corpus_inquiry
-    # Queries cost next to nothing, so whatever the NLI model makes of the first one, the session
-    # goes on querying (up to max_turns) instead of answering at once.
-    parameters = {**QUERY_ON, "cost_scale_ms": "1e9"}
+    # Whatever the NLI model makes of the first query, the session goes on querying (up to
+    # max_turns) instead of answering at once.
     inquiry = client.inquire(
-        "corpus", POLICY, domain_parameters=parameters, context=CLAIM, timeout=FIRST_CALL_S
+        "corpus", POLICY, domain_parameters=QUERY_ON, context=CLAIM, timeout=FIRST_CALL_S
     )
     partial = []
     for event in inquiry:

@@ -1,7 +1,8 @@
 """The Go client against the live stack: `clients/go/cmd/livetest` (built by `make go-client`)
 ingests, streams a Retrieve, observes, meets a Calibrate refusal and a field violation, cancels
 a Retrieve and an inquiry mid-stream, plays bulls and cows to the answer, routes a request to
-tools and teaches the router through the non-blocking observer; it prints what it saw as JSON."""
+tools, teaches the router through the non-blocking observer and checks that observer's contract
+with a server that never answers; it prints what it saw as JSON."""
 
 import json
 import subprocess
@@ -25,7 +26,7 @@ def test_the_go_client_does_every_call_against_the_stack(stack, livetest):
         [str(livetest), "-address", stack.settings.address, "-collection", "go-client", "-secret", "3910"],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=900,  # generous, and longer than the program's own 10-minute deadline
     )
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout)
@@ -39,6 +40,13 @@ def test_the_go_client_does_every_call_against_the_stack(stack, livetest):
     assert seen["answer"] == "3910" and seen["stopping_reason"] == "STOPPING_REASON_CONFIDENCE_REACHED"
     assert seen["route_before"] != "search_web" and seen["route_after"] == "search_web"
     assert seen["observer_sent"] == 4 and seen["tool_events_processed"] == 4
-    # The observer's contract with nothing serving: Observe returns at once, Close within its timeout.
-    assert seen["observe_p99_micros"] < 100
-    assert seen["unserved_dropped_or_failed"] == 10000 and seen["unserved_close_millis"] < 1000
+    # The observer's contract (the spec's non-blocking hand-off: Observe only queues, a full queue
+    # drops) with a server that accepts connections and never answers. Speed is not asserted
+    # (benchmarks measure it): 10,000 calls return within seconds where one Observe that waited on
+    # the network would wait for the connection attempt (20 s) or its call timeout (2 min); the
+    # queue of 1,000 refuses the rest but for a batch (up to 64) the observer may have taken;
+    # nothing is recorded; Close cancels what waits rather than waiting for the call timeout.
+    assert seen["observe_calls"] == 10000 and seen["observe_total_millis"] < 10_000, seen
+    assert 9000 - 64 <= seen["silent_dropped_on_full"] <= 9000, seen
+    assert seen["silent_sent"] == 0 and seen["silent_dropped_or_failed"] == 10000, seen
+    assert seen["silent_close_millis"] < 10_000, seen

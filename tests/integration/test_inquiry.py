@@ -197,10 +197,14 @@ def test_the_bulls_and_cows_harness_plays_every_policy_and_lists_turns_per_secre
         )
 
 
+RETENTION_S = 15
+
+
 @pytest.fixture
 def expiring_orchestrator(stack, tmp_path):
     """An orchestrator of its own (beside the session's sidecar) that deletes sessions idle
-    for 3 s, looking every second."""
+    for 15 s, looking every 1.5 s (long enough that a session resumed at once is resumed well
+    within it, however slow the machine)."""
     settings = Settings(
         data_dir=tmp_path,
         address=f"127.0.0.1:{free_port()}",
@@ -208,7 +212,7 @@ def expiring_orchestrator(stack, tmp_path):
     )
     running = Stack(
         settings,
-        env={"SOUNDING_LIMITS__INQUIRY__SESSION_RETENTION_HOURS": str(3 / 3600)},
+        env={"SOUNDING_LIMITS__INQUIRY__SESSION_RETENTION_HOURS": str(RETENTION_S / 3600)},
         log_dir=tmp_path / "logs",
     )
     running.start_orchestrator()
@@ -227,7 +231,7 @@ def test_an_idle_session_expires_and_one_a_stream_holds_does_not(expiring_orches
                 if event.turn > 1:
                     held.close()
                     break
-                time.sleep(6)  # both sessions past the retention; the sweep runs every second
+                time.sleep(RETENTION_S + 5)  # both sessions past the retention and a sweep
                 held.answer(oracle("5820", event.question))
         # resumed at once: its setup must have survived the sweeps while the stream held it
         finished = play(client.resume_inquiry(held.session_id), "5820")

@@ -2,6 +2,7 @@
 moto) outlives the orchestrator and its data directory, and strategy workers on a second Ray node
 serve Retrieve from that shared store."""
 
+import time
 import uuid
 
 import boto3
@@ -60,7 +61,8 @@ def two_node_ray():
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    worker_node = cluster.add_node(num_cpus=1, resources={"sounding_worker": 8})
+    worker_node = cluster.add_node(wait=False, num_cpus=1, resources={"sounding_worker": 8})
+    cluster.wait_for_nodes(timeout=300)  # Ray's own wait is 30 s, short for a busy machine
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster, worker_node
     ray.shutdown()
@@ -133,8 +135,12 @@ def test_strategy_workers_on_a_second_ray_node_serve_retrieve(stack, object_stor
     }
     running = orchestrator(stack, tmp_path, env)
     try:
-        # A Ray actor that needs `sounding_worker` can only live on the node that has it.
-        assert ray.available_resources().get("sounding_worker") == 8 - 2
+        # A Ray actor that needs `sounding_worker` can only live on the node that has it (Ray's
+        # view of what is available catches up with the actors placed in its own time).
+        deadline = time.monotonic() + 120
+        while ray.available_resources().get("sounding_worker") != 8 - 2:
+            assert time.monotonic() < deadline, ray.available_resources()
+            time.sleep(0.5)
         nodes = {node["NodeID"]: node for node in ray.nodes() if node["Alive"]}
         assert len(nodes) == 2 and "sounding_worker" not in nodes[cluster.head_node.node_id]["Resources"]
         with Client(running.settings.address) as client:

@@ -22,7 +22,7 @@ from sounding.stack import Stack
 from sounding_client import CalibrationState, Client, InquiryOutcome, RetrievalOutcome, SoundingError
 from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
-from .conftest import free_port, tls_environment, write_tokens
+from .conftest import SLOW_MACHINE_DEADLINES, free_port, tls_environment, write_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +109,7 @@ def secured(tmp_path_factory) -> Secured:
     env = {
         "SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]',
         "SOUNDING_AUTH__TOKENS_FILE": str(files["tokens"]),
+        **SLOW_MACHINE_DEADLINES,
     }
     for prefix, tls in (("SOUNDING_TLS__", public_tls), ("SOUNDING_MODELS__TLS__", sidecar_tls)):
         env.update(tls_environment(prefix, tls))
@@ -262,9 +263,9 @@ def test_a_token_added_to_the_file_works_and_a_removed_one_stops_without_a_resta
         return code
 
     pid = secured.stack.orchestrator.pid
-    assert within(5, "OK") == "OK"
+    assert within(60, "OK") == "OK"
     path.write_text(original)
-    assert within(5, "UNAUTHENTICATED") == "UNAUTHENTICATED"
+    assert within(60, "UNAUTHENTICATED") == "UNAUTHENTICATED"
     assert secured.stack.orchestrator.pid == pid and secured.stack.orchestrator.poll() is None
 
 
@@ -417,7 +418,8 @@ def test_the_health_command_checks_both_servers_over_tls(secured):
 
     def health(address: str, *options) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "sounding.cli", "health", "--address", address, *map(str, options)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+        # A generous --timeout: a check that runs out of time fails as DEADLINE_EXCEEDED.
+        return subprocess.run([*command, "--timeout", "60"], capture_output=True, text=True, timeout=300)
 
     public = secured.stack.settings.address
     mutual = ("--tls-ca", files["ca"], "--tls-cert", files["client_cert"], "--tls-key", files["client_key"])
@@ -425,5 +427,5 @@ def test_the_health_command_checks_both_servers_over_tls(secured):
     assert serving.returncode == 0 and serving.stdout.strip().endswith(": SERVING"), serving.stdout
     sidecar = health(secured.stack.settings.models.address, "--tls-ca", files["ca"])
     assert sidecar.returncode == 0 and sidecar.stdout.strip().endswith(": SERVING"), sidecar.stdout
-    plaintext = health(public, "--timeout", "5")
+    plaintext = health(public)
     assert plaintext.returncode == 1 and "UNAVAILABLE" in plaintext.stdout

@@ -20,7 +20,7 @@ TOOLS = [
 ]
 
 
-def wait_processed(client, toolset: str, events: int, timeout_s: float = 60.0):
+def wait_processed(client, toolset: str, events: int, timeout_s: float = 600.0):
     deadline = time.monotonic() + timeout_s
     while True:
         metrics = client.tool_metrics(toolset)

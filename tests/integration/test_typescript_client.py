@@ -1,7 +1,8 @@
 """The TypeScript client against the live stack: `clients/typescript/livetest` (built by `make
 ts-client`) ingests, streams a Retrieve, observes, meets a Calibrate refusal and a field
-violation, aborts a Retrieve and an inquiry mid-stream, and plays bulls and cows to the answer;
-it prints what it saw as JSON."""
+violation, aborts a Retrieve and an inquiry mid-stream, plays bulls and cows to the answer,
+routes a request to tools, teaches the router through the non-blocking observer and checks that
+observer's contract with a server that never answers; it prints what it saw as JSON."""
 
 import json
 import subprocess
@@ -25,8 +26,9 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
         ["node", str(livetest), "--address", stack.settings.address, "--collection", "ts-client"],
         capture_output=True,
         text=True,
-        # Under the 180 s deadline its calls carry: a call left open would keep node alive past this.
-        timeout=120,
+        # Generous (it waits up to 5 minutes for the learner), and under the 20-minute deadline its
+        # calls carry: a call left open would keep node alive past this.
+        timeout=900,
     )
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout)
@@ -41,6 +43,12 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
     assert seen["answer"] == "5281" and seen["stopping_reason"] == "CONFIDENCE_REACHED"
     assert seen["route_before"] != "search_web" and seen["route_after"] == "search_web"
     assert seen["observer_sent"] == 4 and seen["tool_events_processed"] == 4
-    # The observer's contract with nothing serving: observe returns at once, close within its timeout.
-    assert seen["observe_p99_micros"] < 100
-    assert seen["unserved_dropped_or_failed"] == 10000 and seen["unserved_close_millis"] < 1000
+    # The observer's contract (the spec's non-blocking hand-off: observe only queues, a full queue
+    # drops) with a server that accepts connections and never answers. Speed is not asserted
+    # (benchmarks measure it): 10,000 calls return within seconds where one observe that waited on
+    # the network would wait for its call timeout (2 min); the queue of 1,000 refuses the rest;
+    # nothing is recorded; close aborts what waits rather than waiting for the call timeout.
+    assert seen["observe_calls"] == 10000 and seen["observe_total_millis"] < 10_000, seen
+    assert seen["silent_dropped_on_full"] == 9000, seen
+    assert seen["silent_sent"] == 0 and seen["silent_dropped_or_failed"] == 10000, seen
+    assert seen["silent_close_millis"] < 10_000, seen

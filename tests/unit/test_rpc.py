@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import time
 
 import grpc
 import pytest
@@ -18,14 +17,19 @@ CORPUS = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]
 
 
 class Servicer:
-    """GetCollection sleeps `delay` seconds and names the remaining time in the description;
-    ListCollections fails unexpectedly; IngestDocuments acknowledges every batch."""
+    """GetCollection names the remaining time in the description (a holding servicer's sets
+    `started` and answers once `release` is set); ListCollections fails unexpectedly;
+    IngestDocuments acknowledges every batch."""
 
     def __init__(self):
-        self.delay = 0.0
+        self.holding = False
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def GetCollection(self, request, context):
-        await asyncio.sleep(self.delay)
+        if self.holding:
+            self.started.set()
+            await self.release.wait()
         remaining = context.time_remaining()
         return corpus_pb2.GetCollectionResponse(
             collection=corpus_pb2.Collection(name=request.name, description=f"{remaining}")
@@ -55,21 +59,23 @@ BATCH = corpus_pb2.IngestDocumentsRequest(
     collection="c", documents=[common_pb2.Document(id="a", text="b")]
 ).SerializeToString()
 
+DEFAULT_DEADLINE_S = 5.0
 POLICIES = {
-    "GetCollection": rpc.CallPolicy(deadline_s=2.0, max_concurrent=1),
-    "IngestDocuments": rpc.CallPolicy(first_message_s=0.2, idle_s=0.3),
+    "GetCollection": rpc.CallPolicy(deadline_s=DEFAULT_DEADLINE_S, max_concurrent=1),
+    "IngestDocuments": rpc.CallPolicy(first_message_s=60.0, idle_s=60.0),
 }
 
 
-def run(body):
+def run(body, policies=POLICIES):
     async def main():
         servicer = Servicer()
         server = rpc.server(TransportLimits())
-        server.add_generic_rpc_handlers((rpc.service_handler(CORPUS, servicer, POLICIES),))
+        server.add_generic_rpc_handlers((rpc.service_handler(CORPUS, servicer, policies),))
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                await channel.channel_ready()
                 return await body(channel, servicer)
         finally:
             await server.stop(None)
@@ -170,46 +176,55 @@ def test_domain_errors_keep_their_code_and_field():
 def test_a_call_without_a_deadline_gets_the_default_and_sees_it_in_time_remaining():
     async def body(channel, servicer):
         ok = corpus_pb2.GetCollectionResponse.FromString(await raw(channel, "GetCollection")(NAMED))
-        servicer.delay = 2.5
+        servicer.holding = True  # never answers: only the default deadline ends the call
         return float(ok.collection.description), await failure(raw(channel, "GetCollection")(NAMED))
 
     remaining, failed = run(body)
-    assert 0 < remaining <= 2.0
+    assert 0 < remaining <= DEFAULT_DEADLINE_S
     assert failed.code == grpc.StatusCode.DEADLINE_EXCEEDED and failed.reason == "SERVER_DEADLINE"
 
 
 def test_a_client_deadline_shorter_than_the_default_wins():
     async def body(channel, _):
-        response = await raw(channel, "GetCollection")(NAMED, timeout=1.0)
+        response = await raw(channel, "GetCollection")(NAMED, timeout=DEFAULT_DEADLINE_S / 2)
         return float(corpus_pb2.GetCollectionResponse.FromString(response).collection.description)
 
-    assert 0 < run(body) < 1.5  # the client's 1 s (as the header carries it), not the default 2 s
+    # The client's deadline (as the header carries it, rounded up), not the server's default.
+    assert 0 < run(body) <= DEFAULT_DEADLINE_S / 2 + 0.01
 
 
 def test_calls_beyond_the_concurrency_limit_are_resource_exhausted_at_once():
     async def body(channel, servicer):
-        servicer.delay = 0.15
+        servicer.holding = True
         first = asyncio.ensure_future(raw(channel, "GetCollection")(NAMED))
-        await asyncio.sleep(0.03)
-        started = time.perf_counter()
+        await servicer.started.wait()
         failed = await failure(raw(channel, "GetCollection")(NAMED))
-        refused_after = time.perf_counter() - started
+        refused_while_the_first_ran = not first.done()  # it did not wait for the slot
+        servicer.release.set()
         await first
-        return failed, refused_after
+        return failed, refused_while_the_first_ran
 
-    failed, refused_after = run(body)
+    failed, refused_while_the_first_ran = run(body)
     assert failed.code == grpc.StatusCode.RESOURCE_EXHAUSTED and failed.reason == "TOO_MANY_CALLS"
-    assert refused_after < 0.1  # not after the first call's 0.15 s
+    assert refused_while_the_first_ran
 
 
-@pytest.mark.parametrize("sent,reason", [(0, "no first request message"), (1, "no next request message")])
-def test_a_client_stream_that_goes_quiet_ends_deadline_exceeded(sent, reason):
+@pytest.mark.parametrize(
+    "sent,policy,reason",
+    [
+        (0, rpc.CallPolicy(first_message_s=0.2, idle_s=60.0), "no first request message"),
+        (1, rpc.CallPolicy(first_message_s=60.0, idle_s=0.2), "no next request message"),
+    ],
+)
+def test_a_client_stream_that_goes_quiet_ends_deadline_exceeded(sent, policy, reason):
     async def requests():
         for _ in range(sent):
             yield BATCH
-        await asyncio.sleep(5)
+        await asyncio.sleep(120)
 
-    received, failed = run(lambda channel, _: ingest(channel, requests()))
+    received, failed = run(
+        lambda channel, _: ingest(channel, requests()), {**POLICIES, "IngestDocuments": policy}
+    )
     assert len(received) == sent
     assert failed.code == grpc.StatusCode.DEADLINE_EXCEEDED and reason in failed.message
 
@@ -219,7 +234,7 @@ def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_
 
     async def body():
         servicer = Servicer()
-        servicer.delay = 0.3
+        servicer.holding = True
         server = rpc.server(TransportLimits())
         server.add_generic_rpc_handlers((rpc.service_handler(CORPUS, servicer, {}, gate),))
         port = server.add_insecure_port("127.0.0.1:0")
@@ -230,10 +245,11 @@ def test_a_draining_server_refuses_new_calls_unavailable_and_waits_for_those_in_
                     corpus_pb2.GetCollectionRequest(name="in-flight").SerializeToString()
                 )
             )
-            await asyncio.sleep(0.1)
-            draining = asyncio.ensure_future(gate.drain(5.0))
+            await servicer.started.wait()
+            draining = asyncio.ensure_future(gate.drain(60.0))
             await asyncio.sleep(0)
             refused = await failure(raw(channel, "DeleteCollection")(b""))
+            servicer.release.set()
             finished = await in_flight
             drained = await draining
         await server.stop(None)

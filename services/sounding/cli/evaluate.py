@@ -239,7 +239,7 @@ def eval_load(
 
     from sounding_client import Client
 
-    from sounding.evaluation import load
+    from sounding.evaluation import crashes, load
     from sounding.stack import Stack
 
     settings = Settings()
@@ -272,7 +272,7 @@ def eval_load(
             client.create_collection(load.INGEST_COLLECTION)
         planned = (
             [
-                load.Kill(duration * share, what)
+                crashes.Kill(duration * share, what)
                 for share, what in ((0.25, "sidecar"), (0.5, "worker"), (0.75, "orchestrator"))
             ]
             if kills

@@ -220,9 +220,11 @@ def run(
     weights: dict[str, int] | None = None,
     alive: Callable[[], dict[str, bool]] | None = None,
     progress: Callable[[int], None] | None = None,
+    health_timeout_s: float = 2.0,
 ) -> dict:
     """Sends `requests` generated calls, `concurrency` at a time; returns the codes per method,
-    the calls that ended UNKNOWN or INTERNAL, the health latencies and which processes lived."""
+    the calls that ended UNKNOWN or INTERNAL, the health latencies and which processes lived.
+    A health check unanswered within `health_timeout_s` counts as failed (not serving)."""
     by_field = pools.by_field()
     batch = 16
     codes: dict[str, Counter] = {}
@@ -269,7 +271,7 @@ def run(
         list(pool.map(one, drawn))
 
     started = time.perf_counter()
-    with HealthWatch(orchestrator) as health:
+    with HealthWatch(orchestrator, timeout_s=health_timeout_s) as health:
         random.seed(seed_value)
         drive()
     pool.shutdown()

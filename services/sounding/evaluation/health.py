@@ -11,7 +11,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
 class HealthWatch:
-    """Asks `grpc.health.v1.Health/Check` every `interval_s` on a channel and thread of its own.
+    """Asks `grpc.health.v1.Health/Check` every `interval_s` on a channel and thread of its own,
+    once connected; at least one check is kept, however soon the watch ends.
     Keeps each check as (time, outcome, latency): outcome "OK" (SERVING), "NOT_SERVING", or the
     failed call's code (its latency counted as `timeout_s`); `serving` is set while the latest
     check said SERVING."""
@@ -31,7 +32,7 @@ class HealthWatch:
                 check(request, timeout=30)  # connected before measuring
             except grpc.RpcError:
                 pass
-            while not self._stop.wait(self._interval_s):
+            while True:  # the first check is kept whenever the watch ends
                 started = time.perf_counter()
                 try:
                     status = check(request, timeout=self._timeout_s).status
@@ -41,6 +42,8 @@ class HealthWatch:
                     outcome, latency = error.code().name, self._timeout_s
                 self.checks.append((time.time(), outcome, latency))
                 (self.serving.set if outcome == "OK" else self.serving.clear)()
+                if self._stop.wait(self._interval_s):
+                    return
 
     def __enter__(self) -> HealthWatch:
         self._thread.start()

@@ -13,9 +13,11 @@ Traffic, all at once:
 - health checks every 100 ms.
 Every call's latency and outcome is kept; what counts as an error is any failed call but a
 deliberate RESOURCE_EXHAUSTED. With kills, calls failing while a process is down (from the kill
-until health is SERVING again, and 5 s more for clients to reconnect) are counted apart. The
+until the stack serves again, and 5 s more for clients to reconnect) are counted apart. The
 failed calls (the first `MAX_FAILURES_LISTED`, RESOURCE_EXHAUSTED aside) are listed with their
 times and messages.
+
+When the stack serves again after a kill: `evaluation.crashes`.
 
 Afterwards: every acknowledged observation, sent again, must be refused ALREADY_EXISTS (so it
 was kept); the ingested collection must hold every acknowledged document; every inquiry
@@ -26,9 +28,7 @@ largest it reached later (a restarted process starts its series again).
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import threading
 import time
 from collections import Counter, defaultdict
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sounding.evaluation import load_report
+from sounding.evaluation import crashes, load_report
 from sounding.evaluation.fuzz import stack_processes
 from sounding.evaluation.health import HealthWatch
 from sounding.inquiry.domains import bulls_and_cows as bc
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 HEALTH_INTERVAL_S = 0.1
 MEMORY_INTERVAL_S = 5.0
 RECONNECT_S = 5.0
+READINESS_INTERVAL_S = 1.0  # how often the orchestrator probes its peers (gateway/readiness.py)
 MAX_FAILURES_LISTED = 200  # the first failed calls (deliberate RESOURCE_EXHAUSTED aside) in the result
 INGEST_COLLECTION = "load-ingest"
 RETRIEVE_COLLECTION = "load"
@@ -209,43 +210,6 @@ def sampling_memory(stack, samples: list[dict], stop: threading.Event, started: 
             return
 
 
-@dataclass(frozen=True)
-class Kill:
-    at_s: float
-    what: str  # "sidecar", "worker" or "orchestrator"
-
-
-def kill(stack, what: str) -> int:
-    """SIGKILL, as a crash: the sidecar, one strategy worker, or the orchestrator's whole group."""
-    if what == "sidecar":
-        pid = stack.models.pid
-        os.kill(pid, signal.SIGKILL)
-    elif what == "worker":
-        pid = next(p for n, p in stack_processes(stack).items() if n.startswith("worker"))
-        os.kill(pid, signal.SIGKILL)
-    else:
-        pid = stack.orchestrator.pid
-        os.killpg(pid, signal.SIGKILL)
-    return pid
-
-
-def recovered(
-    client, query: str, serving: threading.Event, since: float, patience_s: float = 600.0
-) -> float | None:
-    """When the stack serves again after a kill: a Retrieve succeeds and health says SERVING
-    (checked every half second from 2 s after the kill); None if not within `patience_s`."""
-    time.sleep(2.0)
-    while time.time() - since < patience_s:
-        try:
-            client.retrieve_final(RETRIEVE_COLLECTION, query, top_k=3, arms=["dense"], timeout=10)
-            if serving.is_set():
-                return time.time()
-        except Exception:
-            pass
-        time.sleep(0.5)
-    return None
-
-
 def verify(client, ledger: Ledger) -> dict:
     """Whether everything acknowledged is there: observations (each sent again must be refused
     ALREADY_EXISTS), ingested documents (counted), inquiry sessions (each resumes)."""
@@ -291,12 +255,19 @@ def run(
     inquiry_sessions: int = 4,
     hyde_every: int = 20,
     ingest_every_s: float = 5.0,
-    kills: Sequence[Kill] = (),
+    kills: Sequence[crashes.Kill] = (),
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
+    health_timeout_s: float = 2.0,
+    settle_s: float | None = None,
 ) -> dict:
     """Traffic against `stack` (supervised, collections prepared) for `duration_s`, with the
-    kills at their times; then the checks. Returns the result (without provenance)."""
+    kills at their times; then the checks. Returns the result (without provenance).
+    `health_timeout_s`: a health check taking longer fails DEADLINE_EXCEEDED (an error).
+    `settle_s`: how long health must say SERVING after a kill it never reported (default: two of
+    the orchestrator's readiness probes, each its interval and timeout, and `RECONNECT_S`)."""
+    probe_s = stack.settings.limits.deadlines.readiness_probe_s
+    settle = 2 * (READINESS_INTERVAL_S + probe_s) + RECONNECT_S if settle_s is None else settle_s
     ledger = Ledger()
     stop = threading.Event()
     samples: list[dict] = []
@@ -329,14 +300,26 @@ def run(
             if progress:
                 progress(time.time() - started)
 
-    with HealthWatch(stack.settings.address, HEALTH_INTERVAL_S) as health:
+    with HealthWatch(stack.settings.address, HEALTH_INTERVAL_S, health_timeout_s) as health:
         for thread in threads:
             thread.start()
         for planned in sorted(kills, key=lambda k: k.at_s):
             wait_until(planned.at_s)
+            before = set(stack_processes(stack).values())
             killed_at = time.time()
-            pid = kill(stack, planned.what)
-            back = recovered(clients[3], queries[0], health.serving, killed_at)
+            pid = crashes.kill(stack, planned.what)
+            back = crashes.recovered(
+                stack,
+                planned.what,
+                pid,
+                before,
+                clients[3],
+                RETRIEVE_COLLECTION,
+                queries[0],
+                health,
+                killed_at,
+                settle,
+            )
             spans.append((killed_at, (back or time.time()) + RECONNECT_S))
             windows.append(
                 {

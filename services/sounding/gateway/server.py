@@ -328,6 +328,7 @@ async def serve(settings: Settings) -> None:
             "the strategy workers": executor.calls_in_flight,
             "the token file": authenticator.check,
         },
+        probe_timeout_s=settings.limits.deadlines.readiness_probe_s,
     )
     rpc.listen(server, settings.address, settings.tls)
     await server.start()

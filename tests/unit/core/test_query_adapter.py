@@ -3,6 +3,8 @@ import pytest
 from scipy.optimize import check_grad
 from sounding.core import query_adapter
 
+pytestmark = pytest.mark.unit
+
 
 def unit(rows):
     rows = np.asarray(rows, dtype=float)

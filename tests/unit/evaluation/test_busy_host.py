@@ -25,8 +25,12 @@ def _children_cpu_seconds() -> float:
 @pytest.mark.slow
 def test_the_load_process_spins_its_share_and_is_gone_after():
     before = _children_cpu_seconds()
+    started = time.monotonic()
     with background_load(0.5) as record:
         assert record == {"processes": 1, "duty_cycle": 0.5, "period_ms": 10.0}
         time.sleep(1.5)
+    wall = time.monotonic() - started
     used = _children_cpu_seconds() - before  # counted once the process has been waited for
-    assert 0.4 <= used <= 1.1  # half of 1.5 s, with room for start-up and a busy machine
+    # It spun (python's start-up alone is a few hundredths), and no more than its half of the
+    # time it ran plus start-up; how much of its half it got depends on what else runs.
+    assert 0.1 <= used <= 0.5 * wall + 0.3

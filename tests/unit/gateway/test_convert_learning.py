@@ -1,6 +1,9 @@
+import pytest
 from sounding.gateway.convert.learning import calibrate_response
 from sounding.learning.protocol import CALIBRATION_TARGETS, CalibrationReport
 from sounding_client.api.sounding.v1 import sounding_pb2
+
+pytestmark = pytest.mark.unit
 
 
 def test_every_calibration_target_has_its_report_converted():

@@ -10,11 +10,20 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
+async def until(condition, timeout_s: float = 60.0) -> None:
+    """Waits for `condition` (whatever the machine's speed; a minute means it never came)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
 class Peer:
     def __init__(self, up: bool):
         self.up = up
+        self.probed = 0
 
     async def __call__(self):
+        self.probed += 1
         if not self.up:
             raise ConnectionError("down")
 
@@ -25,19 +34,19 @@ def test_not_serving_until_every_probe_answers_then_again_while_one_does_not_and
         sidecar, workers = Peer(False), Peer(True)
         readiness = Readiness(servicer, ["svc"], {"sidecar": sidecar, "workers": workers}, interval_s=0.02)
         starting = asyncio.ensure_future(readiness.start())
-        await asyncio.sleep(0.1)
-        seen = [readiness.status]
+        await until(lambda: sidecar.probed >= 3)  # probed and found down, again and again
+        seen = [readiness.status, starting.done()]
         sidecar.up = True
         await starting
         seen.append(readiness.status)
         workers.up = False
-        await asyncio.sleep(0.1)
+        await until(lambda: readiness.status == NOT_SERVING)
         seen.append(readiness.status)
         workers.up = True
-        await asyncio.sleep(0.1)
+        await until(lambda: readiness.status == SERVING)
         seen.append(readiness.status)
         await readiness.drain()
         seen.append(readiness.status)
         return seen
 
-    assert asyncio.run(run()) == [NOT_SERVING, SERVING, NOT_SERVING, SERVING, NOT_SERVING]
+    assert asyncio.run(run()) == [NOT_SERVING, False, SERVING, NOT_SERVING, SERVING, NOT_SERVING]

@@ -3,6 +3,8 @@ import pytest
 from sounding.learning import query_adapter as qa
 from sounding.learning.query_adapter import Outcome, QueryAdapter, fit_and_validate
 
+pytestmark = pytest.mark.unit
+
 
 def unit(rows):
     rows = np.asarray(rows, dtype=float)

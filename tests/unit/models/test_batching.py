@@ -1,4 +1,5 @@
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -9,16 +10,19 @@ pytestmark = pytest.mark.unit
 
 
 class FakeEncoder:
-    """Encodes text t as [len(t), call number], records batch sizes, can be slowed down."""
+    """Encodes text t as [len(t), call number] and records batch sizes; a holding one sets
+    `encoding` when its first batch starts and finishes it only once `release` is set."""
 
-    def __init__(self, delay_s: float = 0.0):
+    def __init__(self, holding: bool = False):
         self.calls: list[list[str]] = []
-        self.delay_s = delay_s
+        self.encoding = threading.Event()
+        self.release = threading.Event()
+        if not holding:
+            self.release.set()
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        import time
-
-        time.sleep(self.delay_s)
+        self.encoding.set()
+        self.release.wait(60)
         self.calls.append(list(texts))
         return np.array([[len(t), len(self.calls)] for t in texts], dtype=np.float32)
 
@@ -59,13 +63,15 @@ def test_batches_respect_max_batch_size():
 
 
 def test_a_large_request_is_spread_over_batches_and_a_small_one_waits_one_batch_at_most():
-    encoder = FakeEncoder(delay_s=0.02)
+    encoder = FakeEncoder(holding=True)
 
     async def body(batcher):
         large = asyncio.ensure_future(batcher.submit([f"l{i}" for i in range(10)]))
-        await asyncio.sleep(0.005)  # the first batch (4 of the large request) is encoding
-        small = await batcher.submit(["small"])
-        return await large, small
+        await asyncio.to_thread(encoder.encoding.wait, 60)  # the first 4 of the large request
+        small = asyncio.ensure_future(batcher.submit(["small"]))
+        await asyncio.sleep(0)  # it waits now
+        encoder.release.set()
+        return await large, await small
 
     large, small = asyncio.run(_with_batcher(encoder, 4, 0.0, body))
     assert encoder.calls[0] == ["l0", "l1", "l2", "l3"]
@@ -76,12 +82,14 @@ def test_a_large_request_is_spread_over_batches_and_a_small_one_waits_one_batch_
 
 
 def test_requests_arriving_during_a_batch_form_the_next_one():
-    encoder = FakeEncoder(delay_s=0.05)
+    encoder = FakeEncoder(holding=True)
 
     async def body(batcher):
         first = asyncio.ensure_future(batcher.submit(["a"]))
-        await asyncio.sleep(0.01)  # the first batch is now encoding
+        await asyncio.to_thread(encoder.encoding.wait, 60)
         rest = [asyncio.ensure_future(batcher.submit([t])) for t in ("b", "c", "d")]
+        await asyncio.sleep(0)
+        encoder.release.set()
         return await asyncio.gather(first, *rest)
 
     results = asyncio.run(_with_batcher(encoder, 64, 0.0, body))

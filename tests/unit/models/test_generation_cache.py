@@ -62,7 +62,7 @@ def test_a_hit_carries_the_time_decoding_took_and_a_fresh_generation_none(tmp_pa
     fresh = collect(cached, messages, GenerationParams())
     (hit,) = collect(cached, messages, GenerationParams())
     assert all(p.cached_decode_ms == 0.0 for p in fresh)
-    assert 150 <= hit.cached_decode_ms < 5000
+    assert 150 <= hit.cached_decode_ms < 60_000  # three 50 ms tokens, however slowly
 
 
 def test_a_cache_written_before_decode_times_were_kept_is_upgraded_in_place(tmp_path):

