@@ -26,6 +26,7 @@ import numpy as np
 
 from sounding.core import expansion as core
 from sounding.core.provenance import Provenance
+from sounding.retrieval.fusion import fuse_hits
 from sounding.retrieval.protocol import (
     ArmFailure,
     ArmResult,
@@ -61,26 +62,35 @@ class LoopState:
     failures: list[ArmFailure] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LoopInputs:
+    """What the loop expands: the query (its collection, result size, deadline and vector), the
+    gaps found in its result, the arms' rankings and fusion weights, and the recall it acts on
+    for a miss rate (`retrieval.uncertainty.loop_recall`)."""
+
+    query: str
+    collection: ResourceRef
+    top_k: int
+    timeout_s: float | None
+    query_vector: np.ndarray
+    gaps: Sequence[core.Gap]
+    landed: Mapping[str, ArmResult]
+    weights: Mapping[str, float]
+    fusion_k: float
+    recall: Callable[[float], Provenance]
+    flow: str = ""
+
+
 async def run_loop(
-    *,
     state: LoopState,
-    query: str,
-    collection: ResourceRef,
-    top_k: int,
-    timeout_s: float | None,
-    query_vector: np.ndarray,
-    gaps: Sequence[core.Gap],
+    inputs: LoopInputs,
     settings: LoopSettings,
-    landed: Mapping[str, ArmResult],
-    weights: Mapping[str, float],
     executor: Executor,
     carrier: Mapping[str, str],
-    fuse: Callable[[Mapping[str, ArmResult], Mapping[str, float]], list[FusedHit]],
-    recall: Callable[[float], Provenance],
-    flow: str = "",
     step_timeout_s: float | None = None,
 ) -> AsyncIterator[ExpansionEvent]:
     """Runs the loop, updating `state` and yielding an event per iteration."""
+    landed, weights, top_k, recall = inputs.landed, inputs.weights, inputs.top_k, inputs.recall
     used: list[str] = []
     spent = iteration = 0
     arm_weight = float(np.mean([weights.get(arm, 1.0) for arm in landed])) if landed else 1.0
@@ -96,14 +106,23 @@ async def run_loop(
             spent,
             settings.budget,
         )
-        choice = None if reason else core.select_strategy(gaps, settings.strategies, used)
+        choice = None if reason else core.select_strategy(inputs.gaps, settings.strategies, used)
         if reason or choice is None:
             state.stop_reason = reason or "no_strategy_left"
             return
         strategy, gap = choice
         used.append(strategy)
         count = min(settings.queries_per_step, settings.budget - spent)
-        request = ExpansionRequest(collection, query, strategy, count, top_k, timeout_s, query_vector, flow)
+        request = ExpansionRequest(
+            inputs.collection,
+            inputs.query,
+            strategy,
+            count,
+            top_k,
+            inputs.timeout_s,
+            inputs.query_vector,
+            inputs.flow,
+        )
         try:
             async with asyncio.timeout(step_timeout_s):
                 result = await executor.expand(request, carrier)
@@ -122,9 +141,9 @@ async def run_loop(
             all_weights[name] = settings.fusion_weight * arm_weight
             documents = {h.document_id for h in hits}
             state.expansions.append(
-                QueryExpansion(query, text, strategy, len(documents), bool(documents - before))
+                QueryExpansion(inputs.query, text, strategy, len(documents), bool(documents - before))
             )
-        merged = fuse({**landed, **state.rankings}, all_weights)
+        merged = fuse_hits({**landed, **state.rankings}, all_weights, inputs.fusion_k, top_k)
         state.fused = [*head, *(h for h in merged if h.document_id not in head_ids)][:top_k]
         added = len({h.document_id for h in state.fused} - before)
         state.miss_rate = core.miss_rate_after(state.miss_rate, added, top_k)

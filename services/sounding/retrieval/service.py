@@ -19,9 +19,9 @@ import asyncio
 import functools
 import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping
-from operator import attrgetter
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,12 +29,13 @@ from sounding import errors, telemetry
 from sounding.config import ExpansionSettings
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
-from sounding.core.expansion import detect_gaps
-from sounding.core.fusion import DEFAULT_RRF_K, weighted_rrf
+from sounding.core.expansion import Gap, detect_gaps
+from sounding.core.fusion import DEFAULT_RRF_K
 from sounding.core.uncertainty import MissRateSignals
 from sounding.limits import RetrieveLimits
 from sounding.models.client import ModelsClient
-from sounding.retrieval.iterative import LoopSettings, LoopState, run_loop
+from sounding.retrieval.fusion import fuse_hits
+from sounding.retrieval.iterative import LoopInputs, LoopSettings, LoopState, run_loop
 from sounding.retrieval.protocol import (
     ArmFailure,
     ArmRequest,
@@ -44,8 +45,10 @@ from sounding.retrieval.protocol import (
     FinalEvent,
     FusedEvent,
     FusedHit,
+    Plan,
     PlanEvent,
     PoolReader,
+    QueryAdapter,
     RetrievalLearner,
     RetrieveEvent,
     RetrieveQuery,
@@ -58,10 +61,12 @@ from sounding.retrieval.uncertainty import (
     stated_confidence,
 )
 from sounding.retrieval.uncertainty import uncertainty as stated_uncertainty
-from sounding.store.collections import Store
+from sounding.store.collections import CollectionStats, Store
 from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord
 from sounding.store.tenancy import ResourceRef
+
+T = TypeVar("T")
 
 
 def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
@@ -138,162 +143,162 @@ class RetrievalService:
     ) -> AsyncGenerator[RetrieveEvent, None]:
         """The query's events, on the collection of the query's tenant; `learning` is that
         tenant's (its selector plans the arms, its history and calibration state the miss rate,
-        and it remembers the retrieval for Observe)."""
+        and it remembers the retrieval for Observe). Stages: plan, arms, measure, expand, final."""
         started = time.perf_counter()
         validate(query, self._limits)
-        collection = query.collection
-        info = await self._store.get_collection(collection)
+        info = await self._store.get_collection(query.collection)
         adapter = (
-            learning.query_adapters.of(collection, info.create_time_us) if query.learned_ranking else None
+            learning.query_adapters.of(query.collection, info.create_time_us)
+            if query.learned_ranking
+            else None
         )
-        retrieval_id = uuid.uuid4().hex
-        flow = f"retrieve:{retrieval_id}"
-        carrier = telemetry.inject()
-        # The query's embedding is asked for first; requested arms that do not search with it
-        # start meanwhile, those that do as soon as it is here, chosen arms once planned.
-        embedded = asyncio.ensure_future(self._models.embed([query.query], timeout=query.timeout_s))
-        stats = asyncio.ensure_future(self._store.stats(collection))
-        early = ArmRequest(collection, query.query, query.top_k, query.timeout_s, flow=flow)
-        pending = {
-            asyncio.ensure_future(self._arm(arm, early, carrier)): arm
-            for arm in query.arms
-            if not STRATEGIES[arm].uses_query_vector
-        }
-        landed: dict[str, ArmResult] = {}
-        failed: list[ArmFailure] = []
-        fusion_k = query.fusion_k or self._default_fusion_k
-        fused: list[FusedHit] = []
+        run = _Run(query, learning, adapter, query.fusion_k or self._default_fusion_k, started)
         try:
-            embedding = np.asarray((await embedded)[0], dtype=np.float32)
-            collection_stats = await stats  # read while the query was embedded
-            request = ArmRequest(
-                collection,
-                query.query,
-                query.top_k,
-                query.timeout_s,
-                embedding if adapter is None else adapter.search_vector(embedding),
-                collection_stats.version,
-                flow,
+            planned = await self._plan(run)
+            yield PlanEvent(
+                run.retrieval_id, planned.plan.arms, planned.plan.mode, adapter.version if adapter else 0
             )
-
-            def start(arms):
-                running = set(pending.values())
-                pending.update(
-                    {
-                        asyncio.ensure_future(self._arm(arm, request, carrier)): arm
-                        for arm in arms
-                        if arm not in running
-                    }
-                )
-
-            start(query.arms)
-            await asyncio.sleep(0)  # the started arms send their requests before planning runs
-            graph_entities = await self._graphs.entity_names(collection)
-            phrases = extract_entities(query.query)
-            mentioned = sum(entity in graph_entities for entity in phrases)
-            context = learning.features(query.query, embedding, mentioned)
-            plan = learning.plan(context, query.arms)
-            if adapter is not None:
-                plan = plan.reweighted(adapter.fusion_weights)
-            # Chosen arms start before the Plan event is written (writing waits on the stream).
-            start(plan.chosen)
-            yield PlanEvent(retrieval_id, plan.arms, plan.mode, adapter.version if adapter else 0)
-
-            weights = plan.weights
-            while pending:
-                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    pending.pop(task)
-                    result = task.result()
-                    if isinstance(result, ArmFailure):
-                        failed.append(result)
-                        continue
-                    landed[result.arm] = result
-                    yield StrategyResultEvent(result)
-                    if len(landed) > 1:
-                        fused = _fuse(landed, weights, fusion_k, query.top_k)
-                        yield FusedEvent(fused, list(landed))
-            if not landed:
-                raise failed[0].error()
-            if len(landed) == 1:
-                fused = _fuse(landed, weights, fusion_k, query.top_k)
-                yield FusedEvent(fused, list(landed))
-
-            dense, lexical = landed.get("dense"), landed.get("lexical")
-            separation = lexical or dense
-            signals = MissRateSignals.measure(
-                query.query,
-                [h.score for h in dense.hits] if dense else [],
-                {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
-                learning.miss_history.miss_rate(embedding),
-                [h.score for h in separation.hits] if separation else [],
-            )
-            gaps = detect_gaps(
-                query.query, phrases, graph_entities, signals.disagreement, signals.near_threshold
-            )
-            calibration = learning.miss_rate_calibration
-            loop = LoopState(fused, signals.miss_rate())
-            async for expansion in run_loop(
-                state=loop,
-                query=query.query,
-                collection=collection,
-                top_k=query.top_k,
-                timeout_s=query.timeout_s,
-                query_vector=embedding,
-                gaps=gaps,
-                settings=self._loop_settings(query.expansion),
-                landed=landed,
-                weights=weights,
-                executor=self._executor,
-                carrier=carrier,
-                fuse=lambda rankings, w: _fuse(rankings, w, fusion_k, query.top_k),
-                recall=lambda miss_rate: loop_recall(miss_rate, calibration),
-                flow=flow,
-                step_timeout_s=self._limits.arm_timeout_s,
-            ):
-                yield expansion
-                yield FusedEvent(loop.fused, [*landed, *loop.rankings])
-            fused = loop.fused
-            failed.extend(loop.failures)
-            if not query.omit_text:
-                fused = await self._with_text(collection, fused)
-            uncertainty = stated_uncertainty(collection_stats, signals, loop, gaps, dense, calibration)
-            stated_miss_rate = signals.miss_rate()
-            confidence = conservative_confidence(query, uncertainty, learning.confidence_calibration)
-            learning.remember(
-                RetrievalRecord(
-                    retrieval_id=retrieval_id,
-                    collection=collection.key,
-                    query_index=plan.query_index,
-                    mode=plan.mode,
-                    context=context,
-                    embedding=embedding,
-                    arms={
-                        arm: {
-                            "document_ids": [h.document_id for h in result.hits],
-                            "latency_ms": result.latency_ms,
-                            "cost_ms": result.cost_ms,
-                            "exploration": any(a.exploration for a in plan.arms if a.arm == arm),
-                        }
-                        for arm, result in landed.items()
-                    },
-                    stated_miss_rate=stated_miss_rate,
-                    stated_confidence=stated_confidence(confidence),
-                )
-            )
-            yield FinalEvent(
-                retrieval_id=retrieval_id,
-                hits=fused,
-                uncertainty=uncertainty,
-                confidence=confidence,
-                latency_ms=(time.perf_counter() - started) * 1000,
-                failed_arms=failed,
-            )
+            async for event in self._arms(run, planned.plan.weights):
+                yield event
+            measured = _measure(run, planned)
+            async for event in self._expand(run, planned, measured):
+                yield event
+            yield await self._final(run, planned, measured)
         finally:
-            started_tasks: list[asyncio.Task[Any]] = [*pending, stats, embedded]
-            for task in started_tasks:
-                task.cancel()
-            await asyncio.gather(*started_tasks, return_exceptions=True)
+            await run.cancel_outstanding()
+
+    async def _plan(self, run: _Run) -> _Planned:
+        """Embeds the query and plans the arms. The embedding is asked for first; requested arms
+        that do not search with it start meanwhile, those that do as soon as it is here, and the
+        chosen arms once planned (before the Plan event is written, which waits on the stream)."""
+        query = run.query
+        embedded = run.background(self._models.embed([query.query], timeout=query.timeout_s))
+        stats = run.background(self._store.stats(query.collection))
+        early = ArmRequest(query.collection, query.query, query.top_k, query.timeout_s, flow=run.flow)
+        self._start(run, early, [arm for arm in query.arms if not STRATEGIES[arm].uses_query_vector])
+        embedding = np.asarray((await embedded)[0], dtype=np.float32)
+        collection_stats = await stats  # read while the query was embedded
+        request = ArmRequest(
+            query.collection,
+            query.query,
+            query.top_k,
+            query.timeout_s,
+            embedding if run.adapter is None else run.adapter.search_vector(embedding),
+            collection_stats.version,
+            run.flow,
+        )
+        self._start(run, request, query.arms)
+        await asyncio.sleep(0)  # the started arms send their requests before planning runs
+        graph_entities = await self._graphs.entity_names(query.collection)
+        phrases = extract_entities(query.query)
+        mentioned = sum(entity in graph_entities for entity in phrases)
+        context = run.learning.features(query.query, embedding, mentioned)
+        plan = run.learning.plan(context, query.arms)
+        if run.adapter is not None:
+            plan = plan.reweighted(run.adapter.fusion_weights)
+        self._start(run, request, plan.chosen)
+        return _Planned(embedding, collection_stats, phrases, graph_entities, context, plan)
+
+    def _start(self, run: _Run, request: ArmRequest, arms) -> None:
+        running = set(run.pending.values())
+        for arm in arms:
+            if arm not in running:
+                run.pending[asyncio.ensure_future(self._arm(arm, request, run.carrier))] = arm
+
+    async def _arms(self, run: _Run, weights: Mapping[str, float]) -> AsyncGenerator[RetrieveEvent, None]:
+        """Each arm's result as it lands, fused with those before it; fails with the first
+        failure's error when no arm landed."""
+        while run.pending:
+            done, _ = await asyncio.wait(run.pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                run.pending.pop(task)
+                result = task.result()
+                if isinstance(result, ArmFailure):
+                    run.failed.append(result)
+                    continue
+                run.landed[result.arm] = result
+                yield StrategyResultEvent(result)
+                if len(run.landed) > 1:
+                    run.fused = run.fuse(run.landed, weights)
+                    yield FusedEvent(run.fused, list(run.landed))
+        if not run.landed:
+            raise run.failed[0].error()
+        if len(run.landed) == 1:
+            run.fused = run.fuse(run.landed, weights)
+            yield FusedEvent(run.fused, list(run.landed))
+
+    async def _expand(
+        self, run: _Run, planned: _Planned, measured: _Measured
+    ) -> AsyncGenerator[RetrieveEvent, None]:
+        """The expansion loop (`retrieval.iterative`): an Expansion and a Fused event per step."""
+        query = run.query
+        calibration = run.learning.miss_rate_calibration
+        inputs = LoopInputs(
+            query=query.query,
+            collection=query.collection,
+            top_k=query.top_k,
+            timeout_s=query.timeout_s,
+            query_vector=planned.embedding,
+            gaps=measured.gaps,
+            landed=run.landed,
+            weights=planned.plan.weights,
+            fusion_k=run.fusion_k,
+            recall=lambda miss_rate: loop_recall(miss_rate, calibration),
+            flow=run.flow,
+        )
+        settings = self._loop_settings(query.expansion)
+        loop = measured.loop
+        async for expansion in run_loop(
+            loop, inputs, settings, self._executor, run.carrier, self._limits.arm_timeout_s
+        ):
+            yield expansion
+            yield FusedEvent(loop.fused, [*run.landed, *loop.rankings])
+        run.fused = loop.fused
+        run.failed.extend(loop.failures)
+
+    async def _final(self, run: _Run, planned: _Planned, measured: _Measured) -> FinalEvent:
+        """The result with its text, its uncertainty and confidence; what ran is remembered."""
+        query, learning, plan = run.query, run.learning, planned.plan
+        fused = run.fused if query.omit_text else await self._with_text(query.collection, run.fused)
+        calibration = learning.miss_rate_calibration
+        uncertainty = stated_uncertainty(
+            planned.stats,
+            measured.signals,
+            measured.loop,
+            measured.gaps,
+            run.landed.get("dense"),
+            calibration,
+        )
+        confidence = conservative_confidence(query, uncertainty, learning.confidence_calibration)
+        learning.remember(
+            RetrievalRecord(
+                retrieval_id=run.retrieval_id,
+                collection=query.collection.key,
+                query_index=plan.query_index,
+                mode=plan.mode,
+                context=planned.context,
+                embedding=planned.embedding,
+                arms={
+                    arm: {
+                        "document_ids": [h.document_id for h in result.hits],
+                        "latency_ms": result.latency_ms,
+                        "cost_ms": result.cost_ms,
+                        "exploration": any(a.exploration for a in plan.arms if a.arm == arm),
+                    }
+                    for arm, result in run.landed.items()
+                },
+                stated_miss_rate=measured.signals.miss_rate(),
+                stated_confidence=stated_confidence(confidence),
+            )
+        )
+        return FinalEvent(
+            retrieval_id=run.retrieval_id,
+            hits=fused,
+            uncertainty=uncertainty,
+            confidence=confidence,
+            latency_ms=(time.perf_counter() - run.started) * 1000,
+            failed_arms=run.failed,
+        )
 
     async def query_adapter_source(self, collection: ResourceRef) -> tuple[ResourceRef, int, PoolReader]:
         """For Calibrate(QUERY_ADAPTER): the collection, its creation time and a reader of its
@@ -327,15 +332,80 @@ class RetrievalService:
         ]
 
 
-def _fuse(
-    landed: Mapping[str, ArmResult], weights: Mapping[str, float], fusion_k: float, top_k: int
-) -> list[FusedHit]:
-    """Weighted RRF over documents; each document is represented by its best-ranked chunk (on a
-    tie, that of the arm that landed first)."""
-    rankings = {arm: [(h.document_id, h.score) for h in r.hits] for arm, r in landed.items()}
-    chunks = {arm: {h.document_id: h.chunk_id for h in r.hits} for arm, r in landed.items()}
-    fused = []
-    for item in weighted_rrf(rankings, weights, k=fusion_k, limit=top_k):
-        best = min(item.contributions, key=attrgetter("rank"))
-        fused.append(FusedHit(item.key, chunks[best.arm][item.key], item.score, item.contributions))
-    return fused
+@dataclass
+class _Run:
+    """A Retrieve in flight: its identity, the tasks it started, what its arms found, and the
+    result fused so far."""
+
+    query: RetrieveQuery
+    learning: RetrievalLearner
+    adapter: QueryAdapter | None
+    fusion_k: float
+    started: float  # time.perf_counter() when the call began
+    retrieval_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    carrier: Mapping[str, str] = field(default_factory=telemetry.inject)
+    pending: dict[asyncio.Future[ArmResult | ArmFailure], str] = field(default_factory=dict)
+    landed: dict[str, ArmResult] = field(default_factory=dict)
+    failed: list[ArmFailure] = field(default_factory=list)
+    fused: list[FusedHit] = field(default_factory=list)
+    _background: list[asyncio.Future[Any]] = field(default_factory=list)
+
+    @property
+    def flow(self) -> str:
+        return f"retrieve:{self.retrieval_id}"
+
+    def background(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """`awaitable` started now, cancelled with the run's arms if the run ends first."""
+        future = asyncio.ensure_future(awaitable)
+        self._background.append(future)
+        return future
+
+    def fuse(self, rankings: Mapping[str, ArmResult], weights: Mapping[str, float]) -> list[FusedHit]:
+        return fuse_hits(rankings, weights, self.fusion_k, self.query.top_k)
+
+    async def cancel_outstanding(self) -> None:
+        """Cancels what is still running (a consumer that went away: client cancel, deadline)."""
+        started: list[asyncio.Future[Any]] = [*self.pending, *self._background]
+        for task in started:
+            task.cancel()
+        await asyncio.gather(*started, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """What planning leaves: the query's embedding, the collection's statistics, the entities
+    it mentions, the selector's context and its plan."""
+
+    embedding: np.ndarray
+    stats: CollectionStats
+    phrases: list[str]
+    graph_entities: frozenset[str]
+    context: np.ndarray
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What the landed arms say the result may have missed: the miss-rate signals, the semantic
+    gaps, and the expansion loop's state, starting at the stated miss rate."""
+
+    signals: MissRateSignals
+    gaps: list[Gap]
+    loop: LoopState
+
+
+def _measure(run: _Run, planned: _Planned) -> _Measured:
+    query, landed = run.query.query, run.landed
+    dense, lexical = landed.get("dense"), landed.get("lexical")
+    separation = lexical or dense
+    signals = MissRateSignals.measure(
+        query,
+        [h.score for h in dense.hits] if dense else [],
+        {arm: [h.document_id for h in result.hits] for arm, result in landed.items()},
+        run.learning.miss_history.miss_rate(planned.embedding),
+        [h.score for h in separation.hits] if separation else [],
+    )
+    gaps = detect_gaps(
+        query, planned.phrases, planned.graph_entities, signals.disagreement, signals.near_threshold
+    )
+    return _Measured(signals, gaps, LoopState(run.fused, signals.miss_rate()))

@@ -4,13 +4,15 @@ import numpy as np
 import pytest
 from sounding.core.expansion import Gap
 from sounding.core.provenance import Provenance
-from sounding.retrieval.iterative import LoopSettings, LoopState, run_loop
+from sounding.retrieval.fusion import fuse_hits
+from sounding.retrieval.iterative import LoopInputs, LoopSettings, LoopState, run_loop
 from sounding.retrieval.protocol import ArmResult, ExpansionResult
-from sounding.retrieval.service import _fuse
 from sounding.store.reader import ChunkHit
+from sounding.store.tenancy import ResourceRef
 
 pytestmark = pytest.mark.unit
 
+C = ResourceRef("default", "c")
 GAPS = [
     Gap("vocabulary_mismatch", "missing words", 0.9, "synonym"),
     Gap("broad_terms", "broad", 0.5, "hyponym"),
@@ -42,27 +44,29 @@ class FakeExecutor:
 
 def run(found, miss_rate, settings, top_k=4):
     landed = {"dense": ArmResult("dense", hits("a", "b", "c"), 1.0)}
-    state = LoopState(_fuse(landed, {"dense": 1.0}, 60, top_k), miss_rate)
+    state = LoopState(fuse_hits(landed, {"dense": 1.0}, 60, top_k), miss_rate)
     executor = FakeExecutor(found)
 
     async def collect():
         return [
             e
             async for e in run_loop(
-                state=state,
-                query="q",
-                collection="c",
-                top_k=top_k,
-                timeout_s=None,
-                query_vector=np.ones(4, dtype=np.float32),
-                gaps=GAPS,
-                settings=settings,
-                landed=landed,
-                weights={"dense": 1.0},
-                executor=executor,
-                carrier={},
-                fuse=lambda rankings, weights: _fuse(rankings, weights, 60, top_k),
-                recall=lambda m: Provenance("derived", value=1 - m),
+                state,
+                LoopInputs(
+                    query="q",
+                    collection=C,
+                    top_k=top_k,
+                    timeout_s=None,
+                    query_vector=np.ones(4, dtype=np.float32),
+                    gaps=GAPS,
+                    landed=landed,
+                    weights={"dense": 1.0},
+                    fusion_k=60,
+                    recall=lambda m: Provenance("derived", value=1 - m),
+                ),
+                settings,
+                executor,
+                {},
             )
         ]
 
