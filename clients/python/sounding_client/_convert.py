@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -221,6 +222,7 @@ def collection(message: corpus_pb2.Collection) -> t.Collection:
         graph_entity_count=message.graph_entity_count,
         graph_edge_count=message.graph_edge_count,
         graph_current=message.graph_current,
+        create_time=message.create_time.ToDatetime(tzinfo=UTC) if message.HasField("create_time") else None,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import grpc
 
@@ -164,6 +165,8 @@ class Collection:
     graph_edge_count: int = 0
     # Whether the knowledge graph reflects the current chunks (it is rebuilt after ingestion).
     graph_current: bool = False
+    # When it was created (UTC); None if the server did not say.
+    create_time: datetime | None = None
 
 
 @dataclass(frozen=True)
