@@ -23,7 +23,7 @@ def serve(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     extras.require(extras.ORCHESTRATOR)
-    from sounding.gateway.server import serve as serve_orchestrator
+    from sounding.assembly.orchestrator import serve as serve_orchestrator
 
     try:
         run_until_signalled(lambda: serve_orchestrator(Settings()))
@@ -43,7 +43,7 @@ def serve_models() -> None:
     # decoded 2.9 tokens/s (batch of 8) with spinning threads and 32 tokens/s with passive ones.
     # Set before torch loads; an explicit setting in the environment wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from sounding.models.server import serve as serve_sidecar
+    from sounding.assembly.sidecar import serve as serve_sidecar
 
     run_until_signalled(lambda: serve_sidecar(Settings()))
 

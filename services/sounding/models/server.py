@@ -1,5 +1,6 @@
-"""`sounding serve models`: the models sidecar's gRPC server (Embed, Generate, Entail, Cluster,
-health). Embedding and NLI share one thread (one OpenMP team), each micro-batched."""
+"""The models sidecar's servicer (Embed, Generate, Entail, Cluster) and its call policies.
+Embedding and NLI share one thread (one OpenMP team), each micro-batched. The process that serves
+it is wired in `assembly.sidecar`."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
-from grpc_health.v1 import health, health_pb2
 
-from sounding import admission, allocator, auth, errors, rpc, telemetry
+from sounding import errors, rpc
 from sounding.api.sounding.models.v1 import models_pb2
 from sounding.config import Settings
 from sounding.core import clustering
 from sounding.models.batching import MicroBatcher
-from sounding.models.client import FLOW_METADATA_KEY, SERVICE_NAME, sidecar_token
+from sounding.models.client import FLOW_METADATA_KEY
 from sounding.models.embedder import Embedder
 from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, OpenAIGenerator
@@ -271,82 +271,3 @@ def call_policies(settings: Settings) -> dict[str, rpc.CallPolicy]:
     d = settings.limits.deadlines
     unary = rpc.CallPolicy(deadline_s=d.models_unary_s)
     return {"Embed": unary, "Entail": unary, "Cluster": unary, "Generate": rpc.CallPolicy(d.generate_s)}
-
-
-def sidecar_authenticator(settings: Settings) -> auth.Authenticator:
-    """Callers must send the sidecar's token when one is configured; refuses to serve a
-    non-loopback address without one (unless allowed)."""
-    token = sidecar_token(settings.models)
-    rpc.refuse_open_plaintext(
-        settings.models.address, bool(token), settings.auth.allow_unauthenticated, "the models sidecar"
-    )
-    if not token:
-        return auth.Authenticator()
-    return auth.Authenticator(
-        [auth.TokenEntry(sha256=auth.hash_token(token), tenant="sidecar", role="admin")]
-    )
-
-
-async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
-    telemetry.setup("sounding-models")
-    allocator.configure()
-    authenticator = sidecar_authenticator(settings)
-    import torch
-
-    if settings.models.torch_threads:
-        torch.set_num_threads(settings.models.torch_threads)
-    device = select_device(settings.models.device)
-    encode_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
-    embedder = await asyncio.get_running_loop().run_in_executor(
-        encode_thread,
-        Embedder,
-        device,
-        settings.models.embedder.forward_batch_size,
-        settings.models.embedder.single_thread_max_texts,
-        settings.models.embedder.model,
-    )
-    batcher = MicroBatcher(
-        embedder.encode,
-        settings.models.embedder.max_batch_size,
-        settings.models.embedder.max_wait_ms,
-        encode_thread,
-    )
-    batcher.start()
-    servicer = ModelServicer(settings, embedder, batcher, encode_thread)
-    health_servicer = health.aio.HealthServicer()
-    transport = settings.limits.transport
-    server = rpc.server(transport)
-    gate = admission.Gate(transport.max_concurrent_rpcs)
-    server.add_generic_rpc_handlers(
-        (
-            rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate, authenticator),
-            admission.open_service_handler(
-                health_pb2.DESCRIPTOR.services_by_name["Health"],
-                health_servicer,
-                admission.open_budgets(transport),
-                authenticator,
-            ),
-        )
-    )
-    for name in (SERVICE_NAME, ""):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    rpc.listen(server, settings.models.address, settings.models.tls)
-    await server.start()
-    if settings.models.generator.preload:
-        await servicer.generator()
-    for name in (SERVICE_NAME, ""):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("models sidecar serving on %s (%s)", settings.models.address, device)
-    if ready is not None:
-        ready.set()
-    try:
-        await server.wait_for_termination()
-    finally:
-        for name in (SERVICE_NAME, ""):
-            await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        await gate.drain(settings.limits.transport.drain_grace_s)
-        await server.stop(grace=1.0)
-        await servicer.close()
-        await batcher.close()
-        encode_thread.shutdown(wait=True, cancel_futures=True)
-        telemetry.shutdown()

@@ -30,9 +30,9 @@ from lancedb.index import FTS
 from sounding import errors
 from sounding.store import schema
 from sounding.store.compaction import compact
-from sounding.store.connection import connect, table_names
+from sounding.store.connection import table_names
+from sounding.store.database import Database
 from sounding.store.durability import Durability
-from sounding.store.location import StoreLocation
 from sounding.store.sessions import SessionTables
 from sounding.store.tenancy import ResourceRef
 from sounding.store.tenant_keys import qualify_default_tenant
@@ -91,12 +91,14 @@ class Store(SessionTables):
         self._infos: dict[ResourceRef, CollectionInfo] = {}
 
     @classmethod
-    async def open(cls, location: StoreLocation, durability: Durability | None = None) -> Store:
-        connection = await connect(location)
-        store = cls(connection, durability or Durability("process", location))
-        await qualify_default_tenant(connection, store._durability.sync)
+    async def open(cls, db: Database) -> Store:
+        """The collections' store: an older store's keys moved to their tenants, the registry and
+        sessions' tables created if missing, tables of no registered collection dropped, chunk
+        tables upgraded."""
+        store = cls(db.connection, db.durability)
+        await qualify_default_tenant(db.connection, db.durability.sync)
         await store._ensure_registry()
-        await store._ensure_sessions(await table_names(connection))
+        await store._ensure_sessions(await table_names(db.connection))
         await store._drop_unregistered_tables()
         await store._upgrade_chunk_tables()
         return store

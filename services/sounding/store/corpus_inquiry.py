@@ -20,9 +20,9 @@ import pyarrow as pa
 from lancedb.index import BTree
 
 from sounding.store.compaction import BackgroundCompaction
-from sounding.store.connection import connect
+from sounding.store.connection import table_names
+from sounding.store.database import Database
 from sounding.store.durability import Durability
-from sounding.store.location import StoreLocation
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 from sounding.store.upgrade import upgrade
@@ -105,25 +105,23 @@ class CorpusInquiryLog:
         self.compaction = BackgroundCompaction((queries, verdicts), WRITES_PER_COMPACTION)
 
     @classmethod
-    async def open(
-        cls, location: StoreLocation, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
-    ) -> CorpusInquiryLog:
-        db = await connect(location)
-        names = set(await db.table_names(limit=100_000))
+    async def open(cls, db: Database, tenant: str = DEFAULT_TENANT) -> CorpusInquiryLog:
+        connection = db.connection
+        names = set(await table_names(connection))
         tables: list[lancedb.AsyncTable] = []
         for table, table_schema in ((QUERIES_TABLE, QUERIES_SCHEMA), (VERDICTS_TABLE, VERDICTS_SCHEMA)):
             name = tenant_table(table, tenant)
             if name not in names:
-                await db.create_table(name, schema=table_schema, exist_ok=True)
+                await connection.create_table(name, schema=table_schema, exist_ok=True)
             else:
-                await upgrade(db, name, table_schema)
-            table = await db.open_table(name)
+                await upgrade(connection, name, table_schema)
+            table = await connection.open_table(name)
             # Observe finds a session's rows through this index, not by a scan.
             if not any(index.columns == ["session_id"] for index in await table.list_indices()):
                 await table.create_index("session_id", config=BTree(), replace=True)
             tables.append(table)
         queries, verdicts = tables
-        log = cls(queries, verdicts, durability or Durability("process", location))
+        log = cls(queries, verdicts, db.durability)
         await log.compaction.catch_up()
         return log
 

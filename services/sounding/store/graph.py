@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from sounding.store import schema
-from sounding.store.connection import connect
-from sounding.store.location import StoreLocation
+from sounding.store.connection import table_names
+from sounding.store.database import Database
 from sounding.store.tenancy import ResourceRef
 
 ENTITIES_PREFIX = "entities__"
@@ -57,9 +57,9 @@ class GraphStore:
         self._names: dict[ResourceRef, frozenset[str]] = {}
 
     @classmethod
-    async def open(cls, location: StoreLocation) -> GraphStore:
+    async def open(cls, db: Database) -> GraphStore:
         """The graphs' store, its state table created if missing (here, so that no read writes)."""
-        store = cls(await connect(location))
+        store = cls(db.connection)
         await store._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
         return store
 
@@ -81,7 +81,7 @@ class GraphStore:
 
     async def vectors(self, collection: ResourceRef) -> dict[str, np.ndarray]:
         """The stored entity embeddings (to reuse for entities that persist across rebuilds)."""
-        if ENTITIES_PREFIX + collection.key not in await self._db.table_names(limit=100_000):
+        if ENTITIES_PREFIX + collection.key not in await table_names(self._db):
             return {}
         table = await self._db.open_table(ENTITIES_PREFIX + collection.key)
         data = await table.query().select(["entity", "vector"]).to_arrow()
@@ -147,7 +147,7 @@ class GraphStore:
         )
 
     async def drop(self, collection: ResourceRef) -> None:
-        existing = set(await self._db.table_names(limit=100_000))
+        existing = set(await table_names(self._db))
         for name in (ENTITIES_PREFIX + collection.key, EDGES_PREFIX + collection.key):
             if name in existing:
                 await self._db.drop_table(name)

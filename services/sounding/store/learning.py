@@ -25,7 +25,8 @@ from lancedb.index import BTree
 from numpy.typing import ArrayLike
 
 from sounding.store.compaction import BackgroundCompaction
-from sounding.store.connection import connect
+from sounding.store.connection import table_names
+from sounding.store.database import Database
 from sounding.store.durability import Durability
 from sounding.store.learning_tables import (
     CALIBRATIONS_SCHEMA,
@@ -39,7 +40,6 @@ from sounding.store.learning_tables import (
     RETRIEVALS_SCHEMA,
     RETRIEVALS_TABLE,
 )
-from sounding.store.location import StoreLocation
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 from sounding.store.upgrade import upgrade
@@ -145,15 +145,10 @@ class LearningLog:
         self._durability = durability
 
     @classmethod
-    async def open(
-        cls, location: StoreLocation, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
-    ) -> LearningLog:
+    async def open(cls, db: Database, tenant: str = DEFAULT_TENANT) -> LearningLog:
         """The tenant's log (its own tables: nothing of one tenant's log is read for another)."""
-        log = cls(
-            await connect(location),
-            durability or Durability("process", location),
-        )
-        names = set(await log._db.table_names(limit=100_000))
+        log = cls(db.connection, db.durability)
+        names = set(await table_names(db.connection))
         for name, table_schema in (
             (tenant_table(RETRIEVALS_TABLE, tenant), RETRIEVALS_SCHEMA),
             (tenant_table(OBSERVATIONS_TABLE, tenant), OBSERVATIONS_SCHEMA),

@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 
 from sounding.store.compaction import BackgroundCompaction
-from sounding.store.connection import connect
+from sounding.store.connection import table_names
+from sounding.store.database import Database
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
-from sounding.store.location import StoreLocation
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 
@@ -154,18 +154,16 @@ class ToolStore:
         self._events = GroupCommit(self._commit_events)
 
     @classmethod
-    async def open(
-        cls, location: StoreLocation, durability: Durability | None = None, tenant: str = DEFAULT_TENANT
-    ) -> ToolStore:
-        db = await connect(location)
-        existing = set(await db.table_names(limit=100_000))
+    async def open(cls, db: Database, tenant: str = DEFAULT_TENANT) -> ToolStore:
+        connection = db.connection
+        existing = set(await table_names(connection))
         tables = {}
         for table, schema in SCHEMAS.items():
             name = tenant_table(table, tenant)
             if name not in existing:
-                await db.create_table(name, schema=schema, exist_ok=True)
-            tables[table] = await db.open_table(name)
-        store = cls(db, durability or Durability("process", location), tables)
+                await connection.create_table(name, schema=schema, exist_ok=True)
+            tables[table] = await connection.open_table(name)
+        store = cls(connection, db.durability, tables)
         await store.compaction.catch_up()
         return store
 

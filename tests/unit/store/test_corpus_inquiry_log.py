@@ -3,6 +3,7 @@ import asyncio
 import pytest
 from sounding.store import corpus_inquiry
 from sounding.store.corpus_inquiry import CorpusInquiryLog, Verdict
+from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 
 pytestmark = pytest.mark.unit
@@ -12,7 +13,7 @@ def test_verdict_appends_are_compacted_and_found_by_an_indexed_session_id(tmp_pa
     monkeypatch.setattr(corpus_inquiry, "WRITES_PER_COMPACTION", 5)
 
     async def run():
-        log = await CorpusInquiryLog.open(StoreLocation(str(tmp_path)))
+        log = await CorpusInquiryLog.open(await Database.open(StoreLocation(str(tmp_path))))
         for i in range(12):
             await log.append_verdict(Verdict(f"s{i}", "docs", "SUPPORT"))
         await log.compaction.settled()  # compaction runs in the background

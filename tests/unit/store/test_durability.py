@@ -4,6 +4,7 @@ import time
 
 import pytest
 from sounding.store import durability
+from sounding.store.database import Database
 from sounding.store.durability import Durability
 from sounding.store.location import StoreLocation
 from sounding.store.tenancy import ResourceRef
@@ -60,9 +61,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
         # What a new reader finds on disk at the moment of the flush: the commit must be there.
         db = lancedb.connect(str(tmp_path))
         names = set(db.table_names())
-        rows = (
-            db.open_table(schema.chunks_table(C)).count_rows() if schema.chunks_table(C) in names else 0
-        )
+        rows = db.open_table(schema.chunks_table(C)).count_rows() if schema.chunks_table(C) in names else 0
         registered = C.key in db.open_table(schema.COLLECTIONS_TABLE).to_arrow().column("name").to_pylist()
         await flush()
         order.append(f"flushed (registered {registered}, {rows} rows)")
@@ -70,7 +69,7 @@ def test_the_store_acknowledges_a_write_only_after_the_flush(tmp_path, flushes):
     sync.sync = recorded
 
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)), sync)
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path)), sync))
         await store.create_collection(C, "", "test", 2, 400, 50)
         order.append("created")
         row = {

@@ -2,6 +2,7 @@ import asyncio
 
 import numpy as np
 import pytest
+from sounding.store.database import Database
 from sounding.store.graph import GraphSnapshot, GraphStore
 from sounding.store.location import StoreLocation
 from sounding.store.tenancy import ResourceRef
@@ -15,7 +16,7 @@ def test_a_stored_graph_round_trips_and_answers_match_and_related(tmp_path):
 
     async def run():
         db = await lancedb.connect_async(str(tmp_path))
-        graphs = await GraphStore.open(StoreLocation(str(tmp_path)))
+        graphs = await GraphStore.open(await Database.open(StoreLocation(str(tmp_path))))
         assert await graphs.built_version(C) is None
         vectors = {
             "echo sounder": np.array([1.0, 0.0]),
@@ -53,7 +54,7 @@ def test_dropping_a_graph_forgets_it(tmp_path):
 
     async def run():
         db = await lancedb.connect_async(str(tmp_path))
-        graphs = await GraphStore.open(StoreLocation(str(tmp_path)))
+        graphs = await GraphStore.open(await Database.open(StoreLocation(str(tmp_path))))
         await graphs.replace(C, 1, {"a": 1}, {"a": np.array([1.0, 0.0])}, {}, 2)
         await graphs.drop(C)
         return (

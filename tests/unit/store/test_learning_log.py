@@ -2,6 +2,7 @@ import asyncio
 
 import pytest
 from sounding.store import learning
+from sounding.store.database import Database
 from sounding.store.learning import InquiryState, LearningLog
 from sounding.store.location import StoreLocation
 
@@ -20,7 +21,7 @@ def test_inquiry_state_appends_are_compacted_and_found_by_an_indexed_session_id(
     monkeypatch.setattr(learning, "WRITES_PER_COMPACTION", 5)
 
     async def run():
-        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        log = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         for i in range(12):
             await log.append_inquiry_states(states(f"s{i}"))
         await log.compaction.settled()  # compaction runs in the background
@@ -45,7 +46,7 @@ def test_a_log_left_fragmented_is_compacted_when_it_opens(tmp_path, monkeypatch)
     monkeypatch.setattr(learning, "WRITES_PER_COMPACTION", 5)
 
     async def run():
-        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        log = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         for i in range(5):
             await log.append_inquiry_states(states(f"s{i}"))
         await log.compaction.settled()
@@ -54,7 +55,7 @@ def test_a_log_left_fragmented_is_compacted_when_it_opens(tmp_path, monkeypatch)
         for _ in range(6):  # written past the last compaction, as if by a process that stopped there
             await table.add(rows)
         left = (await table.stats())["fragment_stats"]["num_small_fragments"]
-        reopened = await LearningLog.open(StoreLocation(str(tmp_path)))
+        reopened = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         after = (await reopened._inquiry_states.stats())["fragment_stats"]["num_small_fragments"]
         return left, after, len(await reopened.inquiry_states("gn", "normal"))
 
@@ -65,7 +66,7 @@ def test_a_log_left_fragmented_is_compacted_when_it_opens(tmp_path, monkeypatch)
 
 def test_an_observation_keeps_its_plan_rewards_and_an_older_one_has_none(tmp_path):
     async def run():
-        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        log = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         rewarded = {"dense": 0.5, "dense+lexical": 0.75}
         await log.append_observations(
             [

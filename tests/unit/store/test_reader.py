@@ -5,6 +5,7 @@ import pyarrow as pa
 import pytest
 from sounding.store import schema
 from sounding.store.collections import Store
+from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 from sounding.store.reader import (
     ChunkHit,
@@ -22,6 +23,7 @@ C = ResourceRef("default", "c")
 
 def ref(name: str) -> ResourceRef:
     return ResourceRef("default", name)
+
 
 # Document "a" owns the six best chunks, then b, c, d follow.
 RANKED = [ChunkHit("a", f"a#{i}", 1.0 - i / 100) for i in range(6)] + [
@@ -104,7 +106,7 @@ def test_a_version_read_by_the_writer_shows_the_reader_every_acknowledged_write(
     snapshot is older loads the new version."""
 
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         await store.create_collection(C, "", "test", 2, 400, 50)
         await store.write_documents(C, rows(["a"], [1.0, 0.0]), ["a"])
         reader = await ChunkReader.open(StoreLocation(str(tmp_path)), exact_scan_max_chunks=100)
@@ -136,7 +138,7 @@ def test_held_vectors_stay_within_the_budget_and_a_collection_over_it_is_searche
     vector_bytes = 16 * 4 + 100  # what one 16-dimensional chunk counts for
 
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         for name, count in (("small", 10), ("other", 20), ("large", 40)):
             await store.create_collection(ref(name), "", "test", 16, 400, 50)
             documents = [f"{name}{i}" for i in range(count)]
@@ -161,7 +163,7 @@ def test_a_collection_deleted_under_cached_handles_is_not_found_for_writer_and_r
     from sounding import errors
 
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         await store.create_collection(C, "", "test", 2, 400, 50)
         await store.write_documents(C, rows(["a"], [1.0, 0.0]), ["a"])
         reader = await ChunkReader.open(StoreLocation(str(tmp_path)), exact_scan_max_chunks=100)

@@ -5,6 +5,7 @@ import pyarrow as pa
 import pytest
 from sounding.store import sessions
 from sounding.store.collections import Store
+from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 from sounding.store.tenancy import ResourceRef
 
@@ -17,7 +18,7 @@ def ref(session_id: str) -> ResourceRef:
 
 def test_concurrent_saves_share_a_commit_and_each_session_keeps_its_latest_step(tmp_path):
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         for i in range(8):
             await store.create_session(ref(f"s{i}"), "bulls_and_cows", "{}")
 
@@ -40,7 +41,7 @@ def test_concurrent_saves_share_a_commit_and_each_session_keeps_its_latest_step(
 
 def test_sessions_idle_past_the_cutoff_go_with_their_setups_and_others_stay(tmp_path):
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         for name in ("old", "held", "legacy"):
             await store.create_session(ref(name), "bulls_and_cows", "{}")
             await store.save_session(ref(name), 1, "bulls_and_cows", f"{name} state")
@@ -80,7 +81,7 @@ def test_a_session_saved_while_the_expiry_looks_for_idle_ones_stays(tmp_path):
     keep its new state and its setup."""
 
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         await store.create_session(ref("s"), "bulls_and_cows", "{}")
         await store.save_session(ref("s"), 1, "bulls_and_cows", "first")
         await asyncio.sleep(0.01)
@@ -108,7 +109,7 @@ def test_a_session_saved_while_the_expiry_looks_for_idle_ones_stays(tmp_path):
 
 def test_expiring_nothing_commits_nothing(tmp_path):
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         await store.create_session(ref("s"), "bulls_and_cows", "{}")
         await store.save_session(ref("s"), 1, "bulls_and_cows", "state")
         before = await store._sessions.version(), await store._session_setups.version()

@@ -8,6 +8,7 @@ import pytest
 from sounding import errors
 from sounding.store import schema
 from sounding.store.collections import Store
+from sounding.store.database import Database
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog, RetrievalRecord
 from sounding.store.location import StoreLocation
@@ -16,6 +17,10 @@ from sounding.store.tenant_keys import MARKER_TABLE
 from sounding.store.tools import ToolStore
 
 pytestmark = pytest.mark.unit
+
+
+async def open_store(path: str) -> Store:
+    return await Store.open(await Database.open(StoreLocation(path)))
 
 
 def test_every_tenants_keys_carry_the_tenant_and_no_name_holds_a_dot():
@@ -50,7 +55,7 @@ def test_collections_of_the_same_name_in_two_tenants_are_two_and_listed_apart(tm
     tenants = ("default", "acme", "acme-corp", "acme_x", "acme0", "globex")
 
     async def run():
-        store = await Store.open(StoreLocation(str(tmp_path)))
+        store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))
         for tenant in tenants:
             for name in ("docs", "notes"):
                 await store.create_collection(ResourceRef(tenant, name), "", "m", 4, 100, 10)
@@ -61,7 +66,10 @@ def test_collections_of_the_same_name_in_two_tenants_are_two_and_listed_apart(tm
         await store.delete_collection(ResourceRef("acme", "docs"))
         remaining = [c.ref.key for c in await store.list_collections()]
         reopened = [
-            c.ref.key for c in await (await Store.open(StoreLocation(str(tmp_path)))).list_collections()
+            c.ref.key
+            for c in await (
+                await Store.open(await Database.open(StoreLocation(str(tmp_path))))
+            ).list_collections()
         ]
         return listed, after, remaining, reopened
 
@@ -75,9 +83,9 @@ def test_collections_of_the_same_name_in_two_tenants_are_two_and_listed_apart(tm
 
 def test_each_tenants_learning_log_is_its_own(tmp_path):
     async def run():
-        acme = await LearningLog.open(StoreLocation(str(tmp_path)), tenant="acme")
-        globex = await LearningLog.open(StoreLocation(str(tmp_path)), tenant="globex")
-        default = await LearningLog.open(StoreLocation(str(tmp_path)))
+        acme = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))), tenant="acme")
+        globex = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))), tenant="globex")
+        default = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         await acme.append_calibration("miss_rate", 1, {"a": 1.0}, {})
         return [await log.latest_calibration("miss_rate") for log in (acme, globex, default)]
 
@@ -93,7 +101,7 @@ SESSION = ResourceRef("default", "s1")
 async def _populate(path: str) -> None:
     """A current store holding something of every kind for the default tenant and for acme."""
     location = StoreLocation(path)
-    store = await Store.open(location)
+    store = await Store.open(await Database.open(location))
     for collection, text in ((DOCS, "zebras graze on the plain"), (NOTES, "lions hunt at dusk")):
         await store.create_collection(collection, "", "m", 2, 100, 10)
         row = {
@@ -110,10 +118,10 @@ async def _populate(path: str) -> None:
         )
     await store.create_session(SESSION, "bulls_and_cows", "{}")
     await store.save_session(SESSION, 1, "bulls_and_cows", "state")
-    graphs = await GraphStore.open(location)
+    graphs = await GraphStore.open(await Database.open(location))
     await graphs.replace(DOCS, 2, {"zebra": 1}, {"zebra": np.array([1.0, 0.0])}, {}, 2)
     for tenant, collection in (("default", DOCS), ("acme", NOTES)):
-        log = await LearningLog.open(location, tenant=tenant)
+        log = await LearningLog.open(await Database.open(location), tenant=tenant)
         record = RetrievalRecord(
             retrieval_id="r1",
             collection=collection.key,
@@ -127,7 +135,7 @@ async def _populate(path: str) -> None:
         await log.append_retrievals([record])
         await log.append_calibration("query_adapter:" + collection.key, 1, {"w": 1}, {})
         await log.append_calibration("miss_rate", 1, {"a": 1.0}, {})
-        await ToolStore.open(location, tenant=tenant)
+        await ToolStore.open(await Database.open(location), tenant=tenant)
 
 
 def _legacy(path: str) -> None:
@@ -180,7 +188,7 @@ def test_a_store_of_before_keys_carried_every_tenant_opens_with_everything_moved
     assert "chunks__docs" in legacy and "retrievals" in legacy and "chunks__default.docs" not in legacy
 
     async def reopen():
-        store = await Store.open(StoreLocation(path))
+        store = await Store.open(await Database.open(StoreLocation(path)))
         found = await (await store.chunks(DOCS)).query().nearest_to_text("zebras").to_arrow()
         return found.column("text").to_pylist(), await store.load_session(SESSION)
 
@@ -193,7 +201,7 @@ def test_a_store_of_before_keys_carried_every_tenant_opens_with_everything_moved
     assert moved == current
     assert texts == ["zebras graze on the plain"] and session == ("{}", "state")
     versions = _versions(path)
-    asyncio.run(Store.open(StoreLocation(path)))  # nothing left to move: nothing is written
+    asyncio.run(open_store(path))  # nothing left to move: nothing is written
     assert _versions(path) == versions
 
 
@@ -206,14 +214,14 @@ def test_a_move_cut_short_is_finished_by_the_next_open(tmp_path):
     # A crash after an older copy of a bare table was written, before the keys were qualified.
     db.create_table("chunks__default.docs", schema=db.open_table("chunks__docs").schema)
     db.create_table("retrievals.default", schema=db.open_table("retrievals").schema)
-    asyncio.run(Store.open(StoreLocation(path)))
+    asyncio.run(open_store(path))
     assert _graph_versions_aside(_contents(path)) == _graph_versions_aside(current)
     # A crash after the keys were qualified, before the bare tables were dropped (and the marker
     # written).
     db.drop_table(MARKER_TABLE)
     db.create_table("chunks__docs", db.open_table("chunks__default.docs").to_arrow())
     db.create_table("edges__docs", db.open_table("edges__default.docs").to_arrow())
-    asyncio.run(Store.open(StoreLocation(path)))
+    asyncio.run(open_store(path))
     assert _graph_versions_aside(_contents(path)) == _graph_versions_aside(current)
 
 
@@ -232,7 +240,7 @@ def test_a_moved_store_that_an_earlier_version_wrote_to_again_is_not_opened(tmp_
     # An earlier version, run on the moved store, logged retrievals under the bare name.
     db.create_table("retrievals", db.open_table("retrievals.default").to_arrow())
     with pytest.raises(RuntimeError, match="earlier version"):
-        asyncio.run(Store.open(StoreLocation(path)))
+        asyncio.run(open_store(path))
     db.drop_table("retrievals")
-    asyncio.run(Store.open(StoreLocation(path)))
+    asyncio.run(open_store(path))
     assert _contents(path) == current

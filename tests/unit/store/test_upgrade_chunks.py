@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from sounding.store import schema
 from sounding.store.collections import Store
+from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 from sounding.store.tenancy import ResourceRef
 
@@ -32,7 +33,7 @@ METADATA = {"a": {"source": "pubmed", "year": "2019"}, "b": {}}
 
 
 async def create_legacy_collection(path: str) -> None:
-    store = await Store.open(StoreLocation(path))
+    store = await Store.open(await Database.open(StoreLocation(path)))
     await store.create_collection(C, "", "test", 2, 400, 50)
     rows = [
         {
@@ -58,12 +59,12 @@ def test_a_legacy_chunk_table_opens_with_a_metadata_map_and_its_text_index(tmp_p
 
     async def run():
         await create_legacy_collection(path)
-        store = await Store.open(StoreLocation(path))
+        store = await Store.open(await Database.open(StoreLocation(path)))
         fetched = await store.fetch_chunks(C, ["a#0", "b#0"])
         table = await store.chunks(C)
         found = await table.query().nearest_to_text("zebras").select(["chunk_id"]).to_arrow()
         upgraded = (await table.schema(), await table.query().to_arrow(), await table.version())
-        await Store.open(StoreLocation(path))  # already upgraded: not rewritten
+        await Store.open(await Database.open(StoreLocation(path)))  # already upgraded: not rewritten
         again = await (await lancedb.connect_async(path)).open_table(schema.chunks_table(C))
         return fetched, found.column("chunk_id").to_pylist(), upgraded, await again.version()
 
@@ -85,13 +86,13 @@ def test_a_chunk_table_left_without_its_text_index_gets_it_back_on_open(tmp_path
     path = str(tmp_path)
 
     async def run():
-        store = await Store.open(StoreLocation(path))
+        store = await Store.open(await Database.open(StoreLocation(path)))
         await store.create_collection(C, "", "test", 2, 400, 50)
         db = await lancedb.connect_async(path)
         table = await db.open_table(schema.chunks_table(C))
         await table.drop_index(schema.TEXT_INDEX)
         before = [i.name for i in await table.list_indices()]
-        await Store.open(StoreLocation(path))
+        await Store.open(await Database.open(StoreLocation(path)))
         after = [i.name for i in await (await db.open_table(schema.chunks_table(C))).list_indices()]
         return before, after
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 from sounding.store import learning_tables as tables
 from sounding.store.collections import Store
+from sounding.store.database import Database
 from sounding.store.learning import LearningLog
 from sounding.store.location import StoreLocation
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
@@ -129,8 +130,10 @@ async def write_legacy_log(path) -> None:
 def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path):
     async def run():
         await write_legacy_log(str(tmp_path))  # the default tenant's, under the bare names of then
-        await Store.open(StoreLocation(str(tmp_path)))  # the server opens the store first
-        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        await Store.open(
+            await Database.open(StoreLocation(str(tmp_path)))
+        )  # the server opens the store first
+        log = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         records = await log.retrievals(["r0", "r1", "r2"])
         observations = await log.observations()
         states = await log.inquiry_states("dc", "normal")
@@ -145,7 +148,9 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
             for name in (tables.RETRIEVALS_TABLE, tables.OBSERVATIONS_TABLE)
         ]
         versions = [await (await db.open_table(default(tables.RETRIEVALS_TABLE))).version()]
-        await LearningLog.open(StoreLocation(str(tmp_path)))  # already upgraded: not rewritten
+        await LearningLog.open(
+            await Database.open(StoreLocation(str(tmp_path)))
+        )  # already upgraded: not rewritten
         versions.append(await (await db.open_table(default(tables.RETRIEVALS_TABLE))).version())
         bare = {t for t in await db.table_names() if "." not in t}
         return records, observations, states, deployment, schemas, indexed, versions, bare
@@ -183,7 +188,7 @@ def test_a_log_round_trips_its_typed_values(tmp_path):
     from sounding.store.learning import ObservationRecord
 
     async def run():
-        log = await LearningLog.open(StoreLocation(str(tmp_path)))
+        log = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
         await log.append_observations(
             [
                 ObservationRecord(

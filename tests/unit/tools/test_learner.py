@@ -10,6 +10,7 @@ import pytest
 from sounding import errors
 from sounding.config import ToolSettings
 from sounding.limits import ToolLimits
+from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 from sounding.store.tools import ToolStore
 from sounding.tools.learner import ToolLearner
@@ -54,7 +55,7 @@ TOOLS = [
 
 
 async def open_learner(path, teacher=None, limits=None, **settings):
-    store = await ToolStore.open(StoreLocation(str(path)))
+    store = await ToolStore.open(await Database.open(StoreLocation(str(path))))
     defaults = {"margin_floor": 0.05, "description_weight": 1.0, "trust_successful_uses": False}
     config = ToolSettings(**{**defaults, **settings})
     limits = limits or ToolLimits()
@@ -235,7 +236,7 @@ class Gate:
 
 def test_a_full_queue_leaves_events_to_the_store_and_the_learner_catches_up(tmp_path):
     async def run():
-        store = await ToolStore.open(StoreLocation(str(tmp_path)))
+        store = await ToolStore.open(await Database.open(StoreLocation(str(tmp_path))))
         config = ToolSettings(margin_floor=0.0, batch_size=1)
         limits = ToolLimits(learner_queue=2)
         registry = await ToolRegistry.restore(store, Words(), config, limits)

@@ -1,0 +1,243 @@
+"""`sounding serve`: the orchestrator's wiring. Starts (or joins) Ray, opens the store, starts the
+strategy workers, builds each service and each tenant's learned state, and serves SoundingService,
+CorpusService, ToolService, health and reflection (`gateway.routing`) until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
+from grpc_health.v1 import health
+
+from sounding import admission, allocator, auth, rpc, telemetry
+from sounding.assembly.ray_runtime import start_ray
+from sounding.assembly.signals import stop_on_signals
+from sounding.config import SelectionSettings, Settings
+from sounding.core.bandit import ExplorationSchedule
+from sounding.corpus.graph import GraphBuilder
+from sounding.corpus.service import CorpusManager
+from sounding.gateway import routing
+from sounding.gateway.readiness import Readiness
+from sounding.gateway.servicers import CorpusServicer, SoundingServicer, ToolServicer
+from sounding.inquiry.domains.corpus import CorpusInquiry
+from sounding.inquiry.llm.assessment import Models
+from sounding.inquiry.service import InquiryService
+from sounding.learning.corpus_backend import CorpusTools
+from sounding.learning.corpus_inquiry import CorpusInquiryLearning
+from sounding.learning.inquiry import InquiryLearning
+from sounding.learning.selection import SelectionConfig
+from sounding.learning.service import LearningService
+from sounding.learning.tenants import TenantLearning, Tenants
+from sounding.limits import LimitsSettings
+from sounding.models.client import ModelsClient
+from sounding.retrieval.executors import RayExecutor
+from sounding.retrieval.service import RetrievalService
+from sounding.retrieval.strategies import STRATEGIES
+from sounding.store.collections import Store
+from sounding.store.connection import configure_caches
+from sounding.store.corpus_inquiry import CorpusInquiryLog
+from sounding.store.database import Database
+from sounding.store.durability import Durability
+from sounding.store.graph import GraphStore
+from sounding.store.learning import LearningLog
+from sounding.store.lock import DataDirectoryLock
+from sounding.store.tenancy import DEFAULT_TENANT
+from sounding.store.tools import ToolStore
+from sounding.tools.service import ToolService
+from sounding.tools.teacher import GeneratorTeacher
+
+log = logging.getLogger(__name__)
+
+
+def selection_config(settings: SelectionSettings, history_capacity: int) -> SelectionConfig:
+    return SelectionConfig(
+        alpha=settings.alpha,
+        schedule=ExplorationSchedule(
+            cold_start_queries=settings.cold_start_queries,
+            force_all_every=settings.force_all_every,
+            initial_rate=settings.exploration_rate,
+            min_rate=settings.min_exploration_rate,
+            decay=settings.exploration_decay,
+        ),
+        seed=settings.seed,
+        history_capacity=history_capacity,
+    )
+
+
+def selectable_arms(settings: Settings) -> tuple[str, ...]:
+    """The arms the selector may choose (`retrieval.selection.arms`), all known."""
+    selectable = settings.retrieval.selection.arms
+    unknown = sorted(set(selectable) - set(STRATEGIES))
+    if unknown or not selectable:
+        raise ValueError(
+            f"retrieval.selection.arms must name known arms ({sorted(STRATEGIES)}), got {unknown}"
+        )
+    return tuple(selectable)
+
+
+def tenant_opener(
+    settings: Settings, db: Database, store: Store, models: ModelsClient
+) -> Callable[[str], Awaitable[TenantLearning]]:
+    """How a tenant's learned state is opened on first use: its learning log and selector, its
+    tool router, its corpus inquiry outcome models and its inquiry learning."""
+    arms = selectable_arms(settings)
+
+    async def open_tenant(tenant: str) -> TenantLearning:
+        learning_log = await LearningLog.open(db, tenant)
+        learning = await LearningService.restore(
+            learning_log,
+            arms,
+            selection_config(settings.retrieval.selection, settings.limits.memory.learning_history),
+            settings.retrieval.selection.recalibration_window_days * 24 * 3600,
+        )
+        tool_settings = settings.tools
+        tools = await ToolService.open(
+            await ToolStore.open(db, tenant),
+            models,
+            GeneratorTeacher(models, tenant, timeout_s=tool_settings.teacher_timeout_s)
+            if tool_settings.teacher == "generator"
+            else None,
+            tool_settings,
+            settings.limits.tools,
+        )
+        corpus_inquiry = await CorpusInquiryLearning.open(
+            await CorpusInquiryLog.open(db, tenant)
+        )
+        return TenantLearning(
+            learning, InquiryLearning(learning_log, store, corpus_inquiry, tenant), tools, corpus_inquiry
+        )
+
+    return open_tenant
+
+
+def inquiry_backends(
+    retrieval: RetrievalService,
+    tenants: Tenants,
+    models: ModelsClient,
+    store: Store,
+    graphs: GraphStore,
+    limits: LimitsSettings,
+) -> Callable[[str, str, str], Models | CorpusTools]:
+    """The backend of a session (id, tenant, domain): the corpus domain's search, models and
+    outcome models, or the generators the other domains ask."""
+
+    def backend(session_id: str, tenant: str, domain: str) -> Models | CorpusTools:
+        if domain == CorpusInquiry.name:
+            return CorpusTools(
+                tenant=tenant,
+                session_id=session_id,
+                retrieval=retrieval,
+                learning=lambda: tenants.of(tenant),
+                models=models,
+                store=store,
+                graphs=graphs,
+                search_timeout_s=limits.deadlines.retrieve_s,
+                models_timeout_s=limits.deadlines.models_unary_s,
+                generate_timeout_s=limits.deadlines.generate_s,
+            )
+        return Models(
+            models,
+            flow=f"inquiry:{session_id}",
+            in_flight=limits.inquiry.llm_generations_in_flight,
+            tenant=tenant,
+        )
+
+    return backend
+
+
+async def serve(settings: Settings) -> None:
+    """Serve until SIGTERM or SIGINT (or cancelled), then drain: NOT_SERVING at once, new calls
+    refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
+    telemetry.setup("sounding-orchestrator")
+    allocator.configure()
+    authenticator = auth.Authenticator(
+        settings.auth.tokens, settings.auth.tokens_file, settings.auth.keep_last_good_tokens
+    )
+    rpc.refuse_open_plaintext(
+        settings.address, authenticator.enabled, settings.auth.allow_unauthenticated, "the orchestrator"
+    )
+    selectable_arms(settings)  # refused before anything starts
+    data_lock = DataDirectoryLock(settings.data_dir).acquire()
+    limits = settings.limits
+    configure_caches(
+        limits.memory.orchestrator_lancedb_index_cache_mib, limits.memory.lancedb_metadata_cache_mib
+    )
+    start_ray(settings)
+    serving = asyncio.Event()
+    stop = stop_on_signals(serving)
+    db = await Database.open(
+        settings.store_location, Durability(settings.durability, settings.store_location)
+    )
+    store = await Store.open(db)
+    models = ModelsClient.of(settings.models)
+    executor = await RayExecutor.open(settings)
+    tenants = Tenants(tenant_opener(settings, db, store, models))
+    await tenants.of(DEFAULT_TENANT)
+    graphs = await GraphStore.open(db)
+    graph_builder = GraphBuilder(
+        store, graphs, models, max_entities_per_chunk=limits.corpus.graph_max_entities_per_chunk
+    )
+    retrieval = RetrievalService(
+        store,
+        executor,
+        models,
+        graphs,
+        settings.retrieval.expansion,
+        settings.retrieval.fusion_k,
+        limits.retrieve,
+    )
+    corpus = CorpusManager(store, models, graph_builder, executor.forget, limits.corpus)
+    inquiry = InquiryService(
+        store, inquiry_backends(retrieval, tenants, models, store, graphs, limits), limits.inquiry
+    )
+    sounding = SoundingServicer(retrieval, inquiry, tenants, limits.inquiry, limits.observe, limits.calibrate)
+    gate = admission.Gate(limits.transport.max_concurrent_rpcs)
+    health_servicer = health.aio.HealthServicer()
+    server = rpc.server(limits.transport)
+    server.add_generic_rpc_handlers(
+        routing.handlers(
+            sounding,
+            CorpusServicer(corpus),
+            ToolServicer(tenants),
+            health_servicer,
+            limits,
+            gate,
+            authenticator,
+        )
+    )
+    readiness = Readiness(
+        health_servicer,
+        routing.SERVICES,
+        {
+            "the models sidecar": models.check_serving,
+            "the strategy workers": executor.calls_in_flight,
+            "the token file": authenticator.check,
+        },
+        probe_timeout_s=limits.deadlines.readiness_probe_s,
+    )
+    rpc.listen(server, settings.address, settings.tls)
+    await server.start()
+    expiry = asyncio.ensure_future(inquiry.expire_idle_sessions())
+    try:
+        await readiness.start()
+        serving.set()
+        log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_location.uri)
+        await graph_builder.catch_up()
+        await stop.wait()
+    finally:
+        log.info("draining: %d calls in flight have %.0f s", gate.in_flight, limits.transport.drain_grace_s)
+        await readiness.drain()
+        if not await gate.drain(limits.transport.drain_grace_s):
+            log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)
+        await server.stop(grace=1.0)
+        expiry.cancel()
+        with suppress(asyncio.CancelledError):
+            await expiry
+        inquiry.close()
+        await executor.close()
+        await tenants.close()
+        await models.close()
+        data_lock.release()
+        telemetry.shutdown()
