@@ -30,7 +30,7 @@ QUERIES = ["depth of water under a ship", "fusing rankings", "learning from rewa
 def ray_runtime():
     import ray
 
-    ray.init(include_dashboard=False, log_to_driver=False, num_cpus=2)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=2)
     yield
     ray.shutdown()
 

@@ -122,6 +122,28 @@ def test_a_store_on_object_storage_survives_a_restart_elsewhere(stack, object_st
     assert isinstance(events[-1], InquiryAnswer) and events[-1].answer == "4096"
 
 
+def test_without_a_ray_address_the_orchestrator_starts_a_runtime_of_its_own(stack, two_node_ray, tmp_path):
+    # ray.init() without an address joins the latest cluster started on the machine: here a
+    # stranger's (the fixture's), which this orchestrator must leave alone.
+    import ray
+
+    def drivers() -> int:
+        return sum(1 for job in ray._private.state.jobs() if not job.get("IsDead"))
+
+    before = drivers()
+    running = orchestrator(stack, tmp_path, {})
+    try:
+        with Client(running.settings.address) as client:
+            client.create_collection("charts")
+            list(client.ingest("charts", DOCUMENTS))
+            final = client.retrieve_final("charts", "how is the depth measured", top_k=2, arms=["dense"])
+        joined = drivers() - before
+    finally:
+        running.stop()
+    assert final.hits[0].document_id == "lead"
+    assert joined == 0
+
+
 def test_strategy_workers_on_a_second_ray_node_serve_retrieve(stack, object_store, two_node_ray, tmp_path):
     import ray
 

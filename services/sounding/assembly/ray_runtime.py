@@ -30,4 +30,6 @@ def start_ray(settings: Settings) -> None:
         with warnings.catch_warnings():
             # Ray forks and immediately execs its daemons; lancedb's fork warning does not apply.
             warnings.filterwarnings("ignore", message="lancedb fork support")
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            # "local": a runtime of its own, never the latest cluster some other process started on
+            # this machine (which ray.init without an address joins).
+            ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
