@@ -17,9 +17,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sounding import extras
-from sounding.config import Settings
-from sounding.rpc import channel_credentials
+from sounding.serving.rpc import channel_credentials
+from sounding.settings import extras
+from sounding.settings.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from sounding.config import ModelsSettings, Settings
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import Client
 
@@ -40,7 +40,7 @@ def write_tiny_corpus(path: Path) -> None:
 def write_tokens(path: Path, grants) -> dict[str, str]:
     """A token file at `path` granting each (tenant, role) of `grants` a token of its own; the
     tokens, by "<tenant>-<role>"."""
-    from sounding import auth
+    from sounding.serving import auth
 
     tokens, entries = {}, []
     for tenant, role in grants:

@@ -5,7 +5,7 @@ import sys
 import time
 
 import pytest
-from sounding.config import ModelsSettings, Settings
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import wait_serving
 
 from .conftest import DEMO_CORPUS, free_port

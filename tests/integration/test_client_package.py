@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
+CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 SERVER_PACKAGES = ("sounding", "torch", "ray", "lancedb", "numpy")
 
 
@@ -19,7 +19,8 @@ def test_the_client_installs_alone_and_retrieves_from_the_stack(stack, tmp_path)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(CLIENT)],
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        + [str(CLIENTS / "python-api"), str(CLIENTS / "python")],
         check=True,
         capture_output=True,
         timeout=600,

@@ -11,12 +11,12 @@ import uuid
 
 import numpy as np
 import pytest
-from sounding import errors
 from sounding.api.sounding.worker.v1 import worker_pb2
 from sounding.retrieval import channel
 from sounding.retrieval.channel import ChannelClient
 from sounding.retrieval.executors import InProcessExecutor, RayExecutor, StrategyWorker, runner_arguments
 from sounding.retrieval.protocol import ArmRequest
+from sounding.runtime import errors
 from sounding.store.reader import ChunkReader
 from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef
 

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from sounding.config import ModelsSettings, Settings
 from sounding.evaluation import fuzz
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import Client
 

@@ -3,8 +3,8 @@ import time
 
 import grpc
 import pytest
-from sounding.config import ModelsSettings, Settings
 from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import (
     Ask,

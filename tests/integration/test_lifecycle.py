@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from sounding.config import ModelsSettings, Settings
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import Ask, Belief, Client, Final, SoundingError, StrategyResult
 

@@ -123,7 +123,7 @@ def test_bulls_and_cows_games_leave_health_answering(client, stack):
 def test_observe_reports_each_rejection_at_its_stream_position(stack):
     """Found by the fuzz suite: rejections made at the edge, followed by an inquiry outcome,
     were mapped through the wrong positions (INTERNAL)."""
-    from sounding_client.api.sounding.v1 import sounding_pb2, sounding_pb2_grpc
+    from sounding_api.sounding.v1 import sounding_pb2, sounding_pb2_grpc
 
     stream = [
         sounding_pb2.ObserveRequest(retrieval_outcome=sounding_pb2.RetrievalOutcome(retrieval_id="nope")),

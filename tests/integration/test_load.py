@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from sounding.config import ModelsSettings, Settings
 from sounding.evaluation import crashes, load
-from sounding.limits import DeadlineLimits, LimitsSettings
+from sounding.settings.config import ModelsSettings, Settings
+from sounding.settings.limits import DeadlineLimits, LimitsSettings
 from sounding.stack import Stack
 from sounding_client import Client
 

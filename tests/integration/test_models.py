@@ -30,7 +30,7 @@ def test_embed_matches_the_in_process_model_and_batches_concurrent_callers(stack
 
 def test_embed_rejects_an_empty_request(stack):
     import grpc
-    from sounding import errors
+    from sounding.runtime import errors
 
     async def run():
         models = ModelsClient(stack.settings.models.address)
@@ -132,7 +132,7 @@ def test_entail_gives_a_distribution_per_pair_and_batches_concurrent_callers(sta
 
 
 def test_entail_and_cluster_reject_empty_requests_naming_the_field(stack):
-    from sounding import errors
+    from sounding.runtime import errors
 
     with pytest.raises(errors.InvalidArgument) as entail:
         _models_call(stack, lambda models: models.entail([]))

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sounding import errors
-from sounding.config import ModelsSettings, Settings
 from sounding.models.client import ModelsClient
 from sounding.models.local_generator import converted_smollm2
+from sounding.runtime import errors
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 
 from .conftest import free_port

@@ -20,7 +20,7 @@ def test_the_base_install_has_no_extras_and_each_role_names_its_own(tmp_path):
     python, sounding = str(venv / "bin" / "python"), str(venv / "bin" / "sounding")
     installed = subprocess.run(
         [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", "constraints.txt"]
-        + [str(ROOT / "clients" / "python"), str(ROOT)],
+        + [str(ROOT / "clients" / "python-api"), str(ROOT / "clients" / "python"), str(ROOT)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ import uuid
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
-from sounding.config import ModelsSettings, Settings
+from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import Ask, Client, Final, InquiryAnswer, InquiryPolicy, StrategyResult
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-from sounding import auth, rpc
-from sounding.config import AuthSettings, ModelsSettings, Settings, TlsSettings
-from sounding.errors import SoundingError as DomainError
 from sounding.models.client import ModelsClient
+from sounding.runtime.errors import SoundingError as DomainError
+from sounding.serving import auth, rpc
+from sounding.settings.config import AuthSettings, ModelsSettings, Settings, TlsSettings
 from sounding.stack import Stack
+from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2
 from sounding_client import CalibrationState, Client, InquiryOutcome, RetrievalOutcome, SoundingError
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2
 
 from .conftest import SLOW_MACHINE_DEADLINES, free_port, tls_environment, write_tokens
 

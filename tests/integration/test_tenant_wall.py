@@ -22,8 +22,8 @@ import pytest
 import trustme
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from sounding import auth
-from sounding.config import AuthSettings, ModelsSettings, Settings, TlsSettings
+from sounding.serving import auth
+from sounding.settings.config import AuthSettings, ModelsSettings, Settings, TlsSettings
 from sounding.stack import Stack
 from sounding_client import Client, SoundingError, Tool
 
@@ -553,7 +553,7 @@ def _requests(tenant: str, owned: dict[str, Owned]):
 
 def _call(stubs, metadata, kind: str, name: str, variant: int):
     """The method a request of `kind` naming `name` calls, and a function that makes the call."""
-    from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools_pb2
+    from sounding_api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools_pb2
 
     sounding, corpus, tools = stubs
     kw = {"metadata": metadata, "timeout": 120}
@@ -724,7 +724,7 @@ def _settle(wall: Wall, tenant: str) -> None:
 @pytest.mark.parametrize("tenant", list(TENANTS))
 def test_tenant_properties(wall, owned, tenant):
     from hypothesis import HealthCheck, given, settings
-    from sounding_client.api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_grpc, tools_pb2_grpc
+    from sounding_api.sounding.v1 import corpus_pb2, corpus_pb2_grpc, sounding_pb2_grpc, tools_pb2_grpc
 
     others = [u for u in TENANTS if u != tenant]
     secrets_of = {

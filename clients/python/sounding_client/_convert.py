@@ -7,9 +7,9 @@ from datetime import UTC
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
+from sounding_api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools_pb2
 
 from sounding_client import types as t
-from sounding_client.api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools_pb2
 
 # The trailing metadata carrying a status's details (gRPC's rich error model).
 STATUS_DETAILS_KEY = "grpc-status-details-bin"

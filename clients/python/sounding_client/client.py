@@ -12,10 +12,7 @@ import queue
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import grpc
-
-from sounding_client import _convert
-from sounding_client import types as t
-from sounding_client.api.sounding.v1 import (
+from sounding_api.sounding.v1 import (
     corpus_pb2,
     corpus_pb2_grpc,
     sounding_pb2,
@@ -23,6 +20,9 @@ from sounding_client.api.sounding.v1 import (
     tools_pb2,
     tools_pb2_grpc,
 )
+
+from sounding_client import _convert
+from sounding_client import types as t
 from sounding_client.credentials import PathType, channel_credentials
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"

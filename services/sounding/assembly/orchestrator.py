@@ -11,10 +11,8 @@ from contextlib import suppress
 
 from grpc_health.v1 import health
 
-from sounding import admission, allocator, auth, rpc, telemetry
 from sounding.assembly.ray_runtime import start_ray
 from sounding.assembly.signals import stop_on_signals
-from sounding.config import SelectionSettings, Settings
 from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
@@ -30,11 +28,14 @@ from sounding.learning.inquiry import InquiryLearning
 from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
 from sounding.learning.tenants import TenantLearning, Tenants
-from sounding.limits import LimitsSettings
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.runtime import allocator, telemetry
+from sounding.serving import admission, auth, rpc
+from sounding.settings.config import SelectionSettings, Settings
+from sounding.settings.limits import LimitsSettings
 from sounding.store.collections import Store
 from sounding.store.connection import configure_caches
 from sounding.store.corpus_inquiry import CorpusInquiryLog

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 
 def start_ray(settings: Settings) -> None:

@@ -9,12 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from grpc_health.v1 import health, health_pb2
 
-from sounding import admission, allocator, auth, rpc, telemetry
-from sounding.config import Settings
 from sounding.models.batching import MicroBatcher
 from sounding.models.client import SERVICE_NAME, sidecar_token
 from sounding.models.embedder import Embedder
 from sounding.models.server import MODEL_SERVICE, ModelServicer, call_policies, select_device
+from sounding.runtime import allocator, telemetry
+from sounding.serving import admission, auth, rpc
+from sounding.settings.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import typer
 
 from sounding.cli.common import ADDRESS, TLS_CA, TLS_CERT, TLS_KEY, TOKEN, connect, console, read_documents
 from sounding.cli.show import print_retrieve
-from sounding.config import Settings
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 
 # The choices typer validates and --help lists; tests/unit/cli/test_choices.py keeps each equal to
@@ -134,7 +134,7 @@ def limits(markdown: bool = typer.Option(False, help="the README's table, in Mar
     """Every limit on what a client can make Sounding do: its setting, default and current value."""
     from rich.table import Table
 
-    from sounding.limits import limit_rows
+    from sounding.settings.limits import limit_rows
 
     rows = limit_rows(Settings().limits)
     if markdown:
@@ -167,7 +167,7 @@ def calibrate(
     """Run a Calibrate and print its report; with --plot, draw the curves the server returned."""
     from sounding_client import CalibrationReport
 
-    from sounding import extras
+    from sounding.settings import extras
 
     if plot is not None:
         extras.require(extras.DRAWING)
@@ -215,7 +215,7 @@ def token_create(
 
     from pydantic import ValidationError
 
-    from sounding import auth
+    from sounding.serving import auth
 
     token, digest = auth.new_token()
     try:

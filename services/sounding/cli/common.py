@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 console = Console()
 
@@ -57,7 +57,7 @@ def read_documents(path: Path):
 
 def run_until_signalled(main) -> None:
     """Run `main()` (a coroutine function) until it ends or SIGINT/SIGTERM arrives."""
-    from sounding import telemetry
+    from sounding.runtime import telemetry
 
     async def runner() -> None:
         task = asyncio.ensure_future(main())

@@ -11,8 +11,8 @@ import typer
 
 from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack
 from sounding.cli.show import print_calibration, print_retrieve
-from sounding.config import Settings
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 
 def demo(

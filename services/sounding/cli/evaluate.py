@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from sounding import extras
 from sounding.cli.common import DEMO_CORPUS, console, read_documents, start_stack, write_result
 from sounding.cli.eval_choices import (
     BullsAndCowsPolicy,
@@ -22,8 +21,9 @@ from sounding.cli.evaluate_flood import eval_flood
 from sounding.cli.evaluate_generation import eval_generation
 from sounding.cli.evaluate_nli import eval_nli
 from sounding.cli.evaluate_simulated import eval_robust_mi_simulated
-from sounding.config import Settings
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings import extras
+from sounding.settings.config import Settings
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from sounding.cli.common import console, write_result
 from sounding.cli.eval_choices import Ablation, ArbenchTask, QuestionSelection, Regime, StopRule
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 
 def eval_arbench(

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from sounding.cli.common import DEMO_CORPUS, console, read_documents, write_result
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 
 def eval_flood(
@@ -28,9 +28,9 @@ def eval_flood(
     servers stayed SERVING)."""
     import shutil
 
-    from sounding import auth
-    from sounding.config import AuthSettings
     from sounding.evaluation import flood
+    from sounding.serving import auth
+    from sounding.settings.config import AuthSettings
     from sounding.stack import Stack
 
     settings = Settings()

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from sounding.cli.common import DEMO_CORPUS, console, write_result
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 
 def eval_generation(

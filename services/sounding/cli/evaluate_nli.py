@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from sounding.cli.common import HARD_NEGATIVES, console, write_result
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 
 def eval_nli(

@@ -10,8 +10,8 @@ import typer
 
 from sounding.cli.common import console, write_result
 from sounding.cli.eval_choices import Ablation
-from sounding.config import Settings
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 
 def eval_robust_mi_simulated(

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
-from sounding import extras
 from sounding.cli.common import HARD_NEGATIVES, console
-from sounding.config import Settings
 from sounding.models.nli import BUNDLED_TRAINING_DATA
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings import extras
+from sounding.settings.config import Settings
 
 models_app = typer.Typer(help="Train or prepare the sidecar's models.")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import typer
 
-from sounding import extras
 from sounding.cli.common import TLS_CA, TLS_CERT, TLS_KEY, console, run_until_signalled, start_stack
-from sounding.config import Settings
+from sounding.settings import extras
+from sounding.settings.config import Settings
 
 serve_app = typer.Typer(help="Run a Sounding process.")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sounding import errors
 from sounding.core.chunking import chunk_words
-from sounding.limits import CorpusLimits
+from sounding.runtime import errors
+from sounding.settings.limits import CorpusLimits
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from sounding import errors
 from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch
 from sounding.corpus.graph import GraphBuilder
-from sounding.limits import CorpusLimits
 from sounding.models.client import ModelsClient
+from sounding.runtime import errors
+from sounding.settings.limits import CorpusLimits
 from sounding.store import schema
 from sounding.store.collections import CollectionInfo, CollectionStats, Store
 from sounding.store.tenancy import ResourceRef

@@ -45,12 +45,12 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
 from sounding.evaluation import beir
 from sounding.evaluation.harness import calibration_record, own_stack, run_concurrently
 from sounding.evaluation.metrics import beir_scores, per_query, without_self
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 TOP_K = 100
 USED_TOP = 10

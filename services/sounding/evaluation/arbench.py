@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from sounding.config import ModelsSettings
 from sounding.core import homogeneity
 from sounding.core.calibration import IsotonicMap, expected_calibration_error
 from sounding.core.stop_rules import HYPOTHESIS_ENTROPY, STOP_RULES
@@ -49,7 +48,8 @@ from sounding.evaluation.journal import append_journal, read_journal
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.inquiry.llm.planning import PLANNING_METHODS
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import ModelsSettings
 
 NPC_TOKENS = 64
 REDUNDANT_SIMILARITY = 0.9

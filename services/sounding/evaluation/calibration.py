@@ -43,13 +43,13 @@ import numpy as np
 from rich.console import Console
 from sklearn.metrics import roc_auc_score
 
-from sounding.config import Settings
 from sounding.core.calibration import expected_calibration_error
 from sounding.evaluation import beir
 from sounding.evaluation.harness import own_stack
 from sounding.evaluation.metrics import beir_scores, per_query, without_self
 from sounding.evaluation.plots import calibration_png
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 TOP_K = 100
 ARMS = ("dense", "lexical")

@@ -41,12 +41,12 @@ import numpy as np
 from rich.console import Console
 from sklearn.metrics import f1_score
 
-from sounding.config import Settings
 from sounding.core.calibration import expected_calibration_error
 from sounding.core.claim_evidence import VERDICTS
 from sounding.evaluation import beir, scifact_claims
 from sounding.evaluation.harness import own_stack
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 POLICIES = ("eig", "generated_order", "keywords")
 BASELINES = ("generated_order", "keywords")

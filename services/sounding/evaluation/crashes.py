@@ -64,7 +64,7 @@ def _serving(address: str, tls) -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from sounding.rpc import channel_credentials
+    from sounding.serving.rpc import channel_credentials
 
     credentials = channel_credentials(tls)
     channel = (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from google.protobuf import descriptor as d
 from google.protobuf import message_factory
 from hypothesis import strategies as st
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
+from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
 from sounding.api.sounding.models.v1 import models_pb2
 
@@ -196,7 +196,7 @@ class Call:
 def seeds(pools: dict[str, list[str]]) -> dict[str, list[list]]:
     """Per method, valid request streams (one message for a unary request), built from the
     pools: seeded calls start from one and replace a few of its fields."""
-    from sounding_client.api.sounding.v1 import common_pb2
+    from sounding_api.sounding.v1 import common_pb2
 
     s, c, m, tl = sounding_pb2, corpus_pb2, models_pb2, tools_pb2
     collection, session, retrieval = pools["collection"][0], pools["session_id"][0], pools["retrieval_id"][0]

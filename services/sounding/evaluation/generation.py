@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 NEW_TOKENS = 16
 TEMPERATURE, TOP_P = 0.7, 0.95

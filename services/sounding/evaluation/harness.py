@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 if TYPE_CHECKING:
     from sounding_client import Client

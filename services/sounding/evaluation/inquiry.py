@@ -25,7 +25,7 @@ from rich.console import Console
 
 from sounding.evaluation.metrics import percentiles
 from sounding.inquiry.domains import bulls_and_cows as bc
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
 
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 

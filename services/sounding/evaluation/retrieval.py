@@ -38,12 +38,12 @@ import numpy as np
 import threadpoolctl
 from rich.console import Console
 
-from sounding.config import Settings
 from sounding.core.fusion import weighted_rrf
 from sounding.evaluation import beir, busy_host
 from sounding.evaluation.journal import append_journal, read_journal
 from sounding.evaluation.metrics import beir_scores, percentiles, without_self
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 TOP_K = 100
 INGEST_BATCH = 64

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.console import Console
 
-from sounding.config import Settings
 from sounding.evaluation.metrics import per_query
-from sounding.progress import progress_bar
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 from sounding.tools.registry import tool_text
 
 if TYPE_CHECKING:

@@ -10,11 +10,11 @@ import grpc
 from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
+from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
-from sounding import admission, auth, rpc
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer, ToolServicer
-from sounding.limits import LimitsSettings
+from sounding.serving import admission, auth, rpc
+from sounding.settings.limits import LimitsSettings
 
 SOUNDING_SERVICE = sounding_pb2.DESCRIPTOR.services_by_name["SoundingService"]
 CORPUS_SERVICE = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"]

@@ -1,5 +1,5 @@
 """SoundingService, CorpusService and ToolService servicers: each method converts its request, delegates, and
-converts what comes back (registered through `sounding.rpc.service_handler`, which adds the
+converts what comes back (registered through `sounding.serving.rpc.service_handler`, which adds the
 limits, deadlines, spans and error statuses). A service's event stream is closed however the
 response stream ends, so nothing it holds (a calibration's lock) outlives the call."""
 
@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from contextlib import aclosing
 
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
+from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
-from sounding import errors
 from sounding.corpus.service import CorpusManager
 from sounding.gateway.convert import corpus as corpus_messages
 from sounding.gateway.convert import inquiry as inquiry_messages
@@ -18,8 +17,9 @@ from sounding.gateway.convert import retrieval as retrieval_messages
 from sounding.gateway.convert import tools as tool_messages
 from sounding.inquiry.service import InquiryService
 from sounding.learning.tenants import Tenants
-from sounding.limits import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.retrieval.service import RetrievalService
+from sounding.runtime import errors
+from sounding.settings.limits import CalibrateLimits, InquiryLimits, ObserveLimits
 from sounding.store.tenancy import ResourceRef, checked_name
 
 

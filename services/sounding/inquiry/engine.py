@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from sounding import errors
 from sounding.core.information import StoppingConfig, default_stopping
 from sounding.core.provenance import Provenance
 from sounding.core.stop_rules import SESSION_STOP_RULES
@@ -34,7 +33,8 @@ from sounding.inquiry.protocol import (
     Policy,
     Start,
 )
-from sounding.limits import InquiryLimits
+from sounding.runtime import errors
+from sounding.settings.limits import InquiryLimits
 
 # Runs a move's CPU-bound part: `await compute(function, *args)`. The service passes a bounded
 # thread pool; by default the work runs inline.

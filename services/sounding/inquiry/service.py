@@ -29,12 +29,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sounding import errors
 from sounding.inquiry import engine
 from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
-from sounding.limits import InquiryLimits
-from sounding.offload import BoundedPool, completed
+from sounding.runtime import errors
+from sounding.runtime.offload import BoundedPool, completed
+from sounding.settings.limits import InquiryLimits
 from sounding.store.collections import Store
 from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef, is_name
 

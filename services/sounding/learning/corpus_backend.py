@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from sounding import errors
 from sounding.inquiry.protocol import OutcomeModels, SearchHit
 from sounding.learning.tenants import TenantLearning
 from sounding.models.client import ModelsClient
 from sounding.retrieval.protocol import ExpansionOptions, FinalEvent, RetrieveQuery
 from sounding.retrieval.service import RetrievalService
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.runtime import errors
 from sounding.store.collections import Store
 from sounding.store.corpus_inquiry import ExecutedQuery
 from sounding.store.graph import GraphStore

@@ -17,7 +17,6 @@ import random
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
-from sounding import errors
 from sounding.core import homogeneity, stop_rules
 from sounding.inquiry import engine
 from sounding.inquiry.domains.corpus import CorpusInquiry
@@ -27,7 +26,8 @@ from sounding.inquiry.llm.assessment import REGIMES
 from sounding.learning import stop_thresholds
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport, Rejected
-from sounding.offload import completed
+from sounding.runtime import errors
+from sounding.runtime.offload import completed
 from sounding.store.collections import Store
 from sounding.store.learning import InquiryState, LearningLog
 from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef, is_name

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import query_adapter
 from sounding.core.fusion import weighted_rrf
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport
 from sounding.retrieval.protocol import PoolReader
+from sounding.runtime import errors
 from sounding.store.learning import LearningLog, ObservationRecord, RetrievalRecord
 from sounding.store.tenancy import ResourceRef
 

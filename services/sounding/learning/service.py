@@ -29,7 +29,6 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sounding import errors, telemetry
 from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
@@ -45,7 +44,8 @@ from sounding.learning.protocol import (
 from sounding.learning.query_adapter import QueryAdapters
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, recalibrate
 from sounding.learning.selection import Plan, SelectionConfig, StrategySelector
-from sounding.offload import completed
+from sounding.runtime import errors, telemetry
+from sounding.runtime.offload import completed
 from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
 
 log = logging.getLogger(__name__)

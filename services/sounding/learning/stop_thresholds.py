@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import risk_control, stop_rules
 from sounding.core.calibration import IsotonicMap
 from sounding.learning.protocol import Curve
+from sounding.runtime import errors
 from sounding.store.learning import InquiryState
 
 MIN_STATES = 10

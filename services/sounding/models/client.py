@@ -15,12 +15,12 @@ import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.trace import SpanKind
 
-from sounding import telemetry
 from sounding.api.sounding.models.v1 import models_pb2, models_pb2_grpc
-from sounding.config import ModelsSettings
-from sounding.errors import Unavailable
-from sounding.grpc_errors import from_rpc_error
-from sounding.rpc import channel_credentials
+from sounding.runtime import telemetry
+from sounding.runtime.errors import Unavailable
+from sounding.serving.grpc_errors import from_rpc_error
+from sounding.serving.rpc import channel_credentials
+from sounding.settings.config import ModelsSettings
 
 ClusterMethod = Literal["exact", "embedding", "entailment"]
 # gRPC metadata naming the caller's flow (the sidecar queues flows fairly).

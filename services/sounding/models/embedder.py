@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from sounding.allocator import release_free_memory
+from sounding.runtime.allocator import release_free_memory
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sounding.config import GeneratorSettings
-from sounding.errors import Unavailable
+from sounding.runtime.errors import Unavailable
+from sounding.settings.config import GeneratorSettings
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from sounding.allocator import release_free_memory
-from sounding.errors import InvalidArgument
 from sounding.models.generators import GenerationParams, Piece, first_stop
+from sounding.runtime.allocator import release_free_memory
+from sounding.runtime.errors import InvalidArgument
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sounding.allocator import release_free_memory
+from sounding.runtime.allocator import release_free_memory
 
 LABELS = ("entailment", "neutral", "contradiction")
 # Two-way sets (SciTail, RTE as distributed) label what does not follow as one class.

@@ -12,9 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from sounding import errors, rpc
 from sounding.api.sounding.models.v1 import models_pb2
-from sounding.config import Settings
 from sounding.core import clustering
 from sounding.models.batching import MicroBatcher
 from sounding.models.client import FLOW_METADATA_KEY
@@ -23,6 +21,9 @@ from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, OpenAIGenerator
 from sounding.models.local_generator import LocalGenerator
 from sounding.models.nli import TRAINED_DIR, NliModel, ensure_trained
+from sounding.runtime import errors
+from sounding.serving import rpc
+from sounding.settings.config import Settings
 
 log = logging.getLogger(__name__)
 

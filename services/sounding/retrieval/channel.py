@@ -38,8 +38,8 @@ import secrets
 import struct
 from collections.abc import Awaitable, Callable
 
-from sounding import errors
 from sounding.api.sounding.worker.v1 import worker_pb2
+from sounding.runtime import errors
 
 log = logging.getLogger(__name__)
 

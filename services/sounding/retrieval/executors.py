@@ -14,13 +14,13 @@ import itertools
 import secrets
 from collections.abc import Mapping
 
-from sounding import errors, telemetry
 from sounding.api.sounding.worker.v1 import worker_pb2
-from sounding.config import Settings
 from sounding.retrieval import wire
 from sounding.retrieval.channel import ChannelClient, ChannelServer
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.runner import StrategyRunner
+from sounding.runtime import errors, telemetry
+from sounding.settings.config import Settings
 from sounding.store.tenancy import ResourceRef
 
 

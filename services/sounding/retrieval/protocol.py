@@ -10,10 +10,10 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sounding import errors
 from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
+from sounding.runtime import errors
 from sounding.store.learning import RetrievalRecord
 from sounding.store.reader import ChunkHit
 from sounding.store.tenancy import ResourceRef

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 
 import threadpoolctl
 
-from sounding import telemetry
-from sounding.config import ModelsSettings
 from sounding.models.client import ModelsClient
 from sounding.retrieval.expansions import expand
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.runtime import telemetry
+from sounding.settings.config import ModelsSettings
 from sounding.store.connection import configure_caches
 from sounding.store.location import StoreLocation
 from sounding.store.reader import ChunkReader

@@ -25,14 +25,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from sounding import errors, telemetry
-from sounding.config import ExpansionSettings
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
 from sounding.core.fusion import DEFAULT_RRF_K
 from sounding.core.uncertainty import MissRateSignals
-from sounding.limits import RetrieveLimits
 from sounding.models.client import ModelsClient
 from sounding.retrieval.fusion import fuse_hits
 from sounding.retrieval.iterative import LoopInputs, LoopSettings, LoopState, run_loop
@@ -61,6 +58,9 @@ from sounding.retrieval.uncertainty import (
     stated_confidence,
 )
 from sounding.retrieval.uncertainty import uncertainty as stated_uncertainty
+from sounding.runtime import errors, telemetry
+from sounding.settings.config import ExpansionSettings
+from sounding.settings.limits import RetrieveLimits
 from sounding.store.collections import CollectionStats, Store
 from sounding.store.graph import GraphStore
 from sounding.store.learning import RetrievalRecord

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS
 
-from sounding import errors
+from sounding.runtime import errors
 from sounding.store import schema
 from sounding.store.compaction import compact
 from sounding.store.connection import table_names

@@ -11,7 +11,7 @@ from typing import cast
 
 import lancedb
 
-from sounding.allocator import release_free_memory
+from sounding.runtime.allocator import release_free_memory
 
 log = logging.getLogger(__name__)
 

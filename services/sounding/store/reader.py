@@ -22,7 +22,7 @@ from typing import NamedTuple
 import lancedb
 import numpy as np
 
-from sounding import errors
+from sounding.runtime import errors
 from sounding.store import schema
 from sounding.store.connection import connect
 from sounding.store.graph import GraphSnapshot

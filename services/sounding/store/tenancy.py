@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sounding import errors
+from sounding.runtime import errors
 
 DEFAULT_TENANT = "default"
 TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sounding import telemetry
-from sounding.config import ToolSettings
 from sounding.core.tool_routing import FlagReason, LabelTier, Route, detect, tier_for
-from sounding.limits import ToolLimits
+from sounding.runtime import telemetry
+from sounding.settings.config import ToolSettings
+from sounding.settings.limits import ToolLimits
 from sounding.store.tools import ExemplarRecord, LabelRecord, ToolStore, ToolUseRecord
 from sounding.tools.protocol import (
     MAX_TOOL_NAME_CHARS,

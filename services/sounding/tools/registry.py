@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from sounding import errors
-from sounding.config import ToolSettings
 from sounding.core.tool_routing import CentroidBank, Route, fold
-from sounding.limits import ToolLimits
+from sounding.runtime import errors
+from sounding.settings.config import ToolSettings
+from sounding.settings.limits import ToolLimits
 from sounding.store.tools import ExemplarRecord, ToolRecord, ToolStore
 from sounding.tools.protocol import Embedder, ToolInfo, ToolSpec
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sounding.config import ToolSettings
 from sounding.core.tool_routing import Route
-from sounding.limits import ToolLimits
+from sounding.settings.config import ToolSettings
+from sounding.settings.limits import ToolLimits
 from sounding.store.tools import ToolStore
 from sounding.tools.learner import ToolLearner
 from sounding.tools.protocol import Embedder, RejectedUse, Teacher, ToolInfo, ToolMetrics, ToolSpec, ToolUse

@@ -1,5 +1,4 @@
 import pytest
-from sounding.auth import ROLES
 from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
 from sounding.cli.eval_choices import (
     Ablation,
@@ -17,6 +16,7 @@ from sounding.inquiry.domains.bulls_and_cows import POLICIES
 from sounding.inquiry.domains.llm import LLM_POLICIES
 from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
 from sounding.retrieval.strategies import STRATEGIES
+from sounding.settings.tokens import ROLES
 from sounding_client._convert import CALIBRATION_TARGETS
 
 pytestmark = pytest.mark.unit

@@ -2,7 +2,7 @@ import json
 
 import pytest
 from sounding.cli.common import write_result
-from sounding.config import Settings
+from sounding.settings.config import Settings
 
 pytestmark = pytest.mark.unit
 

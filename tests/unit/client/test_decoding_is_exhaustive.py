@@ -12,8 +12,8 @@ from datetime import datetime
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 from sounding_client import _convert
-from sounding_client.api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
 pytestmark = pytest.mark.unit
 

@@ -14,8 +14,8 @@ from concurrent import futures
 
 import grpc
 import pytest
+from sounding_api.sounding.v1 import sounding_pb2
 from sounding_client import AsyncClient, AsyncToolUseObserver, Client, ToolUseObserver
-from sounding_client.api.sounding.v1 import sounding_pb2
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,8 @@ import asyncio
 
 import grpc
 import pytest
+from sounding_api.sounding.v1 import corpus_pb2
 from sounding_client import AsyncClient, SoundingError
-from sounding_client.api.sounding.v1 import corpus_pb2
 
 pytestmark = pytest.mark.unit
 

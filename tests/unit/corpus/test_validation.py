@@ -1,7 +1,7 @@
 import pytest
-from sounding import errors
 from sounding.corpus.documents import DocumentIn, chunk_rows, validate_batch
-from sounding.limits import CorpusLimits
+from sounding.runtime import errors
+from sounding.settings.limits import CorpusLimits
 from sounding.store.collections import CollectionInfo
 from sounding.store.tenancy import ResourceRef
 

@@ -4,7 +4,7 @@ import grpc
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from sounding.evaluation import fuzz, generated_calls
-from sounding_client.api.sounding.v1 import corpus_pb2
+from sounding_api.sounding.v1 import corpus_pb2
 
 pytestmark = pytest.mark.unit
 

@@ -1,8 +1,8 @@
 import pytest
 from rich.console import Console
 from sounding.cli.common import DEMO_CORPUS
-from sounding.config import Settings
 from sounding.evaluation import generation
+from sounding.settings.config import Settings
 
 pytest.importorskip("torch")  # the [models] extra
 

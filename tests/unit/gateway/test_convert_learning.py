@@ -1,7 +1,7 @@
 import pytest
 from sounding.gateway.convert.learning import calibrate_response
 from sounding.learning.protocol import CALIBRATION_TARGETS, CalibrationReport
-from sounding_client.api.sounding.v1 import sounding_pb2
+from sounding_api.sounding.v1 import sounding_pb2
 
 pytestmark = pytest.mark.unit
 

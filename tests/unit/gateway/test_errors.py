@@ -2,8 +2,8 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from sounding import errors
-from sounding.grpc_errors import to_status
+from sounding.runtime import errors
+from sounding.serving.grpc_errors import to_status
 
 pytestmark = pytest.mark.unit
 

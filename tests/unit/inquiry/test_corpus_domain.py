@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-from sounding import errors
 from sounding.core.claim_evidence import SensorModel, target_chance
 from sounding.core.query_scoring import REACH_FEATURES, prior_reach_model
 from sounding.core.reach import ReachModel
@@ -26,6 +25,7 @@ from sounding.inquiry.protocol import (
     SearchHit,
     Start,
 )
+from sounding.runtime import errors
 
 pytestmark = pytest.mark.unit
 

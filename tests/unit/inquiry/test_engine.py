@@ -1,9 +1,9 @@
 import asyncio
 
 import pytest
-from sounding import errors
 from sounding.inquiry import engine
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, HypothesisIn, Policy, QuestionIn, Start
+from sounding.runtime import errors
 
 pytestmark = pytest.mark.unit
 

@@ -2,10 +2,10 @@ import asyncio
 import gc
 
 import pytest
-from sounding import errors
 from sounding.inquiry.protocol import AskEvent, Policy, Start
 from sounding.inquiry.service import InquiryService, ObservationRequest, ResumeRequest
-from sounding.limits import InquiryLimits
+from sounding.runtime import errors
+from sounding.settings.limits import InquiryLimits
 from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef
 
 pytestmark = pytest.mark.unit

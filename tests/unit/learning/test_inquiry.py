@@ -1,8 +1,8 @@
 import random
 
 import pytest
-from sounding import errors
 from sounding.learning.inquiry import StopThresholdRequest, _validate, one_per_session
+from sounding.runtime import errors
 from sounding.store.learning import InquiryState
 
 pytestmark = pytest.mark.unit

@@ -2,8 +2,8 @@ import math
 
 import numpy as np
 import pytest
-from sounding import errors
 from sounding.learning import stop_thresholds
+from sounding.runtime import errors
 from sounding.store.learning import InquiryState
 
 pytestmark = pytest.mark.unit

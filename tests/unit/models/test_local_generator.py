@@ -1,9 +1,9 @@
 import asyncio
 
 import pytest
-from sounding.config import ModelsSettings
 from sounding.models.generators import GenerationParams
 from sounding.models.local_generator import LocalGenerator
+from sounding.settings.config import ModelsSettings
 
 # The [models] extra's torch: absent where the unit tests run without it (make test-newer-python).
 pytest.importorskip("torch")

@@ -1,8 +1,8 @@
 import asyncio
 
 import pytest
-from sounding.config import Settings
 from sounding.models.server import ModelServicer
+from sounding.settings.config import Settings
 
 pytestmark = pytest.mark.unit
 

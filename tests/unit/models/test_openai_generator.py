@@ -6,9 +6,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from sounding import errors
-from sounding.config import GeneratorSettings
 from sounding.models.generators import GenerationParams, OpenAIGenerator
+from sounding.runtime import errors
+from sounding.settings.config import GeneratorSettings
 
 pytest.importorskip("httpx")  # the [models] extra
 

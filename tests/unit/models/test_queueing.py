@@ -1,10 +1,10 @@
 from collections import OrderedDict, deque
 
 import pytest
-from sounding import errors
 from sounding.models.generators import GenerationParams
 from sounding.models.local_generator import _Job, next_batch, prompt_layout
 from sounding.models.server import Admission
+from sounding.runtime import errors
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,10 @@ import secrets
 import time
 
 import pytest
-from sounding import errors
 from sounding.api.sounding.worker.v1 import worker_pb2
 from sounding.retrieval import channel as channel_module
 from sounding.retrieval.channel import ChannelClient, ChannelServer
+from sounding.runtime import errors
 
 pytestmark = pytest.mark.unit
 

@@ -2,12 +2,10 @@ import asyncio
 
 import numpy as np
 import pytest
-from sounding import errors
 from sounding.core.provenance import Provenance
 from sounding.learning.query_adapter import QueryAdapter
 from sounding.learning.selection import SelectionConfig
 from sounding.learning.service import LearningService
-from sounding.limits import RetrieveLimits
 from sounding.retrieval.protocol import (
     ArmResult,
     ExpansionOptions,
@@ -19,6 +17,8 @@ from sounding.retrieval.protocol import (
     StrategyResultEvent,
 )
 from sounding.retrieval.service import RetrievalService, validate
+from sounding.runtime import errors
+from sounding.settings.limits import RetrieveLimits
 from sounding.store.collections import CollectionInfo, CollectionStats
 from sounding.store.reader import ChunkHit
 from sounding.store.tenancy import ResourceRef

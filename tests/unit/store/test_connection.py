@@ -1,5 +1,5 @@
 import pytest
-from sounding.limits import MemoryLimits
+from sounding.settings.limits import MemoryLimits
 from sounding.store import connection
 
 pytestmark = pytest.mark.unit

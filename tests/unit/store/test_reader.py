@@ -160,7 +160,7 @@ def test_held_vectors_stay_within_the_budget_and_a_collection_over_it_is_searche
 def test_a_collection_deleted_under_cached_handles_is_not_found_for_writer_and_reader(tmp_path):
     """Found by the fuzz suite: ListCollections racing DeleteCollection read a dropped table."""
     import lancedb
-    from sounding import errors
+    from sounding.runtime import errors
 
     async def run():
         store = await Store.open(await Database.open(StoreLocation(str(tmp_path))))

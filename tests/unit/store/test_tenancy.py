@@ -5,7 +5,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pytest
-from sounding import errors
+from sounding.runtime import errors
 from sounding.store import schema
 from sounding.store.collections import Store
 from sounding.store.database import Database

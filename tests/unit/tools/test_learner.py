@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 import pytest
-from sounding import errors
-from sounding.config import ToolSettings
-from sounding.limits import ToolLimits
+from sounding.runtime import errors
+from sounding.settings.config import ToolSettings
+from sounding.settings.limits import ToolLimits
 from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 from sounding.store.tools import ToolStore

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from google.protobuf import timestamp_pb2
-from sounding_client.api.sounding.v1 import corpus_pb2
+from sounding_api.sounding.v1 import corpus_pb2
 
 from sounding.corpus.documents import DocumentIn
 from sounding.corpus.service import IngestProgress

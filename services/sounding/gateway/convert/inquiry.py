@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
-from sounding_client.api.sounding.v1 import sounding_pb2
+from sounding_api.sounding.v1 import sounding_pb2
 
-from sounding import errors
 from sounding.gateway.convert import retrieval
+from sounding.runtime import errors
 
 if TYPE_CHECKING:
     from sounding.inquiry.service import InquiryRequest

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sounding_client.api.sounding.v1 import sounding_pb2
+from sounding_api.sounding.v1 import sounding_pb2
 
-from sounding import errors
-from sounding.limits import ObserveLimits
+from sounding.runtime import errors
+from sounding.settings.limits import ObserveLimits
 
 _FEEDBACK = {
     sounding_pb2.FEEDBACK_UNSPECIFIED: "",

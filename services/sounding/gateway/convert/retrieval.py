@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sounding_client.api.sounding.v1 import common_pb2, sounding_pb2
+from sounding_api.sounding.v1 import common_pb2, sounding_pb2
 
 from sounding.core.provenance import Provenance
 from sounding.retrieval import protocol as p

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sounding_client.api.sounding.v1 import tools_pb2
+from sounding_api.sounding.v1 import tools_pb2
 
 from sounding.core.tool_routing import Route
 from sounding.tools.protocol import ToolInfo, ToolMetrics, ToolSpec

@@ -24,8 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from sounding import errors
 from sounding.inquiry.domains import bulls_and_cows_plan
+from sounding.runtime import errors
 
 LENGTH = 4
 CODES_PER_FEEDBACK = 5  # cows < 5

@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import claim_evidence as evidence
 from sounding.core import query_candidates, query_scoring
 from sounding.core.information import bayes_update, entropy_bits, max_entropy_bits
@@ -63,7 +62,8 @@ from sounding.inquiry.protocol import (
     ScoredHypothesis,
     SearchHit,
 )
-from sounding.limits import InquiryLimits
+from sounding.runtime import errors
+from sounding.settings.limits import InquiryLimits
 from sounding.store.corpus_inquiry import ExecutedQuery
 
 CORPUS_POLICIES = ("eig", "eig_softmax", "generated_order", "keywords")

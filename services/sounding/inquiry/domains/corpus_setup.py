@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import claim_evidence as evidence
 from sounding.core import query_scoring
 from sounding.inquiry.domains import parameters as parameters_
-from sounding.limits import InquiryLimits
+from sounding.runtime import errors
+from sounding.settings.limits import InquiryLimits
 from sounding.store.tenancy import checked_name
 
 # Chunks a query reads, candidates per generation strategy, and eig_softmax's temperature.

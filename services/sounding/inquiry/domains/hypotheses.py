@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sounding import errors
 from sounding.core.information import (
     bayes_update,
     cost_adjusted_score,
@@ -29,6 +28,7 @@ from sounding.core.information import (
     max_entropy_bits,
 )
 from sounding.inquiry.domains import parameters as parameters_
+from sounding.runtime import errors
 
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 OPEN_OUTCOMES = {"", "unknown"}

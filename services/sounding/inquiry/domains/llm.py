@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import stop_rules
 from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.domains import parameters as parameters_
@@ -45,7 +44,8 @@ from sounding.inquiry.llm import ablations, assessment, planning, selection, tas
 from sounding.inquiry.llm.assessment import Assessment, SamplingSettings
 from sounding.inquiry.llm.simulated import SimulatedGuesser
 from sounding.inquiry.protocol import BeliefView, Choice, Policy, ScoredHypothesis, ScoredQuestion, StopSignal
-from sounding.limits import InquiryLimits
+from sounding.runtime import errors
+from sounding.settings.limits import InquiryLimits
 
 LLM_POLICIES = ("direct_prompting", "naive_prompting", "voi", "cip_full", *planning.PLANNING_METHODS)
 SIMULATION_THREADS = 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sounding import errors
+from sounding.runtime import errors
 
 
 def integer(parameters: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:

@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from sounding import errors
 from sounding.inquiry.llm import tasks
 from sounding.inquiry.llm.assessment import SamplingSettings
 from sounding.inquiry.llm.tasks import Task
+from sounding.runtime import errors
 
 SESSION_ABLATIONS = ("risk_tau", "robust", "weights", "entailment", "dpp", "voi", "mi_to_sc", "mi_to_setsize")
 VOI_ABLATIONS = ("dpp", "voi", "mi_to_sc", "mi_to_setsize")

@@ -23,11 +23,11 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import clustering, homogeneity, stop_rules
 from sounding.core.mutual_information import mutual_information
 from sounding.inquiry.llm import tasks
 from sounding.inquiry.llm.tasks import Problem, Variant
+from sounding.runtime import errors
 
 Diversity = Literal["weighted", "unweighted", "off"]
 Regime = Literal["normal", "collapse"]

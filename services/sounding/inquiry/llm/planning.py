@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sounding import errors
 from sounding.core import hypothesis_planning, stop_rules
 from sounding.core.hypothesis_planning import HypothesisProblem
 from sounding.inquiry.domains import bulls_and_cows as bc
@@ -37,6 +36,7 @@ from sounding.inquiry.llm import tasks
 from sounding.inquiry.llm.assessment import REGIMES, Backend, SamplingSettings, label_answers
 from sounding.inquiry.llm.selection import ScoredCandidate, Selection, candidates, fallback
 from sounding.inquiry.llm.tasks import Problem
+from sounding.runtime import errors
 
 PLANNING_METHODS = ("eig", "uot")
 PLANNING_TASKS = ("gn", "sp")

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-from sounding import errors
 from sounding.inquiry.domains.hypotheses import HypothesisSet
 from sounding.inquiry.protocol import HypothesisIn, Policy, QuestionIn
+from sounding.runtime import errors
 
 pytestmark = pytest.mark.unit
 

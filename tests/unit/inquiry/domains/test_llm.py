@@ -4,10 +4,10 @@ import json
 import math
 
 import pytest
-from sounding import errors
 from sounding.inquiry import engine
 from sounding.inquiry.domains.llm import Threshold
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, BeliefEvent, HypothesisIn, Policy, Start
+from sounding.runtime import errors
 
 from ..llm.fake_backend import FakeBackend
 

@@ -6,7 +6,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from sounding import errors
 from sounding.core.hypothesis_planning import entropy
 from sounding.inquiry import engine
 from sounding.inquiry.domains import bulls_and_cows as bc
@@ -14,6 +13,7 @@ from sounding.inquiry.domains.llm import Threshold
 from sounding.inquiry.llm import planning, selection, tasks
 from sounding.inquiry.llm.assessment import SamplingSettings
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, HypothesisIn, Policy, Start
+from sounding.runtime import errors
 
 from .fake_backend import FakeBackend
 

@@ -176,7 +176,7 @@ def test_the_transcript_is_read_back_from_a_prompt_and_imagined_feedback_scores_
 
 
 def test_a_simulated_session_refuses_an_answer_that_is_not_feedback():
-    from sounding import errors
+    from sounding.runtime import errors
 
     start = Start(
         "llm",
