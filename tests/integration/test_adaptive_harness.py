@@ -6,8 +6,8 @@ import json
 
 import pytest
 from rich.console import Console
-from sounding.evaluation import adaptive
 from sounding.settings.config import ModelsSettings, Settings
+from sounding_bench import adaptive
 
 from .conftest import free_port, write_tiny_corpus
 

@@ -140,7 +140,7 @@ def test_bad_corpus_starts_name_their_field(client, demo_collection):
 
 
 def test_the_claims_harness_plays_a_session_through_the_api(client, demo_collection):
-    from sounding.evaluation.claims_inquiry import play
+    from sounding_bench.claims_inquiry import play
 
     session = play(client, "demo", CLAIM, "generated_order", 0.99)
     assert session.answer in ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")

@@ -3,7 +3,7 @@ import time
 
 import grpc
 import pytest
-from sounding.evaluation.health import HealthWatch
+from sounding_bench.health import HealthWatch
 from sounding_client import SoundingError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

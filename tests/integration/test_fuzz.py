@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from sounding.evaluation import fuzz
 from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
+from sounding_bench import fuzz
 from sounding_client import Client
 
 from .conftest import DEMO_CORPUS, free_port

@@ -182,7 +182,7 @@ def test_unknown_session_and_wrong_question_id(client, stack):
 
 def test_the_bulls_and_cows_harness_plays_every_policy_and_lists_turns_per_secret(client, stack):
     from rich.console import Console
-    from sounding.evaluation import inquiry as harness
+    from sounding_bench import inquiry as harness
 
     secrets = ["0435", "9876", "1203"]
     result = harness.bulls_and_cows(client, secrets, "eig_lookahead", Console(quiet=True), comparison_games=2)

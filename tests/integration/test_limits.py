@@ -11,8 +11,8 @@ import time
 
 import grpc
 import pytest
-from sounding.evaluation.health import HealthWatch
 from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding_bench.health import HealthWatch
 from sounding_client import Ask, Hypothesis, InquiryAnswer, InquiryPolicy, Question, SoundingError
 
 pytestmark = pytest.mark.integration

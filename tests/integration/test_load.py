@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from sounding.evaluation import crashes, load
 from sounding.settings.config import ModelsSettings, Settings
 from sounding.settings.limits import DeadlineLimits, LimitsSettings
 from sounding.stack import Stack
+from sounding_bench import crashes, load
 from sounding_client import Client
 
 from .conftest import DEMO_CORPUS, free_port

@@ -6,8 +6,8 @@ import json
 
 import pytest
 from rich.console import Console
-from sounding.evaluation import retrieval
-from sounding.evaluation.journal import read_journal
+from sounding_bench import retrieval
+from sounding_bench.journal import read_journal
 
 from .conftest import write_tiny_corpus
 

@@ -3,7 +3,7 @@ Observe, a stop threshold per rule from Calibrate, and test episodes that use th
 
 import pytest
 from sounding.core.stop_rules import STOP_RULES
-from sounding.evaluation import robust_mi_simulated as harness
+from sounding_bench import robust_mi_simulated as harness
 
 pytestmark = pytest.mark.integration
 

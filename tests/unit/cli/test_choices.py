@@ -1,6 +1,13 @@
 import pytest
 from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
-from sounding.cli.eval_choices import (
+from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
+from sounding.core.stop_rules import SESSION_STOP_RULES
+from sounding.inquiry.domains.bulls_and_cows import POLICIES
+from sounding.inquiry.domains.llm import LLM_POLICIES
+from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
+from sounding.retrieval.strategies import STRATEGIES
+from sounding.settings.tokens import ROLES
+from sounding_bench.cli.eval_choices import (
     Ablation,
     BullsAndCowsPolicy,
     LongQueries,
@@ -8,15 +15,8 @@ from sounding.cli.eval_choices import (
     StopRule,
     ToolConfig,
 )
-from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
-from sounding.core.stop_rules import SESSION_STOP_RULES
-from sounding.evaluation.retrieval import LONG_QUERIES
-from sounding.evaluation.tools import CONFIGS as TOOL_CONFIGS
-from sounding.inquiry.domains.bulls_and_cows import POLICIES
-from sounding.inquiry.domains.llm import LLM_POLICIES
-from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
-from sounding.retrieval.strategies import STRATEGIES
-from sounding.settings.tokens import ROLES
+from sounding_bench.retrieval import LONG_QUERIES
+from sounding_bench.tools import CONFIGS as TOOL_CONFIGS
 from sounding_client._convert import CALIBRATION_TARGETS
 
 pytestmark = pytest.mark.unit

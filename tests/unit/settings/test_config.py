@@ -1,6 +1,6 @@
 import pytest
 from pydantic import ValidationError
-from sounding.settings.config import Settings, StoreSettings
+from sounding.settings.config import Settings, StoreSettings, TlsSettings
 
 pytestmark = pytest.mark.unit
 
@@ -32,3 +32,23 @@ def test_an_s3_store_carries_its_endpoint_region_and_credentials_as_lancedb_opti
 def test_a_store_uri_is_empty_or_an_s3_bucket(uri):
     with pytest.raises(ValidationError, match="uri"):
         StoreSettings(uri=uri)
+
+
+@pytest.mark.parametrize(
+    ("files", "complaint"),
+    [
+        (
+            {"ca_file": "ca.pem", "client_cert_file": "c.pem"},
+            "needs both client_cert_file and",
+        ),
+        (
+            {"ca_file": "ca.pem", "client_key_file": "k.pem"},
+            "needs both client_cert_file and",
+        ),
+        ({"client_cert_file": "c.pem", "client_key_file": "k.pem"}, "needs ca_file"),
+    ],
+)
+def test_a_client_certificate_is_refused_at_load_unless_complete(files, complaint):
+    with pytest.raises(ValidationError, match=complaint):
+        TlsSettings(**files)
+    TlsSettings(ca_file="ca.pem", client_cert_file="c.pem", client_key_file="k.pem")

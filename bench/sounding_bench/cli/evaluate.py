@@ -1,0 +1,377 @@
+"""`sounding eval`: measurements whose JSON results go to bench/results/ (bench/README.md)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import typer
+from sounding.cli.common import console, read_documents, start_stack
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
+
+from sounding_bench.cli.common import DEMO_CORPUS, write_result
+from sounding_bench.cli.eval_choices import (
+    BullsAndCowsPolicy,
+    InquiryTask,
+    LongQueries,
+    ToolConfig,
+)
+from sounding_bench.cli.evaluate_arbench import eval_arbench, eval_arbench_compare
+from sounding_bench.cli.evaluate_flood import eval_flood
+from sounding_bench.cli.evaluate_generation import eval_generation
+from sounding_bench.cli.evaluate_nli import eval_nli
+from sounding_bench.cli.evaluate_simulated import eval_robust_mi_simulated
+
+eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
+eval_app.command("arbench")(eval_arbench)
+eval_app.command("arbench-compare")(eval_arbench_compare)
+eval_app.command("flood")(eval_flood)
+eval_app.command("generation")(eval_generation)
+eval_app.command("nli")(eval_nli)
+eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
+
+
+@eval_app.callback()
+def _prepare() -> None:
+    """A harness that started a stack stops it on SIGTERM too, not only on Ctrl-C; the commit
+    the run starts at is what its result's provenance names."""
+    from sounding_bench.harness import note_start
+
+    note_start()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR dataset directory"),
+    split: str = typer.Option("test", help="the split whose queries are measured"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
+    fresh: bool = typer.Option(False, help="re-ingest and re-encode even if cached"),
+    train_split: str = typer.Option(
+        None, help="adaptive mode: learn from these queries' outcomes first (e.g. train)"
+    ),
+    train_limit: int = typer.Option(None, help="adaptive mode: only the first N train queries"),
+    test_limit: int = typer.Option(None, help="adaptive mode: only the first N test queries"),
+    background_load: float = typer.Option(
+        0.0, min=0.0, max=0.95, help="keep one core busy this share of the time while the queries run"
+    ),
+    long_queries: LongQueries = typer.Option(
+        LongQueries.fail,
+        help="queries over the service's query limit: stop before ingesting, cut them, or leave them out",
+    ),
+    learn_split: str = typer.Option(
+        None,
+        help="learned ranking: replay this split's outcomes (e.g. train), fit the query adapter, "
+        "and measure dense_learned and fused_learned too",
+    ),
+) -> None:
+    """nDCG@10, recall@100 and latency of dense, lexical and fused through the service, beside
+    in-process references (bm25s, MiniLM brute force, their RRF, LanceDB hybrid) and ingest rates.
+
+    With --train-split: every arm, all arms fused, and adaptive selection that learns through
+    Observe over the train queries and keeps learning on the test queries; the regret curve
+    goes to a PNG beside the JSON."""
+    if train_split:
+        from sounding_bench import adaptive
+
+        settings = Settings()
+        result, plot = adaptive.run(data, train_split, split, settings, console, train_limit, test_limit)
+        write_result(result, out, settings, plot=plot)
+        console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
+        console.print(f"written to {out} and {out.with_suffix('.png')}")
+        return
+    from sounding_bench.journal import JournalMismatch
+    from sounding_bench.retrieval import run
+
+    settings = Settings()
+    journal = out.with_name(out.name + ".journal.jsonl")
+    try:
+        result = run(
+            data,
+            split,
+            address,
+            fresh,
+            settings,
+            console,
+            background_load,
+            long_queries.value,
+            journal,
+            learn_split,
+        )
+    except JournalMismatch as error:
+        raise typer.BadParameter(str(error), param_hint="--out") from None
+    write_result(result, out, settings)
+    journal.unlink(missing_ok=True)
+    console.print_json(json.dumps(result["systems"]))
+    console.print(f"written to {out}")
+
+
+@eval_app.command("tools")
+def eval_tools(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="the BFCL directory"),
+    out: Path = typer.Option(..., help="where to write the JSON result (the PNG goes beside it)"),
+    seed: int = typer.Option(0, help="seeds the train/test split and the fallback uses"),
+    test_share: float = typer.Option(0.3, min=0.05, max=0.95, help="share of requests held out for test"),
+    fallback_share: float = typer.Option(
+        0.2, min=0.0, max=1.0, help="share of train turns whose agent used the fallback tool instead"
+    ),
+    config: list[ToolConfig] = typer.Option(
+        list(ToolConfig),
+        help="learning configurations: the free tier only, with the teacher, with trusted uses",
+    ),
+    limit: int = typer.Option(None, help="only the first N requests of each kind (a quick run)"),
+) -> None:
+    """Tool routing on BFCL: description-only centroids, BM25 and LanceDB hybrid over the tool
+    descriptions, and the learning router after a train stream observed through Observe (top-1,
+    top-5, MRR on the test set), the share of irrelevant requests it declines, and intake."""
+    from sounding_bench import tools
+
+    settings = Settings()
+    configs = tuple(c.value for c in config)
+    result, plot = tools.run(data, settings, console, seed, test_share, fallback_share, configs, limit)
+    write_result(result, out, settings, seed=seed, plot=plot)
+    console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
+    console.print(f"written to {out} and {out.with_suffix('.png')}")
+
+
+@eval_app.command("calibration")
+def eval_calibration(
+    data: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR dataset directory"),
+    train_split: str = typer.Option("train", help="queries whose outcomes are observed and fitted"),
+    split: str = typer.Option("test", help="queries the calibration is judged on"),
+    out: Path = typer.Option(..., help="where to write the JSON result (the PNG goes beside it)"),
+    k: int = typer.Option(10, min=1, max=100, help="the top k whose recall is stated and judged"),
+    train_limit: int = typer.Option(None, help="only the first N train queries"),
+    test_limit: int = typer.Option(None, help="only the first N test queries"),
+) -> None:
+    """Honesty of the stated miss rate and recall before and after Calibrate(MISS_RATE) (ECE of
+    stated recall@k, AUROC of the miss rate), and the expansion loop's effect on recall@100 and
+    nDCG@10."""
+    from sounding_bench import calibration
+
+    settings = Settings()
+    result, plot = calibration.run(data, train_split, split, settings, console, k, train_limit, test_limit)
+    write_result(result, out, settings, plot=plot)
+    console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
+    console.print(f"written to {out} and {out.with_suffix('.png')}")
+
+
+@eval_app.command("fuzz")
+def eval_fuzz(
+    requests: int = typer.Option(10_000, min=16, help="generated calls to send"),
+    seed: int = typer.Option(0, help="seed of every random choice (recorded in the result)"),
+    concurrency: int = typer.Option(4, min=1, max=64, help="calls in flight at once"),
+    health_p99_ms: float = typer.Option(100.0, help="health checks' p99 latency must stay below this"),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+) -> None:
+    """Generated requests for every RPC of SoundingService, CorpusService and the sidecar, on a
+    stack of its own (a fresh data directory): every call must end with a canonical code other
+    than UNKNOWN and INTERNAL, no process may die, health must keep answering (exit status 1
+    otherwise)."""
+    import shutil
+
+    from sounding.stack import Stack
+    from sounding_client import Client
+
+    from sounding_bench import fuzz
+
+    settings = Settings()
+    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "fuzz"})
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
+    corpus = DEMO_CORPUS
+    with Stack(settings, env=env, log_dir=settings.data_dir / "logs") as stack:
+        with Client(settings.address, timeout=1800) as client:
+            pools = fuzz.prepare(client, list(read_documents(corpus)), settings.models.address)
+        processes = fuzz.stack_processes(stack)
+        with progress_bar(console) as progress:
+            task = progress.add_task("fuzzing", total=requests)
+            result = fuzz.run(
+                settings.address,
+                settings.models.address,
+                requests,
+                pools,
+                seed,
+                concurrency,
+                alive=lambda: fuzz.still_alive(processes),
+                progress=lambda sent: progress.update(task, completed=sent),
+            )
+    result = {"concurrency": concurrency, **result}
+    write_result(result, out, settings, seed)
+    console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
+    console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
+    health = result["health"]
+    if (
+        result["forbidden"]
+        or not all(result["alive"].values())
+        or health["not_serving"]
+        or not health["p99_ms"] < health_p99_ms
+    ):
+        raise typer.Exit(1)
+
+
+@eval_app.command("load")
+def eval_load(
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    duration: float = typer.Option(300.0, min=10.0, help="seconds of traffic"),
+    retrieve_streams: int = typer.Option(32, min=1, max=256, help="concurrent Retrieve streams"),
+    inquiry_sessions: int = typer.Option(4, min=0, max=64, help="concurrent bulls-and-cows sessions"),
+    hyde_every: int = typer.Option(20, min=0, help="one Retrieve in this many also asks for HyDE (0: never)"),
+    kills: bool = typer.Option(
+        False, help="SIGKILL the sidecar, a strategy worker, the orchestrator in turn"
+    ),
+    data: Path = typer.Option(
+        None, exists=True, file_okay=False, help="a BEIR dataset: its corpus and queries"
+    ),
+    corpus_limit: int = typer.Option(1000, min=1, help="documents of the corpus to ingest first"),
+    seed: int = typer.Option(0, help="seed of every random choice (recorded in the result)"),
+) -> None:
+    """Retrieve, Observe, Inquire and ingest traffic at once on a supervised stack of its own (a
+    fresh data directory) for `duration` seconds, memory sampled; with --kills, the three
+    processes are killed in turn at a quarter, half and three quarters of the run. Afterwards
+    every acknowledged observation, document and session must be there."""
+    import shutil
+
+    from sounding.stack import Stack
+    from sounding_client import Client
+
+    from sounding_bench import crashes, load
+
+    settings = Settings()
+    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "load"})
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    source = data / "corpus.jsonl" if data else DEMO_CORPUS
+    documents = []
+    for document in read_documents(source):
+        documents.append(
+            {
+                "id": document.get("_id", document.get("id")),
+                "title": document.get("title", ""),
+                "text": document["text"],
+            }
+        )
+        if len(documents) == corpus_limit:
+            break
+    queries = load.queries_from(data / "queries.jsonl" if data else None)
+    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
+    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
+    try:
+        start_stack(stack)
+        stack.supervise()
+        with Client(settings.address, timeout=1800) as client:
+            client.create_collection(load.RETRIEVE_COLLECTION)
+            with progress_bar(console) as progress:
+                task = progress.add_task(f"ingesting {len(documents)} documents", total=len(documents))
+                for report in client.ingest(load.RETRIEVE_COLLECTION, documents, batch_size=64):
+                    progress.update(task, completed=report.total_documents)
+            client.create_collection(load.INGEST_COLLECTION)
+        planned = (
+            [
+                crashes.Kill(duration * share, what)
+                for share, what in ((0.25, "sidecar"), (0.5, "worker"), (0.75, "orchestrator"))
+            ]
+            if kills
+            else []
+        )
+        with progress_bar(console) as progress:
+            task = progress.add_task("traffic", total=duration)
+            result = load.run(
+                stack,
+                lambda: Client(settings.address, timeout=120),
+                queries,
+                duration,
+                retrieve_streams,
+                inquiry_sessions,
+                hyde_every,
+                kills=planned,
+                seed=seed,
+                progress=lambda elapsed: progress.update(task, completed=min(elapsed, duration)),
+            )
+    finally:
+        with console.status("stopping the stack"):
+            stack.stop()
+    result = {"corpus": str(source), "documents": len(documents), **result}
+    write_result(result, out, settings, seed)
+    summary = {k: result[k] for k in ("calls", "errors", "kills", "verification", "memory")}
+    console.print_json(json.dumps(summary))
+    console.print(f"written to {out}")
+
+
+@eval_app.command("inquiry")
+def eval_inquiry(
+    task: InquiryTask = typer.Option(InquiryTask.bulls_and_cows, help="the game played"),
+    secrets: str = typer.Option("all", help="bulls-and-cows: 'all' (5,040 secrets) or a JSON list"),
+    policy: BullsAndCowsPolicy = typer.Option(
+        BullsAndCowsPolicy.eig,
+        help="bulls-and-cows: the policy under test (every other policy runs too); hypotheses compares "
+        "eig with both fixed orders",
+    ),
+    comparison_games: int = typer.Option(0, help="bulls-and-cows: games for each other policy (0: all)"),
+    games: int = typer.Option(100, help="hypotheses: secrets played per policy and noise level"),
+    hypotheses: int = typer.Option(1000, help="hypotheses: number of hypotheses"),
+    questions: int = typer.Option(200, help="hypotheses: number of attribute questions"),
+    noise: str = typer.Option("0,0.1", help="hypotheses: comma-separated answer noise levels"),
+    target_confidence: float = typer.Option(0.95, help="hypotheses: confidence to reach"),
+    data: Path = typer.Option(
+        None, exists=True, file_okay=False, help="scifact-claims: BEIR SciFact directory"
+    ),
+    split: str = typer.Option("test", help="scifact-claims: the claims measured"),
+    nli_model: str = typer.Option("", help="scifact-claims: the sidecar's NLI model (default: its own)"),
+    limit: int = typer.Option(None, min=1, help="scifact-claims: only the first N claims of each part"),
+    domain_parameter: list[str] = typer.Option(
+        [], help="scifact-claims: KEY=VALUE, a corpus domain parameter for every session (repeatable)"
+    ),
+    out: Path = typer.Option(..., help="where to write the JSON result"),
+    address: str = typer.Option(None, help="a running orchestrator; default starts a stack"),
+) -> None:
+    """Play inquiry games through the gRPC API (the harness is client and oracle); scifact-claims
+    verifies SciFact claims by corpus inquiry on a stack of its own."""
+    from sounding.stack import serving
+    from sounding_client import Client
+
+    from sounding_bench import inquiry
+
+    if task is InquiryTask.scifact_claims:
+        from sounding_bench import claims_inquiry
+
+        if data is None:
+            raise typer.BadParameter("scifact-claims needs the dataset", param_hint="--data")
+        pairs = [p.split("=", 1) for p in domain_parameter]
+        if any(len(p) != 2 for p in pairs):
+            raise typer.BadParameter("KEY=VALUE", param_hint="--domain-parameter")
+        parameters = {key: value for key, value in pairs}
+        result = claims_inquiry.run(data, split, Settings(), console, nli_model, limit, parameters)
+        write_result(result, out, Settings(), claims_inquiry.SEED)
+        console.print_json(json.dumps({"policies": result["policies"], "savings": result["savings"]}))
+        console.print(f"written to {out}")
+        return
+
+    try:
+        noise_levels = tuple(float(level) for level in noise.split(","))
+    except ValueError:
+        raise typer.BadParameter("comma-separated numbers", param_hint="--noise") from None
+    chosen = inquiry.load_secrets(secrets) if task is InquiryTask.bulls_and_cows else []
+    settings = Settings()
+    with serving(settings, address) as running, Client(running, timeout=600) as client:
+        if task is InquiryTask.bulls_and_cows:
+            result = inquiry.bulls_and_cows(client, chosen, policy.value, console, comparison_games or None)
+            summary = {
+                k: {m: v[m] for m in ("solved", "mean_turns", "max_turns")}
+                for k, v in result["policies"].items()
+            }
+        else:
+            result = inquiry.hypotheses(
+                client, console, hypotheses, questions, games, noise_levels, target_confidence
+            )
+            summary = {
+                name: {"reduction": v["eig_question_reduction"]}
+                | {p: v["policies"][p]["mean_questions_where_all_reached"] for p in v["policies"]}
+                for name, v in result["settings"].items()
+            }
+    write_result(result, out, settings)
+    console.print_json(json.dumps(summary))
+    console.print(f"written to {out}")

