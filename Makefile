@@ -16,7 +16,7 @@ GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/b
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install lock test-newer-python go-deps go-client ts-deps ts-client protos check-protos release-contract lint typecheck deploy-check test demo up bench-retrieval clean
+.PHONY: install lock test-newer-python go-deps go-client ts-deps ts-client protos check-protos release-contract check-sync-client lint typecheck deploy-check test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,8 +86,12 @@ check-protos: install go-deps ts-deps
 release-contract: install
 	$(BUF) build --path protos/sounding/v1 -o $(RELEASED_CONTRACT)
 
+# The blocking Python client must be what tools/generate_sync_client.py makes of the asyncio one.
+check-sync-client: install
+	$(BIN)/python tools/generate_sync_client.py --check
+
 # Style, and the one-way layering of the package (pyproject.toml, [tool.importlinter]).
-lint: install
+lint: install check-sync-client
 	$(BIN)/ruff check services tests clients/python clients/python-api bench/sounding_bench tools
 	$(BIN)/lint-imports
 

@@ -1,80 +1,19 @@
-"""protobuf <-> the client's typed results."""
+"""Responses (protobuf) -> the client's typed results, and a failed call -> SoundingError."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 from sounding_api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools_pb2
 
+from sounding_client import inquiry
 from sounding_client import types as t
 
 # The trailing metadata carrying a status's details (gRPC's rich error model).
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
-
-DocumentLike = common_pb2.Document | Mapping[str, object]
-
-
-def document(value: DocumentLike) -> common_pb2.Document:
-    if isinstance(value, common_pb2.Document):
-        return value
-    metadata = value.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise TypeError(f"a document's metadata is a mapping, not {type(metadata).__name__}")
-    return common_pb2.Document(
-        id=str(value.get("id", value.get("_id", ""))),
-        text=str(value.get("text", "")),
-        title=str(value.get("title", "") or ""),
-        metadata={str(k): str(v) for k, v in metadata.items()},
-    )
-
-
-def ingest_requests(
-    collection: str, documents: Iterable[DocumentLike], batch_size: int
-) -> Iterator[corpus_pb2.IngestDocumentsRequest]:
-    batch: list[common_pb2.Document] = []
-    for value in documents:
-        batch.append(document(value))
-        if len(batch) == batch_size:
-            yield corpus_pb2.IngestDocumentsRequest(collection=collection, documents=batch)
-            batch = []
-    if batch:
-        yield corpus_pb2.IngestDocumentsRequest(collection=collection, documents=batch)
-
-
-def retrieve_request(
-    collection: str,
-    query: str,
-    top_k: int,
-    arms: Iterable[str],
-    fusion_k: float,
-    omit_text: bool,
-    synthesis_confidence: float | None,
-    expansion: t.ExpansionOptions | None = None,
-    learned_ranking: bool = True,
-) -> sounding_pb2.RetrieveRequest:
-    request = sounding_pb2.RetrieveRequest(
-        collection=collection,
-        query=query,
-        top_k=top_k,
-        arms=list(arms),
-        fusion_k=fusion_k,
-        omit_text=omit_text,
-        without_learned_ranking=not learned_ranking,
-    )
-    if synthesis_confidence is not None:
-        request.synthesis_confidence = synthesis_confidence
-    if expansion is not None:
-        if expansion.min_recall is not None:
-            request.expansion.min_recall = expansion.min_recall
-        if expansion.max_iterations is not None:
-            request.expansion.max_iterations = expansion.max_iterations
-        if expansion.budget is not None:
-            request.expansion.budget = expansion.budget
-        request.expansion.strategies.extend(expansion.strategies)
-    return request
 
 
 def confidence(message: common_pb2.Confidence) -> t.Confidence:
@@ -258,74 +197,26 @@ def error(rpc_error: grpc.RpcError) -> t.SoundingError:
     return t.SoundingError(rpc_error.code(), rpc_error.details() or "", reason, violations, metadata)
 
 
-def inquiry_start(
-    domain: str,
-    policy: t.InquiryPolicy,
-    hypotheses: Iterable[t.Hypothesis],
-    questions: Iterable[t.Question],
-    domain_parameters: Mapping[str, str],
-    context: str = "",
-) -> sounding_pb2.InquireRequest:
-    proto_policy = sounding_pb2.InquiryPolicy(
-        question_selection=policy.question_selection,
-        stop_rule=policy.stop_rule,
-        cost_sensitivity=policy.cost_sensitivity,
-        exploration_weight=policy.exploration_weight,
-        max_turns=policy.max_turns,
-        target_confidence=policy.target_confidence,
-        cost_budget=policy.cost_budget,
-    )
-    if policy.seed is not None:
-        proto_policy.seed = policy.seed
-    if policy.min_information_gain is not None:
-        proto_policy.min_information_gain = policy.min_information_gain
-    return sounding_pb2.InquireRequest(
-        start=sounding_pb2.InquiryStart(
-            domain=domain,
-            domain_parameters=dict(domain_parameters),
-            hypotheses=[
-                sounding_pb2.Hypothesis(id=h.id, description=h.description, prior=h.prior) for h in hypotheses
-            ],
-            questions=[
-                sounding_pb2.CandidateQuestion(id=q.id, text=q.text, cost=q.cost, outcomes=q.outcomes)
-                for q in questions
-            ],
-            policy=proto_policy,
-            context=context,
-        )
-    )
-
-
-def inquiry_resume(session_id: str) -> sounding_pb2.InquireRequest:
-    return sounding_pb2.InquireRequest(resume=sounding_pb2.InquiryResume(session_id=session_id))
-
-
-def inquiry_observation(question_id: str, answer: str) -> sounding_pb2.InquireRequest:
-    return sounding_pb2.InquireRequest(
-        observation=sounding_pb2.InquiryObservation(question_id=question_id, answer=answer)
-    )
-
-
 _REASONS = {
     v.number: v.name.removeprefix("STOPPING_REASON_").lower()
     for v in sounding_pb2.StoppingReason.DESCRIPTOR.values
 }
 
 
-def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
+def inquiry_event(message: sounding_pb2.InquireResponse) -> inquiry.InquiryEvent:
     kind = message.WhichOneof("event")
     if kind == "belief":
         b = message.belief
-        return t.Belief(
+        return inquiry.Belief(
             b.session_id,
             b.turn,
             b.entropy_bits,
             b.normalized_uncertainty,
-            [t.ScoredHypothesis(h.id, h.description, h.probability) for h in b.top_hypotheses],
+            [inquiry.ScoredHypothesis(h.id, h.description, h.probability) for h in b.top_hypotheses],
             b.unknown_mass,
             b.current_answer,
             (
-                t.Homogeneity(
+                inquiry.Homogeneity(
                     b.homogeneity.p_max,
                     b.homogeneity.mean_pairwise_similarity,
                     b.homogeneity.effective_rank,
@@ -340,13 +231,13 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             ),
             b.homogeneity_bucket,
             [
-                t.StopSignal(s.rule, s.score, s.threshold, s.answers, s.calibration_version, s.answer)
+                inquiry.StopSignal(s.rule, s.score, s.threshold, s.answers, s.calibration_version, s.answer)
                 for s in b.stop_signals
             ],
         )
     if kind == "ask":
         a = message.ask
-        return t.Ask(
+        return inquiry.Ask(
             a.session_id,
             a.turn,
             a.question_id,
@@ -357,7 +248,7 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             a.exploration_bonus,
             a.rationale,
             [
-                t.ScoredQuestion(
+                inquiry.ScoredQuestion(
                     r.question_id, r.question, r.expected_information_gain, r.cost_adjusted_score
                 )
                 for r in a.runners_up
@@ -365,7 +256,7 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
         )
     if kind == "answer":
         a = message.answer
-        return t.InquiryAnswer(
+        return inquiry.InquiryAnswer(
             a.session_id,
             a.answer,
             confidence(a.confidence),
@@ -377,15 +268,16 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
         )
     if kind == "evidence":
         e = message.evidence
-        return t.Evidence(
+        return inquiry.Evidence(
             session_id=e.session_id,
             turn=e.turn,
             question_id=e.question_id,
             query=e.query,
             strategy=e.strategy,
-            hits=[t.EvidenceHit(h.document_id, h.chunk_id, h.score, h.new) for h in e.hits],
+            hits=[inquiry.EvidenceHit(h.document_id, h.chunk_id, h.score, h.new) for h in e.hits],
             sentences=[
-                t.EvidenceSentence(s.document_id, s.text, s.entailment, s.contradiction) for s in e.sentences
+                inquiry.EvidenceSentence(s.document_id, s.text, s.entailment, s.contradiction)
+                for s in e.sentences
             ],
             sentences_read=e.sentences_read,
             outcome=e.outcome,
@@ -399,46 +291,6 @@ def inquiry_event(message: sounding_pb2.InquireResponse) -> t.InquiryEvent:
             target_chance=e.target_chance,
         )
     raise ValueError(f"unknown Inquire event {kind!r}")
-
-
-_FEEDBACK = {
-    "": sounding_pb2.FEEDBACK_UNSPECIFIED,
-    "helpful": sounding_pb2.FEEDBACK_HELPFUL,
-    "not_helpful": sounding_pb2.FEEDBACK_NOT_HELPFUL,
-}
-
-
-def observe_request(
-    outcome: t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse,
-) -> sounding_pb2.ObserveRequest:
-    if isinstance(outcome, t.ToolUse):
-        use = sounding_pb2.ToolUseEvent(
-            toolset=outcome.toolset,
-            request=outcome.request,
-            used_tool=outcome.used_tool,
-            offered_tools=list(outcome.offered_tools),
-        )
-        if outcome.success is not None:
-            use.success = outcome.success
-        return sounding_pb2.ObserveRequest(tool_use=use)
-    if isinstance(outcome, t.InquiryOutcome):
-        return sounding_pb2.ObserveRequest(
-            inquiry_outcome=sounding_pb2.InquiryOutcome(
-                session_id=outcome.session_id, ground_truth=outcome.ground_truth
-            )
-        )
-    if outcome.feedback not in _FEEDBACK:
-        raise ValueError(f"feedback must be one of {sorted(_FEEDBACK)}")
-    message = sounding_pb2.RetrievalOutcome(
-        retrieval_id=outcome.retrieval_id,
-        used_document_ids=list(outcome.used_document_ids),
-        feedback=_FEEDBACK[outcome.feedback],
-        found_missing_content=outcome.found_missing_content,
-        missed_document_ids=list(outcome.missed_document_ids),
-    )
-    if outcome.agent_success is not None:
-        message.agent_success = outcome.agent_success
-    return sounding_pb2.ObserveRequest(retrieval_outcome=message)
 
 
 def observe_result(response: sounding_pb2.ObserveResponse) -> t.ObserveResult:
@@ -456,16 +308,6 @@ CALIBRATION_TARGETS = {
     "query_adapter": sounding_pb2.CALIBRATION_TARGET_QUERY_ADAPTER,
 }
 _TARGET_NAMES = {v: k for k, v in CALIBRATION_TARGETS.items()}
-
-
-def calibrate_request(target: str, **options) -> sounding_pb2.CalibrateRequest:
-    if target not in CALIBRATION_TARGETS:
-        raise ValueError(f"target must be one of {sorted(CALIBRATION_TARGETS)}")
-    states = [
-        sounding_pb2.CalibrationState(score=s.score, error=s.error, stated_confidence=s.stated_confidence)
-        for s in options.pop("states", ())
-    ]
-    return sounding_pb2.CalibrateRequest(target=CALIBRATION_TARGETS[target], states=states, **options)
 
 
 def calibrate_event(message: sounding_pb2.CalibrateResponse) -> t.CalibrateEvent:
@@ -520,16 +362,6 @@ def corpus_inquiry_metrics(m: sounding_pb2.CorpusInquiryMetrics) -> t.CorpusInqu
         reach_accuracy=m.reach_accuracy,
         cost_mae_ms=m.cost_mae_ms,
         strategies={s.strategy: (s.queries, s.mean_information_gain) for s in m.strategies},
-    )
-
-
-def put_tools_request(toolset: str, tools: Iterable[t.Tool]) -> tools_pb2.PutToolsRequest:
-    return tools_pb2.PutToolsRequest(
-        toolset=toolset,
-        tools=[
-            tools_pb2.Tool(name=x.name, description=x.description, parameters_json=x.parameters_json)
-            for x in tools
-        ],
     )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import grpc
 
-from sounding_client import _convert
+from sounding_client import _convert, _requests
 from sounding_client import types as t
 from sounding_client.types import SoundingError
 
@@ -176,7 +176,7 @@ class ToolUseObserver(_Observer):
         return batch
 
     def _send(self, batch: list[t.ToolUse]) -> None:
-        requests = [_convert.observe_request(use) for use in batch]
+        requests = [_requests.observe_request(use) for use in batch]
         for attempt in range(self._max_attempts):
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:

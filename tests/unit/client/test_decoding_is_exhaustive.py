@@ -15,6 +15,8 @@ from google.protobuf.message import Message
 from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 from sounding_client import _convert
 
+from .oneofs import is_synthetic, oneof_cases
+
 pytestmark = pytest.mark.unit
 
 F = FieldDescriptor
@@ -33,7 +35,7 @@ def filled(message: Message, counter: Iterator[int], path: str = "") -> dict[str
     taken_oneofs: set[str] = set()
     for field in message.DESCRIPTOR.fields:
         oneof = field.containing_oneof
-        if oneof is not None and not _synthetic(oneof):
+        if oneof is not None and not is_synthetic(oneof):
             if oneof.name in taken_oneofs:
                 continue
             taken_oneofs.add(oneof.name)
@@ -64,11 +66,6 @@ def filled(message: Message, counter: Iterator[int], path: str = "") -> dict[str
         if field.type not in (F.TYPE_BOOL, F.TYPE_ENUM):
             traced[name] = value
     return traced
-
-
-def _synthetic(oneof) -> bool:
-    """A proto3 `optional` field's own oneof."""
-    return len(oneof.fields) == 1 and oneof.name == f"_{oneof.fields[0].name}"
 
 
 def _scalar(field: FieldDescriptor, n: int):
@@ -106,11 +103,6 @@ def leaves(value, seen: set[int] | None = None) -> Iterator[object]:
     elif isinstance(value, list | tuple) or hasattr(value, "__iter__"):
         for item in value:
             yield from leaves(item, seen)
-
-
-def oneof_cases(message_type) -> list[str]:
-    (event,) = [o for o in message_type.DESCRIPTOR.oneofs if not _synthetic(o)]
-    return [field.name for field in event.fields]
 
 
 CASES: list[tuple[str, type[Message], str | None, Callable]] = [
