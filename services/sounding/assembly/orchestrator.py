@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 
 from grpc_health.v1 import health
@@ -19,8 +19,8 @@ from sounding.corpus.service import CorpusManager
 from sounding.gateway import routing
 from sounding.gateway.readiness import Readiness
 from sounding.gateway.servicers import CorpusServicer, SoundingServicer, ToolServicer
-from sounding.inquiry.domains.corpus import CorpusInquiry
 from sounding.inquiry.llm.assessment import Models
+from sounding.inquiry.registry import Backend
 from sounding.inquiry.service import InquiryService
 from sounding.learning.corpus_backend import CorpusTools
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
@@ -103,9 +103,7 @@ def tenant_opener(
             tool_settings,
             settings.limits.tools,
         )
-        corpus_inquiry = await CorpusInquiryLearning.open(
-            await CorpusInquiryLog.open(db, tenant)
-        )
+        corpus_inquiry = await CorpusInquiryLearning.open(await CorpusInquiryLog.open(db, tenant))
         return TenantLearning(
             learning, InquiryLearning(learning_log, store, corpus_inquiry, tenant), tools, corpus_inquiry
         )
@@ -120,24 +118,25 @@ def inquiry_backends(
     store: Store,
     graphs: GraphStore,
     limits: LimitsSettings,
-) -> Callable[[str, str, str], Models | CorpusTools]:
-    """The backend of a session (id, tenant, domain): the corpus domain's search, models and
-    outcome models, or the generators the other domains ask."""
+) -> Callable[[str, str, Backend], Models | CorpusTools]:
+    """The backend of a session (id, tenant, the kind its domain's spec names): the corpus tools
+    (search, models and outcome models), or the generators."""
 
-    def backend(session_id: str, tenant: str, domain: str) -> Models | CorpusTools:
-        if domain == CorpusInquiry.name:
-            return CorpusTools(
-                tenant=tenant,
-                session_id=session_id,
-                retrieval=retrieval,
-                learning=lambda: tenants.of(tenant),
-                models=models,
-                store=store,
-                graphs=graphs,
-                search_timeout_s=limits.deadlines.retrieve_s,
-                models_timeout_s=limits.deadlines.models_unary_s,
-                generate_timeout_s=limits.deadlines.generate_s,
-            )
+    def corpus_tools(session_id: str, tenant: str) -> CorpusTools:
+        return CorpusTools(
+            tenant=tenant,
+            session_id=session_id,
+            retrieval=retrieval,
+            learning=lambda: tenants.of(tenant),
+            models=models,
+            store=store,
+            graphs=graphs,
+            search_timeout_s=limits.deadlines.retrieve_s,
+            models_timeout_s=limits.deadlines.models_unary_s,
+            generate_timeout_s=limits.deadlines.generate_s,
+        )
+
+    def generators(session_id: str, tenant: str) -> Models:
         return Models(
             models,
             flow=f"inquiry:{session_id}",
@@ -145,7 +144,11 @@ def inquiry_backends(
             tenant=tenant,
         )
 
-    return backend
+    builders: Mapping[Backend, Callable[[str, str], Models | CorpusTools]] = {
+        "corpus_tools": corpus_tools,
+        "generators": generators,
+    }
+    return lambda session_id, tenant, kind: builders[kind](session_id, tenant)
 
 
 async def serve(settings: Settings) -> None:

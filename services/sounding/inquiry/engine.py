@@ -1,38 +1,32 @@
-"""The inquiry engine: sessions, the ask-or-answer loop, and resumable state.
+"""The inquiry engine: the ask-or-answer loop of a session of any registered domain.
 
 After a start or an observation the engine emits a Belief and then either an Ask (the next
-question, which the session now awaits an answer to) or the final Answer. A session's whole
-state is JSON: the domain's setup (hypotheses, questions) saved once when it starts, and
-everything the observations change saved after every step, so a resumed session continues
-exactly where it was.
+question, which the session now awaits an answer to) or the final Answer. Whatever differs
+between domains the engine reads from the domain's spec (`registry`); the session and how it is
+stored so that a resumed session continues exactly where it was are `session`'s.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, cast
 
 from sounding.core.information import StoppingConfig, default_stopping
 from sounding.core.provenance import Provenance
-from sounding.core.stop_rules import SESSION_STOP_RULES
-from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_POLICIES
-from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
-from sounding.inquiry.domains.corpus import CORPUS_POLICIES, CorpusInquiry
-from sounding.inquiry.domains.hypotheses import HYPOTHESES_POLICIES, HypothesisSet
-from sounding.inquiry.domains.llm import LLM_POLICIES, LlmInquiry, Threshold
 from sounding.inquiry.protocol import (
     AnswerEvent,
     AskEvent,
     BeliefEvent,
     Domain,
     InquiryEvent,
-    Policy,
+    SelfAnsweringDomain,
     Start,
 )
+from sounding.inquiry.registry import Calibrated, DomainSpec, requested_domain
+from sounding.inquiry.session import PendingQuestion, Session, SessionAnswer
 from sounding.runtime import errors
 from sounding.settings.limits import InquiryLimits
 
@@ -45,92 +39,14 @@ async def inline(function: Callable[..., Any], *args: Any) -> Any:
     return function(*args)
 
 
-@dataclass
-class Session:
-    session_id: str
-    domain: str
-    policy: Policy
-    domain_setup: dict
-    domain_state: dict
-    turn: int = 0
-    pending: dict | None = None
-    cost_spent: float = 0.0
-    entropy_path: list[float] = field(default_factory=list)
-    predicted_gains: list[float] = field(default_factory=list)
-    actual_gains: list[float] = field(default_factory=list)
-    answer: dict | None = None
-    # Number of times the session was saved; the store keeps the latest.
-    saves: int = 0
-    # The live domain object, rebuilt from setup and state only when a session is loaded.
-    live: Domain | None = field(default=None, repr=False, compare=False)
-
-    def setup_json(self) -> str:
-        return json.dumps(self.domain_setup)
-
-    def to_json(self) -> str:
-        """Everything but the setup (see `setup_json`)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("domain_setup", "live")}
-        data["policy"] = asdict(self.policy)
-        data["policy"]["cost_budget"] = _finite_or_none(self.policy.cost_budget)
-        return json.dumps(data)
-
-    @classmethod
-    def from_json(cls, setup_json: str, state_json: str) -> Session:
-        data = json.loads(state_json)
-        policy = data.pop("policy")
-        if policy["cost_budget"] is None:
-            policy["cost_budget"] = math.inf
-        return cls(policy=Policy(**policy), domain_setup=json.loads(setup_json), **data)
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-DOMAINS: dict[str, tuple[tuple[str, ...], Callable[[dict, dict], Domain]]] = {
-    BullsAndCows.name: (BULLS_AND_COWS_POLICIES, BullsAndCows.from_state),
-    HypothesisSet.name: (HYPOTHESES_POLICIES, HypothesisSet.from_state),
-    LlmInquiry.name: (LLM_POLICIES, LlmInquiry.from_state),
-    CorpusInquiry.name: (CORPUS_POLICIES, CorpusInquiry.from_state),
-}
-
-
-def validate_policy(policy: Policy, domain: str, limits: InquiryLimits = InquiryLimits()) -> None:
-    known = DOMAINS[domain][0]
-    if policy.question_selection not in known:
-        raise errors.InvalidArgument(
-            f"question_selection {policy.question_selection[:64]!r} is not one of {', '.join(known)}",
-            field="start.policy.question_selection",
-        )
-    if domain == LlmInquiry.name:
-        if policy.stop_rule not in SESSION_STOP_RULES:
-            raise errors.InvalidArgument(
-                f"stop_rule must be one of {', '.join(SESSION_STOP_RULES)}", field="start.policy.stop_rule"
-            )
-    elif policy.stop_rule != "default":
-        raise errors.InvalidArgument(
-            "stop_rule must be 'default' for this domain", field="start.policy.stop_rule"
-        )
-    max_turns = limits.llm_max_turns if domain == LlmInquiry.name else limits.max_turns
-    if not 1 <= policy.max_turns <= max_turns:
-        raise errors.InvalidArgument(f"max_turns must be in [1, {max_turns}]", field="start.policy.max_turns")
-    if not 0 < policy.target_confidence <= 1:
-        raise errors.InvalidArgument(
-            "target_confidence must be in (0, 1]", field="start.policy.target_confidence"
-        )
-
-
-def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> None:
-    """What every domain's start must respect beyond the rules InquiryStart declares (checked
-    before: `validation`): the domain and policy names, and the deployment's limits on counts and
-    lengths (each violation names its field)."""
-    if request.domain not in DOMAINS:
-        raise errors.InvalidArgument(
-            f"domain {request.domain[:64]!r} is not one of {', '.join(sorted(DOMAINS))}", field="start.domain"
-        )
-    validate_policy(normalized(request).policy, request.domain, limits)
-    if request.domain == LlmInquiry.name:
-        LlmInquiry.task_and_regime(request.domain_parameters)
+def _validated(spec: DomainSpec, request: Start, limits: InquiryLimits) -> Start:
+    """The start of a session of the `spec` domain with the domain's defaults in place of
+    `default` policy names, checked against what every start must respect beyond the rules
+    InquiryStart declares (checked before: `validation`): the policy, the domain's own parameter
+    checks, and the deployment's limits on counts and lengths (each violation names its field)."""
+    request = replace(request, policy=spec.session_policy(request.policy, limits))
+    if spec.check_parameters is not None:
+        spec.check_parameters(request.domain_parameters)
     if len(request.domain_parameters) > limits.max_domain_parameters:
         raise errors.InvalidArgument(
             f"at most {limits.max_domain_parameters} domain parameters", field="start.domain_parameters"
@@ -182,49 +98,19 @@ def validate_start(request: Start, limits: InquiryLimits = InquiryLimits()) -> N
                 f"{where}.outcomes values are at most {limits.max_id_chars} characters",
                 field=f"{where}.outcomes",
             )
-
-
-def normalized(request: Start) -> Start:
-    """The request with the domain's default policy names filled in: questions by `eig`, except
-    the llm domain's, which come from direct prompting; the llm domain's default stop rule is
-    robust_mi_risk."""
-    policy = request.policy
-    if policy.question_selection == "default":
-        default = LLM_POLICIES[0] if request.domain == LlmInquiry.name else "eig"
-        policy = replace(policy, question_selection=default)
-    if request.domain == LlmInquiry.name and policy.stop_rule == "default":
-        policy = replace(policy, stop_rule="robust_mi_risk")
-    return replace(request, policy=policy)
+    return request
 
 
 def start(
     request: Start,
-    thresholds: Mapping[str, Mapping[str, Threshold]] | None = None,
+    thresholds: Calibrated | None = None,
     limits: InquiryLimits = InquiryLimits(),
 ) -> Session:
     """A new session; `thresholds` are the llm domain's calibrated stop thresholds by rule and
     homogeneity bucket."""
-    validate_start(request, limits)
-    request = normalized(request)
-    if request.domain == BullsAndCows.name:
-        domain: Domain = BullsAndCows()
-    elif request.domain == CorpusInquiry.name:
-        domain = CorpusInquiry.from_request(
-            request.policy, request.context, request.hypotheses, request.domain_parameters, limits
-        )
-    elif request.domain == LlmInquiry.name:
-        domain = LlmInquiry.from_request(
-            request.policy,
-            request.context,
-            request.hypotheses,
-            request.domain_parameters,
-            thresholds or {},
-            limits,
-        )
-    else:
-        domain = HypothesisSet.from_request(
-            request.hypotheses, request.questions, dict(request.domain_parameters)
-        )
+    spec = requested_domain(request.domain)
+    request = _validated(spec, request, limits)
+    domain = spec.from_request(request, thresholds or {}, limits)
     return Session(
         uuid.uuid4().hex, request.domain, request.policy, domain.setup(), domain.state(), live=domain
     )
@@ -232,7 +118,7 @@ def start(
 
 def _domain(session: Session) -> Domain:
     if session.live is None:
-        session.live = DOMAINS[session.domain][1](session.domain_setup, session.domain_state)
+        session.live = session.spec.from_state(session.domain_setup, session.domain_state)
     return session.live
 
 
@@ -268,7 +154,7 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
         )
     ]
     reason, forced = domain.finished(), False
-    if not reason and getattr(domain, "stops_on_confidence", True):
+    if not reason and session.spec.stops_on_confidence:
         decision = default_stopping(
             belief.map_probability,
             session.turn,
@@ -296,21 +182,16 @@ def _decide(session: Session, domain: Domain) -> list[InquiryEvent]:
         events.append(_answer(session, domain, current, reason, forced))
         return events
     session.turn += 1
-    session.pending = {
-        "question_id": choice.chosen.question_id,
-        "question": choice.chosen.question,
-        "predicted_gain": choice.chosen.expected_information_gain,
-        "cost": choice.chosen.cost,
-    }
+    session.pending = PendingQuestion(
+        choice.chosen.question_id,
+        choice.chosen.question,
+        choice.chosen.expected_information_gain,
+        choice.chosen.cost,
+    )
     events.append(
         AskEvent(session.session_id, session.turn, choice.chosen, choice.rationale, choice.runners_up)
     )
     return events
-
-
-def answers_itself(session: Session) -> bool:
-    """Whether the session's domain runs its own questions (the client sends no observations)."""
-    return session.domain == CorpusInquiry.name
 
 
 async def investigate(session: Session, backend: Any = None, compute: Compute = inline) -> list[InquiryEvent]:
@@ -319,13 +200,14 @@ async def investigate(session: Session, backend: Any = None, compute: Compute = 
     pending = session.pending
     if pending is None or session.answer is not None:
         raise errors.FailedPrecondition("no question is pending", reason="NO_PENDING_QUESTION")
-    domain = await compute(_domain, session)
-    if not isinstance(domain, CorpusInquiry):
+    if not session.spec.answers_itself:
         raise errors.FailedPrecondition(f"the {session.domain} domain's questions are answered by the client")
-    event = await domain.investigate(session.session_id, session.turn, pending["question_id"], backend)
-    session.predicted_gains.append(pending["predicted_gain"])
+    # A domain registered as answering itself is a SelfAnsweringDomain.
+    domain = cast(SelfAnsweringDomain, await compute(_domain, session))
+    event = await domain.investigate(session.session_id, session.turn, pending.question_id, backend)
+    session.predicted_gains.append(pending.predicted_gain)
     session.actual_gains.append(event.actual_gain)
-    session.cost_spent += pending["cost"]
+    session.cost_spent += pending.cost
     session.pending = None
     return [event, *await advance(session, backend, compute)]
 
@@ -357,7 +239,7 @@ def _answer(
             inputs={"entropy_bits": session.entropy_path[-1], "turns": float(session.turn)},
         )
     session.pending = None
-    session.answer = {"answer": text, "reason": reason, "forced": forced}
+    session.answer = SessionAnswer(text, reason, forced)
     return AnswerEvent(
         session.session_id,
         text,
@@ -385,8 +267,8 @@ async def observe(
         )
     if session.answer is not None:
         raise errors.FailedPrecondition("the session has already answered", reason="SESSION_FINISHED")
-    if session.pending is None or question_id != session.pending["question_id"]:
-        expected = session.pending["question_id"] if session.pending else "none"
+    if session.pending is None or question_id != session.pending.question_id:
+        expected = session.pending.question_id if session.pending else "none"
         raise errors.InvalidArgument(
             f"question_id {question_id!r} is not the pending question ({expected})",
             field="observation.question_id",
@@ -401,9 +283,9 @@ def _apply(session: Session, question_id: str, answer: str) -> None:
         raise errors.FailedPrecondition("no question is pending", reason="NO_PENDING_QUESTION")
     domain = _domain(session)
     before = domain.belief().entropy_bits
-    domain.observe(question_id, pending["question"], answer)
+    domain.observe(question_id, pending.question, answer)
     after = domain.belief().entropy_bits
-    session.predicted_gains.append(pending["predicted_gain"])
+    session.predicted_gains.append(pending.predicted_gain)
     session.actual_gains.append(before - after)
-    session.cost_spent += pending["cost"]
+    session.cost_spent += pending.cost
     session.pending = None

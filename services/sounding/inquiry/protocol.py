@@ -13,6 +13,9 @@ from sounding.core.provenance import Provenance
 from sounding.core.reach import ReachModel
 from sounding.store.corpus_inquiry import ExecutedQuery
 
+# A policy name that stands for the domain's default (`registry.DomainSpec.session_policy`).
+DOMAIN_DEFAULT = "default"
+
 # The default stop rule's diminishing-returns threshold (active-learning spec §3.4), in bits.
 MIN_INFORMATION_GAIN = 0.01
 
@@ -28,8 +31,8 @@ STOPPING_REASONS = (
 
 @dataclass(frozen=True)
 class Policy:
-    question_selection: str = "default"
-    stop_rule: str = "default"
+    question_selection: str = DOMAIN_DEFAULT
+    stop_rule: str = DOMAIN_DEFAULT
     cost_sensitivity: float = 1.0
     exploration_weight: float = 0.0
     max_turns: int = 25
@@ -298,4 +301,12 @@ class Domain(Protocol):
 
     def state(self) -> dict[str, Any]:
         """What the observations change (stored after every step)."""
+        ...
+
+
+class SelfAnsweringDomain(Domain, Protocol):
+    """A domain that runs its own questions (`registry.DomainSpec.answers_itself`)."""
+
+    async def investigate(self, session_id: str, turn: int, question_id: str, backend: Any) -> EvidenceEvent:
+        """Run the pending question, update the belief, and say what it found."""
         ...

@@ -9,9 +9,10 @@ stream (or an orchestrator that restarts) resumes with `Resume{session_id}` exac
 One stream holds a session at a time: a resume takes the session's lock before it loads the
 session, and a second stream on a held session is refused (SESSION_BUSY). Every move's CPU-bound
 part (EIG over the hypotheses, the bulls-and-cows look-ahead, encoding the session) runs in a
-bounded thread pool, never on the event loop. At most `max_open_llm_sessions` streams of the
-llm domain are open at once; each session's generations run as one flow in the sidecar, at most
-`llm_generations_in_flight` at a time.
+bounded thread pool, never on the event loop. A domain may limit how many of its sessions are
+open at once (`DomainSpec.open_session_limit`: the llm domain's `max_open_llm_sessions`); each
+llm session's generations run as one flow in the sidecar, at most `llm_generations_in_flight` at
+a time.
 
 A session belongs to the tenant that started it: it is stored under the tenant's `ResourceRef`,
 so another tenant's resume finds nothing (SESSION_NOT_FOUND). A session
@@ -24,14 +25,16 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sounding.inquiry import engine
-from sounding.inquiry.domains.llm import LlmInquiry
 from sounding.inquiry.protocol import AnswerEvent, InquiryEvent, Start
+from sounding.inquiry.registry import DOMAINS, Backend
+from sounding.inquiry.session import Session
 from sounding.runtime import errors
 from sounding.runtime.offload import BoundedPool, completed
 from sounding.settings.limits import InquiryLimits
@@ -63,22 +66,22 @@ Thresholds = Callable[[str, str], Awaitable[Mapping[str, Mapping[str, Any]]]]
 
 
 class InquiryService:
-    """`backend(session_id, tenant, domain)` gives what a session's domain thinks with (the
-    models, for the llm domain; the retrieval pipeline, models, graph and outcome models, for the
-    corpus domain)."""
+    """`backend(session_id, tenant, kind)` gives what a session's domain thinks with, of the kind
+    its spec names (`registry.Backend`: the generators, or the corpus tools)."""
 
     def __init__(
         self,
         store: Store,
-        backend: Callable[[str, str, str], Any] | None = None,
+        backend: Callable[[str, str, Backend], Any] | None = None,
         limits: InquiryLimits = InquiryLimits(),
     ):
         self._store = store
-        self._backend = backend or (lambda session_id, tenant, domain: None)
+        self._backend = backend or (lambda session_id, tenant, kind: None)
         self._limits = limits
         self._locks: weakref.WeakValueDictionary[ResourceRef, asyncio.Lock] = weakref.WeakValueDictionary()
         self._compute = BoundedPool(limits.compute_threads, limits.compute_queue, "inquiry")
-        self._open_llm = 0
+        # Open sessions by domain, of the domains that limit them.
+        self._open_sessions: Counter[str] = Counter()
 
     def close(self) -> None:
         self._compute.close()
@@ -117,16 +120,18 @@ class InquiryService:
         thresholds: Thresholds | None = None,
     ) -> AsyncGenerator[InquiryEvent, None]:
         """The tenant's stream (None: a message naming no request); `thresholds(task, regime)`
-        gives the tenant's calibrated stop thresholds of the llm domain when a session starts."""
+        gives the tenant's calibrated stop thresholds when a session of a domain that uses them
+        starts."""
         first = await anext(requests, None)
-        session: engine.Session | None = None  # a start's now, a resumed one's once locked
+        session: Session | None = None  # a start's now, a resumed one's once locked
         resumed_id = ""
         if isinstance(first, Start):
             calibrated = None
-            if first.domain == LlmInquiry.name and thresholds is not None:
-                calibrated = await thresholds(*LlmInquiry.calibration_scope(first.domain_parameters))
+            spec = DOMAINS.get(first.domain)  # an unknown one is refused by engine.start
+            if spec is not None and spec.calibration_scope is not None and thresholds is not None:
+                calibrated = await thresholds(*spec.calibration_scope(first.domain_parameters))
             # Validated and set up in the pool: a start may hold a million outcome cells.
-            started: engine.Session = await self._compute(engine.start, first, calibrated, self._limits)
+            started: Session = await self._compute(engine.start, first, calibrated, self._limits)
             session = started
             key = ResourceRef(tenant, started.session_id)
         elif isinstance(first, ResumeRequest):
@@ -150,7 +155,7 @@ class InquiryService:
             if session is None:
                 session = await self._load(key, resumed_id)
             async with self._open(session):
-                backend = self._backend(session.session_id, tenant, session.domain)
+                backend = self._backend(session.session_id, tenant, session.spec.backend)
                 if isinstance(first, Start):
                     events = await engine.advance(session, backend, self._compute)
                 else:
@@ -160,7 +165,7 @@ class InquiryService:
                     yield event
                 if isinstance(events[-1], AnswerEvent):
                     return
-                if engine.answers_itself(session):
+                if session.spec.answers_itself:
                     while not isinstance(events[-1], AnswerEvent):
                         events = await engine.investigate(session, backend, self._compute)
                         await self._save(key, session)
@@ -189,35 +194,37 @@ class InquiryService:
         return lock
 
     @asynccontextmanager
-    async def _open(self, session: engine.Session):
-        """Counts open llm sessions; one past the limit is refused."""
-        if session.domain != LlmInquiry.name:
+    async def _open(self, session: Session):
+        """Counts the open sessions of a domain that limits them; one past its limit is refused."""
+        limit = session.spec.open_session_limit
+        if limit is None:
             yield
             return
-        if self._open_llm >= self._limits.max_open_llm_sessions:
+        domain = session.domain
+        if self._open_sessions[domain] >= limit(self._limits):
             raise errors.ResourceExhausted(
-                f"{self._open_llm} llm inquiries are open, the limit; retry later",
-                reason="TOO_MANY_LLM_SESSIONS",
+                f"{self._open_sessions[domain]} {domain} inquiries are open, the limit; retry later",
+                reason=f"TOO_MANY_{domain.upper()}_SESSIONS",
             )
-        self._open_llm += 1
+        self._open_sessions[domain] += 1
         try:
             yield
         finally:
-            self._open_llm -= 1
+            self._open_sessions[domain] -= 1
 
-    async def _load(self, key: ResourceRef, session_id: str) -> engine.Session:
+    async def _load(self, key: ResourceRef, session_id: str) -> Session:
         stored = await self._store.load_session(key)
         if stored is None:
             raise _session_not_found(session_id)
-        return await self._compute(engine.Session.from_json, *stored)
+        return await self._compute(Session.from_json, *stored)
 
-    async def _save(self, key: ResourceRef, session: engine.Session, new: bool = False) -> None:
+    async def _save(self, key: ResourceRef, session: Session, new: bool = False) -> None:
         """Persist the step under the session's key (and, for a new session, its setup); a
         cancel cannot split it, and the session's lock is held until it is done."""
         session.saves += 1
         await completed(self._write(key, session, new))
 
-    async def _write(self, key: ResourceRef, session: engine.Session, new: bool) -> None:
+    async def _write(self, key: ResourceRef, session: Session, new: bool) -> None:
         if new:
             setup = await self._compute(session.setup_json)
             await self._store.create_session(key, session.domain, setup)

@@ -18,11 +18,11 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from sounding.core import homogeneity, stop_rules
-from sounding.inquiry import engine
-from sounding.inquiry.domains.corpus import CorpusInquiry
-from sounding.inquiry.domains.llm import LlmInquiry, Threshold, threshold_key, threshold_prefix
+from sounding.inquiry.domains.llm import DEFAULT_STOP_RULE, Threshold, threshold_key, threshold_prefix
 from sounding.inquiry.llm import ablations, outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
+from sounding.inquiry.registry import DOMAINS
+from sounding.inquiry.session import Session
 from sounding.learning import stop_thresholds
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport, Rejected
@@ -54,7 +54,7 @@ class StopThresholdRequest:
     task: str
     regime: str
     bucket: str = ""
-    stop_rule: str = "robust_mi_risk"
+    stop_rule: str = DEFAULT_STOP_RULE
     delta: float = 0.1
     alpha: float = 0.05
     states: tuple[InlineState, ...] = ()
@@ -103,7 +103,7 @@ class InquiryLearning:
                     problem = answered[outcome.session_id]
                 else:
                     problem = await self._states(outcome, seen)
-                if isinstance(problem, engine.Session):  # a corpus session: its verdict
+                if isinstance(problem, Session):  # a session that teaches its verdict (corpus)
                     problem = await self._corpus.observe(
                         outcome.session_id, problem.domain_setup["collection"], outcome.ground_truth.strip()
                     )
@@ -123,10 +123,10 @@ class InquiryLearning:
 
     async def _states(
         self, outcome: InquiryOutcome, seen: set[str]
-    ) -> list[InquiryState] | engine.Session | Rejected:
-        """The session's states judged against the ground truth (decoded and judged on a worker
-        thread: a session can be large), the session itself if it is a corpus inquiry, or why
-        not."""
+    ) -> list[InquiryState] | Session | Rejected:
+        """What the session teaches (`DomainSpec.outcome_learning`): its stop-rule states judged
+        against the ground truth (decoded and judged on a worker thread: a session can be large),
+        the session itself if it teaches its verdict, or why it teaches nothing."""
         if not outcome.ground_truth.strip():
             return Rejected(0, "INVALID_ARGUMENT", "inquiry_outcome.ground_truth must not be empty")
         if outcome.session_id in seen:
@@ -139,19 +139,21 @@ class InquiryLearning:
         if stored is None:
             return Rejected(0, "NOT_FOUND", f"no inquiry session {outcome.session_id[:64]!r}")
 
-        def judged() -> list[InquiryState] | engine.Session | Rejected:
-            session = engine.Session.from_json(*stored)
-            if session.domain == CorpusInquiry.name:
+        def judged() -> list[InquiryState] | Session | Rejected:
+            session = Session.from_json(*stored)
+            learning = session.spec.outcome_learning
+            if learning == "verdict":
                 if session.answer is None:
                     return Rejected(
                         0, "FAILED_PRECONDITION", f"session {outcome.session_id!r} has not answered yet"
                     )
                 return session
-            if session.domain != LlmInquiry.name:
+            if learning == "none":
+                learners = " or ".join(s.name for s in DOMAINS.values() if s.outcome_learning != "none")
                 return Rejected(
                     0,
                     "FAILED_PRECONDITION",
-                    f"session {outcome.session_id!r} is not an llm or corpus inquiry",
+                    f"session {outcome.session_id!r} is not an {learners} inquiry",
                 )
             return outcomes.state_records(
                 outcome.session_id, session.domain_setup, session.domain_state, outcome.ground_truth

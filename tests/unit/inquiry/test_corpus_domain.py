@@ -401,7 +401,7 @@ def test_a_stored_session_resumes_with_the_same_question_without_searching():
     session = start(max_turns=5, target_confidence=0.999, cost_sensitivity=0.0)
     asyncio.run(engine.advance(session, backend))
     asyncio.run(engine.investigate(session, backend))
-    asked = session.pending["question"]
+    asked = session.pending.question
     stored = engine.Session.from_json(session.setup_json(), session.to_json())
     searched = len(backend.searched)
     events = asyncio.run(engine.resume(stored, backend))
@@ -415,7 +415,7 @@ def test_a_client_observation_is_refused_and_bad_starts_name_their_field():
     session = start()
     asyncio.run(engine.advance(session, FakeCorpus()))
     with pytest.raises(errors.InvalidArgument) as refused:
-        asyncio.run(engine.observe(session, session.pending["question_id"], "yes"))
+        asyncio.run(engine.observe(session, session.pending.question_id, "yes"))
     assert refused.value.field == "observation"
     cases = [
         (Start("corpus", Policy(), {}, context=CLAIM), "start.domain_parameters.collection"),

@@ -1,9 +1,21 @@
+import asyncio
 import random
 
 import pytest
-from sounding.learning.inquiry import StopThresholdRequest, _validate, one_per_session
+from sounding.inquiry import engine
+from sounding.inquiry.protocol import Policy, Start
+from sounding.inquiry.session import SessionAnswer
+from sounding.learning.inquiry import (
+    InquiryLearning,
+    InquiryOutcome,
+    StopThresholdRequest,
+    _validate,
+    one_per_session,
+)
+from sounding.learning.protocol import Rejected
 from sounding.runtime import errors
 from sounding.store.learning import InquiryState
+from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef
 
 pytestmark = pytest.mark.unit
 
@@ -44,3 +56,54 @@ def test_the_fixed_threshold_of_hypothesis_entropy_is_not_calibrated():
     with pytest.raises(errors.InvalidArgument, match="fixed") as refused:
         _validate(StopThresholdRequest("gn", "normal", stop_rule="hypothesis_entropy"))
     assert refused.value.field == "stop_rule"
+
+
+class Sessions:
+    """The stored sessions (the store's session part)."""
+
+    def __init__(self, *sessions):
+        self.stored = {
+            ResourceRef(DEFAULT_TENANT, s.session_id): (s.setup_json(), s.to_json()) for s in sessions
+        }
+
+    async def load_session(self, key):
+        return self.stored.get(key)
+
+
+class Log:
+    """The learning log's inquiry part, in memory."""
+
+    def __init__(self):
+        self.states: list[InquiryState] = []
+
+    async def observed_sessions(self, session_ids):
+        return set()
+
+    async def append_inquiry_states(self, states):
+        self.states.extend(states)
+
+
+class CorpusLearner:
+    def __init__(self):
+        self.verdicts: list[tuple[str, str, str]] = []
+
+    async def observe(self, session_id, collection, verdict):
+        self.verdicts.append((session_id, collection, verdict))
+
+
+def test_an_outcome_teaches_what_its_sessions_domain_learns_from():
+    game = engine.start(Start("bulls_and_cows", Policy()))
+    claim = engine.start(Start("corpus", Policy(), {"collection": "papers"}, context="Water boils at 100 C."))
+    answered = engine.start(Start("corpus", Policy(), {"collection": "papers"}, context="Ice is cold."))
+    answered.answer = SessionAnswer("SUPPORT", "confidence_reached", False)
+    llm = engine.start(Start("llm", Policy(), {"task": "gn"}))
+    corpus = CorpusLearner()
+    learning = InquiryLearning(Log(), Sessions(game, claim, answered, llm), corpus)  # type: ignore[arg-type]
+    outcomes = [InquiryOutcome(s.session_id, "SUPPORT") for s in (game, claim, answered, llm)]
+    accepted, rejected = asyncio.run(learning.observe(list(enumerate(outcomes))))
+    assert accepted == 2
+    assert rejected == [
+        Rejected(0, "FAILED_PRECONDITION", f"session {game.session_id!r} is not an llm or corpus inquiry"),
+        Rejected(1, "FAILED_PRECONDITION", f"session {claim.session_id!r} has not answered yet"),
+    ]
+    assert corpus.verdicts == [(answered.session_id, "papers", "SUPPORT")]

@@ -32,6 +32,7 @@ def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int) 
         return None
     start = message.start
     p = start.policy
+    unset = q.Policy()  # what a field the message leaves unset (or zero) means
     return q.Start(
         domain=start.domain,
         domain_parameters=dict(start.domain_parameters),
@@ -39,16 +40,16 @@ def inquiry_request(message: sounding_pb2.InquireRequest, max_start_bytes: int) 
         questions=tuple(q.QuestionIn(c.id, c.text, c.cost, dict(c.outcomes)) for c in start.questions),
         context=start.context,
         policy=q.Policy(
-            question_selection=p.question_selection or "default",
-            stop_rule=p.stop_rule or "default",
-            cost_sensitivity=p.cost_sensitivity if p.HasField("cost_sensitivity") else 1.0,
+            question_selection=p.question_selection or unset.question_selection,
+            stop_rule=p.stop_rule or unset.stop_rule,
+            cost_sensitivity=p.cost_sensitivity if p.HasField("cost_sensitivity") else unset.cost_sensitivity,
             exploration_weight=p.exploration_weight,
-            max_turns=p.max_turns or 25,
-            target_confidence=p.target_confidence or 0.95,
-            cost_budget=p.cost_budget or float("inf"),
-            seed=p.seed if p.HasField("seed") else None,
+            max_turns=p.max_turns or unset.max_turns,
+            target_confidence=p.target_confidence or unset.target_confidence,
+            cost_budget=p.cost_budget or unset.cost_budget,
+            seed=p.seed if p.HasField("seed") else unset.seed,
             min_information_gain=(
-                p.min_information_gain if p.HasField("min_information_gain") else q.MIN_INFORMATION_GAIN
+                p.min_information_gain if p.HasField("min_information_gain") else unset.min_information_gain
             ),
         ),
     )

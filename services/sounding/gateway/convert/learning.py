@@ -90,6 +90,7 @@ _TARGETS = {
 
 
 def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_states: int):
+    from sounding.inquiry.domains.llm import DEFAULT_STOP_RULE
     from sounding.learning.inquiry import InlineState, StopThresholdRequest
 
     if len(request.states) > max_inline_states:
@@ -98,7 +99,7 @@ def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_st
         task=request.task,
         regime=request.regime or "normal",
         bucket=request.bucket,
-        stop_rule=request.stop_rule or "robust_mi_risk",
+        stop_rule=request.stop_rule or DEFAULT_STOP_RULE,
         delta=request.risk or 0.1,
         alpha=request.alpha or 0.05,
         states=tuple(

@@ -201,8 +201,6 @@ class BullsAndCows:
     """The `bulls_and_cows` inquiry domain: each question is a guess, each answer its feedback."""
 
     name = "bulls_and_cows"
-    # The game ends only when a guess is confirmed; knowing the secret is not enough.
-    stops_on_confidence = False
 
     def __init__(self, history: list[tuple[int, int]] | None = None, solved: bool = False):
         self.history = [(int(guess), int(code)) for guess, code in history or []]

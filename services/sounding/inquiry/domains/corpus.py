@@ -79,8 +79,6 @@ LOOKAHEAD_QUERIES = 10
 
 class CorpusInquiry:
     name = "corpus"
-    stops_on_confidence = True
-    answers_itself = True
 
     def __init__(self, setup: dict, state: dict):
         self._setup = setup

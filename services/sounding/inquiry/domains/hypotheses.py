@@ -38,7 +38,6 @@ MAX_OUTCOMES = 64
 
 class HypothesisSet:
     name = "hypotheses"
-    stops_on_confidence = True
 
     def __init__(self, setup: dict, state: dict):
         self._setup = setup

@@ -48,6 +48,8 @@ from sounding.runtime import errors
 from sounding.settings.limits import InquiryLimits
 
 LLM_POLICIES = ("direct_prompting", "naive_prompting", "voi", "cip_full", *planning.PLANNING_METHODS)
+# The rule a session stops by, and Calibrate fits, when none is named (robust-MI spec §2.5).
+DEFAULT_STOP_RULE = "robust_mi_risk"
 SIMULATION_THREADS = 2
 _SIMULATIONS = ThreadPoolExecutor(SIMULATION_THREADS, thread_name_prefix="simulated-policy")
 
@@ -80,7 +82,6 @@ def default_threshold(rule: str) -> Threshold:
 
 class LlmInquiry:
     name = "llm"
-    stops_on_confidence = False
 
     def __init__(self, setup: dict, state: dict):
         self._setup = setup

@@ -206,10 +206,10 @@ def test_planning_methods_are_refused_where_no_hypothesis_set_is_defined(method)
 
 
 def test_an_unnamed_question_selection_is_the_domains_default():
-    llm = engine.normalized(Start("llm", Policy(), {"task": "gn"}))
+    llm = engine.start(Start("llm", Policy(), {"task": "gn"}))
     assert llm.policy.question_selection == "direct_prompting" and llm.policy.stop_rule == "robust_mi_risk"
-    assert engine.normalized(Start("bulls_and_cows", Policy())).policy.question_selection == "eig"
-    explicit = engine.normalized(Start("llm", Policy(question_selection="eig"), {"task": "gn"}))
+    assert engine.start(Start("bulls_and_cows", Policy())).policy.question_selection == "eig"
+    explicit = engine.start(Start("llm", Policy(question_selection="eig"), {"task": "gn"}))
     assert explicit.policy.question_selection == "eig"
 
 
