@@ -19,7 +19,7 @@ from sounding.inquiry.domains.bulls_and_cows import POLICIES as BULLS_AND_COWS_P
 from sounding.inquiry.domains.bulls_and_cows import BullsAndCows
 from sounding.inquiry.domains.corpus import CORPUS_POLICIES, CorpusInquiry
 from sounding.inquiry.domains.hypotheses import HYPOTHESES_POLICIES, HypothesisSet
-from sounding.inquiry.domains.llm import DEFAULT_STOP_RULE, LLM_POLICIES, LlmInquiry, Threshold
+from sounding.inquiry.llm.domain import DEFAULT_STOP_RULE, LLM_POLICIES, LlmInquiry, Threshold
 from sounding.inquiry.protocol import DOMAIN_DEFAULT, Domain, Policy, Start
 from sounding.runtime import errors
 from sounding.settings.limits import InquiryLimits

@@ -18,9 +18,9 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from sounding.core import homogeneity, stop_rules
-from sounding.inquiry.domains.llm import DEFAULT_STOP_RULE, Threshold, threshold_key, threshold_prefix
 from sounding.inquiry.llm import ablations, outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
+from sounding.inquiry.llm.domain import DEFAULT_STOP_RULE, Threshold, threshold_key, threshold_prefix
 from sounding.inquiry.registry import DOMAINS
 from sounding.inquiry.session import Session
 from sounding.learning import stop_thresholds

@@ -3,8 +3,8 @@ from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.stop_rules import SESSION_STOP_RULES
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
-from sounding.inquiry.domains.llm import LLM_POLICIES
 from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
+from sounding.inquiry.llm.domain import LLM_POLICIES
 from sounding.retrieval.strategies import STRATEGIES
 from sounding.settings.tokens import ROLES
 from sounding_bench.cli.eval_choices import (

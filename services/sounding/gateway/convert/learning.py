@@ -90,7 +90,7 @@ _TARGETS = {
 
 
 def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_states: int):
-    from sounding.inquiry.domains.llm import DEFAULT_STOP_RULE
+    from sounding.inquiry.llm.domain import DEFAULT_STOP_RULE
     from sounding.learning.inquiry import InlineState, StopThresholdRequest
 
     if len(request.states) > max_inline_states:

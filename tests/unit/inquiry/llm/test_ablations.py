@@ -2,9 +2,9 @@ import asyncio
 
 import pytest
 from sounding.inquiry import engine
-from sounding.inquiry.domains.llm import LlmInquiry, Threshold
 from sounding.inquiry.llm import ablations, tasks
 from sounding.inquiry.llm.assessment import SamplingSettings
+from sounding.inquiry.llm.domain import LlmInquiry, Threshold
 from sounding.inquiry.protocol import Policy, Start
 from sounding.runtime import errors
 

@@ -9,9 +9,9 @@ import pytest
 from sounding.core.hypothesis_planning import entropy
 from sounding.inquiry import engine
 from sounding.inquiry.domains import bulls_and_cows as bc
-from sounding.inquiry.domains.llm import Threshold
 from sounding.inquiry.llm import planning, selection, tasks
 from sounding.inquiry.llm.assessment import SamplingSettings
+from sounding.inquiry.llm.domain import Threshold
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, HypothesisIn, Policy, Start
 from sounding.runtime import errors
 

@@ -5,11 +5,11 @@ import math
 
 import pytest
 from sounding.inquiry import engine
-from sounding.inquiry.domains.llm import Threshold
+from sounding.inquiry.llm.domain import Threshold
 from sounding.inquiry.protocol import AnswerEvent, AskEvent, BeliefEvent, HypothesisIn, Policy, Start
 from sounding.runtime import errors
 
-from ..llm.fake_backend import FakeBackend
+from .fake_backend import FakeBackend
 
 pytestmark = pytest.mark.unit
 
