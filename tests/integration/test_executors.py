@@ -12,9 +12,10 @@ import uuid
 import numpy as np
 import pytest
 from sounding.api.sounding.worker.v1 import worker_pb2
+from sounding.assembly.configs import ray_executor_config, runner_config
 from sounding.retrieval import channel
 from sounding.retrieval.channel import ChannelClient
-from sounding.retrieval.executors import InProcessExecutor, RayExecutor, StrategyWorker, runner_arguments
+from sounding.retrieval.executors import InProcessExecutor, RayExecutor, StrategyWorker
 from sounding.retrieval.protocol import ArmRequest
 from sounding.runtime import errors
 from sounding.store.reader import ChunkReader
@@ -37,8 +38,8 @@ def ray_runtime():
 
 def test_in_process_and_ray_executors_agree(stack, demo_collection, ray_runtime):
     async def run():
-        local = await InProcessExecutor.open(stack.settings)
-        remote = await RayExecutor.open(stack.settings)
+        local = await InProcessExecutor.open(runner_config(stack.settings))
+        remote = await RayExecutor.open(ray_executor_config(stack.settings))
         try:
             pairs = []
             for query in QUERIES:
@@ -68,7 +69,7 @@ async def _until(condition, timeout_s: float = 30.0) -> None:
 
 def test_cancelling_a_ray_arm_cancels_its_call_on_the_worker(stack, demo_collection, ray_runtime):
     async def run():
-        remote = await RayExecutor.open(stack.settings)
+        remote = await RayExecutor.open(ray_executor_config(stack.settings))
         try:
 
             async def running(count):
@@ -90,7 +91,7 @@ def test_cancelling_a_ray_arm_cancels_its_call_on_the_worker(stack, demo_collect
 
 def test_a_ray_worker_that_dies_is_restarted_and_its_calls_resume(stack, demo_collection, ray_runtime):
     async def run():
-        remote = await RayExecutor.open(stack.settings)
+        remote = await RayExecutor.open(ray_executor_config(stack.settings))
         request = ArmRequest(DEMO, "depth of water under a ship", 5)
         try:
             workers = remote._workers  # the test kills them as a crash would
@@ -143,7 +144,7 @@ def test_exact_scan_agrees_with_lancedb_vector_search(stack, demo_collection):
 
 def test_a_local_ray_runtimes_workers_listen_on_loopback(stack, ray_runtime):
     async def run():
-        remote = await RayExecutor.open(stack.settings)
+        remote = await RayExecutor.open(ray_executor_config(stack.settings))
         try:
             return [await worker.address.remote() for worker in remote._workers]
         finally:
@@ -166,9 +167,7 @@ def test_the_worker_channel_closes_strangers_replays_and_silence(stack, ray_runt
     import ray
 
     secret = secrets.token_bytes(32)
-    worker = ray.remote(num_cpus=0)(StrategyWorker).remote(
-        runner_arguments(stack.settings), secret, "127.0.0.1"
-    )
+    worker = ray.remote(num_cpus=0)(StrategyWorker).remote(runner_config(stack.settings), secret, "127.0.0.1")
 
     async def run():
         host, port = await worker.address.remote()

@@ -11,9 +11,16 @@ from contextlib import suppress
 
 from grpc_health.v1 import health
 
+from sounding.assembly.configs import (
+    graph_config,
+    learning_config,
+    ray_executor_config,
+    retrieval_config,
+    sounding_servicer_config,
+    tool_config,
+)
 from sounding.assembly.ray_runtime import start_ray
 from sounding.assembly.signals import stop_on_signals
-from sounding.core.bandit import ExplorationSchedule
 from sounding.corpus.graph import GraphBuilder
 from sounding.corpus.service import CorpusManager
 from sounding.gateway import routing
@@ -25,16 +32,14 @@ from sounding.inquiry.service import InquiryService
 from sounding.learning.corpus_backend import CorpusTools
 from sounding.learning.corpus_inquiry import CorpusInquiryLearning
 from sounding.learning.inquiry import InquiryLearning
-from sounding.learning.selection import SelectionConfig
-from sounding.learning.service import LearningService
+from sounding.learning.service import LearningConfig, LearningService
 from sounding.learning.tenants import TenantLearning, Tenants
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
 from sounding.retrieval.service import RetrievalService
-from sounding.retrieval.strategies import STRATEGIES
 from sounding.runtime import allocator, telemetry
 from sounding.serving import admission, auth, rpc
-from sounding.settings.config import SelectionSettings, Settings
+from sounding.settings.config import Settings
 from sounding.settings.limits import LimitsSettings
 from sounding.store.collections import Store
 from sounding.store.connection import configure_caches
@@ -46,66 +51,34 @@ from sounding.store.learning import LearningLog
 from sounding.store.lock import DataDirectoryLock
 from sounding.store.tenancy import DEFAULT_TENANT
 from sounding.store.tools import ToolStore
+from sounding.tools.protocol import ToolConfig
 from sounding.tools.service import ToolService
 from sounding.tools.teacher import GeneratorTeacher
 
 log = logging.getLogger(__name__)
 
 
-def selection_config(settings: SelectionSettings, history_capacity: int) -> SelectionConfig:
-    return SelectionConfig(
-        alpha=settings.alpha,
-        schedule=ExplorationSchedule(
-            cold_start_queries=settings.cold_start_queries,
-            force_all_every=settings.force_all_every,
-            initial_rate=settings.exploration_rate,
-            min_rate=settings.min_exploration_rate,
-            decay=settings.exploration_decay,
-        ),
-        seed=settings.seed,
-        history_capacity=history_capacity,
-    )
-
-
-def selectable_arms(settings: Settings) -> tuple[str, ...]:
-    """The arms the selector may choose (`retrieval.selection.arms`), all known."""
-    selectable = settings.retrieval.selection.arms
-    unknown = sorted(set(selectable) - set(STRATEGIES))
-    if unknown or not selectable:
-        raise ValueError(
-            f"retrieval.selection.arms must name known arms ({sorted(STRATEGIES)}), got {unknown}"
-        )
-    return tuple(selectable)
-
-
 def tenant_opener(
-    settings: Settings, db: Database, store: Store, models: ModelsClient
+    learning: LearningConfig, tools: ToolConfig, db: Database, store: Store, models: ModelsClient
 ) -> Callable[[str], Awaitable[TenantLearning]]:
     """How a tenant's learned state is opened on first use: its learning log and selector, its
     tool router, its corpus inquiry outcome models and its inquiry learning."""
-    arms = selectable_arms(settings)
 
     async def open_tenant(tenant: str) -> TenantLearning:
         learning_log = await LearningLog.open(db, tenant)
-        learning = await LearningService.restore(
-            learning_log,
-            arms,
-            selection_config(settings.retrieval.selection, settings.limits.memory.learning_history),
-            settings.retrieval.selection.recalibration_window_days * 24 * 3600,
+        learning_service = await LearningService.restore(learning_log, learning)
+        teacher = (
+            GeneratorTeacher(models, tenant, timeout_s=tools.settings.teacher_timeout_s)
+            if tools.settings.teacher == "generator"
+            else None
         )
-        tool_settings = settings.tools
-        tools = await ToolService.open(
-            await ToolStore.open(db, tenant),
-            models,
-            GeneratorTeacher(models, tenant, timeout_s=tool_settings.teacher_timeout_s)
-            if tool_settings.teacher == "generator"
-            else None,
-            tool_settings,
-            settings.limits.tools,
-        )
+        tool_service = await ToolService.open(await ToolStore.open(db, tenant), models, teacher, tools)
         corpus_inquiry = await CorpusInquiryLearning.open(await CorpusInquiryLog.open(db, tenant))
         return TenantLearning(
-            learning, InquiryLearning(learning_log, store, corpus_inquiry, tenant), tools, corpus_inquiry
+            learning_service,
+            InquiryLearning(learning_log, store, corpus_inquiry, tenant),
+            tool_service,
+            corpus_inquiry,
         )
 
     return open_tenant
@@ -162,7 +135,7 @@ async def serve(settings: Settings) -> None:
     rpc.refuse_open_plaintext(
         settings.address, authenticator.enabled, settings.auth.allow_unauthenticated, "the orchestrator"
     )
-    selectable_arms(settings)  # refused before anything starts
+    learning = learning_config(settings)  # refused before anything starts
     data_lock = DataDirectoryLock(settings.data_dir).acquire()
     limits = settings.limits
     configure_caches(
@@ -176,27 +149,17 @@ async def serve(settings: Settings) -> None:
     )
     store = await Store.open(db)
     models = ModelsClient.of(settings.models)
-    executor = await RayExecutor.open(settings)
-    tenants = Tenants(tenant_opener(settings, db, store, models))
+    executor = await RayExecutor.open(ray_executor_config(settings))
+    tenants = Tenants(tenant_opener(learning, tool_config(settings), db, store, models))
     await tenants.of(DEFAULT_TENANT)
     graphs = await GraphStore.open(db)
-    graph_builder = GraphBuilder(
-        store, graphs, models, max_entities_per_chunk=limits.corpus.graph_max_entities_per_chunk
-    )
-    retrieval = RetrievalService(
-        store,
-        executor,
-        models,
-        graphs,
-        settings.retrieval.expansion,
-        settings.retrieval.fusion_k,
-        limits.retrieve,
-    )
+    graph_builder = GraphBuilder(store, graphs, models, graph_config(settings))
+    retrieval = RetrievalService(store, executor, models, graphs, retrieval_config(settings))
     corpus = CorpusManager(store, models, graph_builder, executor.forget, limits.corpus)
     inquiry = InquiryService(
         store, inquiry_backends(retrieval, tenants, models, store, graphs, limits), limits.inquiry
     )
-    sounding = SoundingServicer(retrieval, inquiry, tenants, limits.inquiry, limits.observe, limits.calibrate)
+    sounding = SoundingServicer(retrieval, inquiry, tenants, sounding_servicer_config(settings))
     gate = admission.Gate(limits.transport.max_concurrent_rpcs)
     health_servicer = health.aio.HealthServicer()
     server = rpc.server(limits.transport)

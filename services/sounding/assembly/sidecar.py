@@ -12,12 +12,26 @@ from grpc_health.v1 import health, health_pb2
 from sounding.models.batching import MicroBatcher
 from sounding.models.client import SERVICE_NAME, sidecar_token
 from sounding.models.embedder import Embedder
-from sounding.models.server import MODEL_SERVICE, ModelServicer, call_policies, select_device
+from sounding.models.server import (
+    MODEL_SERVICE,
+    ModelServicer,
+    ModelServicerConfig,
+    call_policies,
+    select_device,
+)
 from sounding.runtime import allocator, telemetry
 from sounding.serving import admission, auth, rpc
 from sounding.settings.config import Settings
 
 log = logging.getLogger(__name__)
+
+
+def model_servicer_config(settings: Settings) -> ModelServicerConfig:
+    return ModelServicerConfig(
+        models=settings.models,
+        limits=settings.limits.models,
+        generation_cache_file=settings.cache_dir / "generations.sqlite",
+    )
 
 
 def sidecar_authenticator(settings: Settings) -> auth.Authenticator:
@@ -59,14 +73,16 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         encode_thread,
     )
     batcher.start()
-    servicer = ModelServicer(settings, embedder, batcher, encode_thread)
+    servicer = ModelServicer(embedder, batcher, encode_thread, model_servicer_config(settings))
     health_servicer = health.aio.HealthServicer()
     transport = settings.limits.transport
     server = rpc.server(transport)
     gate = admission.Gate(transport.max_concurrent_rpcs)
     server.add_generic_rpc_handlers(
         (
-            rpc.service_handler(MODEL_SERVICE, servicer, call_policies(settings), gate, authenticator),
+            rpc.service_handler(
+                MODEL_SERVICE, servicer, call_policies(settings.limits.deadlines), gate, authenticator
+            ),
             admission.open_service_handler(
                 health_pb2.DESCRIPTOR.services_by_name["Health"],
                 health_servicer,

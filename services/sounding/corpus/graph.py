@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,20 +40,21 @@ def count_graph(
     edges.update(co_occurrences(entity_lists))
 
 
+@dataclass(frozen=True)
+class GraphConfig:
+    """The entities a build takes from each chunk, and how long a collection's writes must have
+    been quiet before its graph is built."""
+
+    max_entities_per_chunk: int
+    quiet_s: float = 2.0
+
+
 class GraphBuilder:
-    def __init__(
-        self,
-        store: Store,
-        graphs: GraphStore,
-        models: ModelsClient,
-        quiet_s: float = 2.0,
-        max_entities_per_chunk: int = 16,
-    ):
+    def __init__(self, store: Store, graphs: GraphStore, models: ModelsClient, config: GraphConfig):
         self._store = store
         self._graphs = graphs
         self._models = models
-        self._quiet_s = quiet_s
-        self._max_entities = max_entities_per_chunk
+        self._config = config
         self._tasks: dict[ResourceRef, asyncio.Task] = {}
         self._dirty: set[ResourceRef] = set()
 
@@ -66,7 +67,7 @@ class GraphBuilder:
     async def _run(self, collection: ResourceRef) -> None:
         while collection in self._dirty:
             self._dirty.discard(collection)
-            await asyncio.sleep(self._quiet_s)
+            await asyncio.sleep(self._config.quiet_s)
             if collection in self._dirty:
                 continue  # more writes arrived: wait for quiet again
             try:
@@ -120,7 +121,9 @@ class GraphBuilder:
         reader = await table.query().select(["search_text"]).to_batches(max_batch_length=READ_BATCH_ROWS)
         async for batch in reader:
             texts = batch.column("search_text").to_pylist()
-            await asyncio.to_thread(count_graph, texts, self._max_entities, chunk_counts, edges)
+            await asyncio.to_thread(
+                count_graph, texts, self._config.max_entities_per_chunk, chunk_counts, edges
+            )
         vectors = await self._graphs.vectors(collection)
         missing = [e for e in chunk_counts if e not in vectors]
         for start in range(0, len(missing), EMBED_BATCH):

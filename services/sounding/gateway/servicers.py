@@ -6,6 +6,7 @@ response stream ends, so nothing it holds (a calibration's lock) outlives the ca
 from __future__ import annotations
 
 from contextlib import aclosing
+from dataclasses import dataclass
 
 from sounding_api.sounding.v1 import corpus_pb2, sounding_pb2, tools_pb2
 
@@ -19,8 +20,18 @@ from sounding.inquiry.service import InquiryService
 from sounding.learning.tenants import Tenants
 from sounding.retrieval.service import RetrievalService
 from sounding.runtime import errors
-from sounding.settings.limits import CalibrateLimits, InquiryLimits, ObserveLimits
+from sounding.settings.limits import ObserveLimits
 from sounding.store.tenancy import ResourceRef, checked_name
+
+
+@dataclass(frozen=True)
+class SoundingServicerConfig:
+    """The limits the servicer checks while it converts requests: an InquiryStart's serialized
+    size, an Observe stream's, and a Calibrate request's inline states."""
+
+    max_inquiry_start_bytes: int
+    observe: ObserveLimits
+    max_calibrate_inline_states: int
 
 
 class SoundingServicer:
@@ -31,16 +42,12 @@ class SoundingServicer:
         retrieval: RetrievalService,
         inquiry: InquiryService,
         tenants: Tenants,
-        inquiry_limits: InquiryLimits = InquiryLimits(),
-        observe_limits: ObserveLimits = ObserveLimits(),
-        calibrate_limits: CalibrateLimits = CalibrateLimits(),
+        config: SoundingServicerConfig,
     ):
         self._retrieval = retrieval
         self._inquiry = inquiry
         self._tenants = tenants
-        self._inquiry_limits = inquiry_limits
-        self._observe_limits = observe_limits
-        self._calibrate_limits = calibrate_limits
+        self._config = config
 
     async def Retrieve(self, request, context):
         tenant = context.principal.tenant
@@ -53,7 +60,7 @@ class SoundingServicer:
     async def Inquire(self, request_iterator, context):
         async def requests():
             async for message in request_iterator:
-                yield inquiry_messages.inquiry_request(message, self._inquiry_limits.max_start_bytes)
+                yield inquiry_messages.inquiry_request(message, self._config.max_inquiry_start_bytes)
 
         tenant = context.principal.tenant
         thresholds = (await self._tenants.of(tenant)).inquiry.thresholds
@@ -63,7 +70,7 @@ class SoundingServicer:
 
     async def Observe(self, request_iterator, context):
         observations = []
-        size, limits = 0, self._observe_limits
+        size, limits = 0, self._config.observe
         async for message in request_iterator:
             size += message.ByteSize()
             if len(observations) >= limits.max_messages or size > limits.max_stream_bytes:
@@ -96,7 +103,7 @@ class SoundingServicer:
             events = learned.retrieval.query_adapters.calibrate(*source)
         elif target == sounding_pb2.CALIBRATION_TARGET_STOP_THRESHOLD:
             events = learned.inquiry.calibrate(
-                learning_messages.stop_threshold_request(request, self._calibrate_limits.max_inline_states)
+                learning_messages.stop_threshold_request(request, self._config.max_calibrate_inline_states)
             )
         else:
             name = sounding_pb2.CalibrationTarget.Name(target)

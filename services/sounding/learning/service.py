@@ -24,7 +24,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -58,27 +58,30 @@ _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", descripti
 RECENT_RETRIEVALS = 10_000
 RECENT_DOCUMENT_IDS = 1_000_000
 RETRIEVAL_FLUSH_INTERVAL_S = 1.0
-DEFAULT_RECALIBRATION_WINDOW_S = 30 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class LearningConfig:
+    """The arms the selector chooses among, how it chooses, and the window of recent
+    observations Calibrate(BANDIT) retrains on."""
+
+    arms: tuple[str, ...]
+    selection: SelectionConfig = SelectionConfig()
+    recalibration_window_s: float = 30 * 24 * 3600.0
 
 
 class LearningService:
-    def __init__(
-        self,
-        log_: LearningLog,
-        arms: Sequence[str],
-        config: SelectionConfig,
-        recalibration_window_s: float = DEFAULT_RECALIBRATION_WINDOW_S,
-    ):
+    def __init__(self, log_: LearningLog, config: LearningConfig):
         self._log = log_
-        self._arms = tuple(arms)
-        self._config = config
-        self._recalibration_window_s = recalibration_window_s
-        self.selector = StrategySelector(self._arms, config)
+        self._arms = config.arms
+        self._selection = config.selection
+        self._recalibration_window_s = config.recalibration_window_s
+        self.selector = StrategySelector(self._arms, self._selection)
         self.deployment: Deployment | None = None
         self.miss_rate_calibration: MissRateCalibration | None = None
         self.confidence_calibration: ConfidenceCalibration | None = None
         self.query_adapters = QueryAdapters(log_, self.logged)
-        self.miss_history = MissHistory(config.history_capacity)
+        self.miss_history = MissHistory(self._selection.history_capacity)
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._recent_ids = 0
         self._unwritten: list[RetrievalRecord] = []
@@ -91,15 +94,9 @@ class LearningService:
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def restore(
-        cls,
-        learning_log: LearningLog,
-        arms: Sequence[str],
-        config: SelectionConfig,
-        recalibration_window_s: float = DEFAULT_RECALIBRATION_WINDOW_S,
-    ) -> LearningService:
+    async def restore(cls, learning_log: LearningLog, config: LearningConfig) -> LearningService:
         """A service whose selector has replayed the logged observations, in order."""
-        service = cls(learning_log, arms, config, recalibration_window_s)
+        service = cls(learning_log, config)
         await service._rebuild()
         latest = await learning_log.latest_calibration("miss_rate")
         if latest is not None:
@@ -138,8 +135,8 @@ class LearningService:
         logged = await self._logged(observations)
 
         def replay() -> tuple[StrategySelector, MissHistory]:
-            selector = StrategySelector([a for a in self._arms if a not in pruned], self._config)
-            history = MissHistory(self._config.history_capacity)
+            selector = StrategySelector([a for a in self._arms if a not in pruned], self._selection)
+            history = MissHistory(self._selection.history_capacity)
             for seen, record in logged:
                 if seen.create_time_us >= window_start:
                     selector.learn(record.context, record.embedding, logged_plan_rewards(seen, record))
@@ -175,7 +172,7 @@ class LearningService:
                 recalibrate,
                 observed,
                 self._arms,
-                self._config.alpha,
+                self._selection.alpha,
                 features.DIMENSION,
                 window_start,
                 incumbent.window_start_us if incumbent else 0,

@@ -9,6 +9,8 @@ import logging
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +25,8 @@ from sounding.models.local_generator import LocalGenerator
 from sounding.models.nli import TRAINED_DIR, NliModel, ensure_trained
 from sounding.runtime import errors
 from sounding.serving import rpc
-from sounding.settings.config import Settings
+from sounding.settings.config import ModelsSettings
+from sounding.settings.limits import DeadlineLimits, ModelsLimits
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +47,27 @@ def select_device(preference: str) -> str:
     return preference
 
 
+@dataclass(frozen=True)
+class ModelServicerConfig:
+    """The models served (which ones, on which device, where converted copies are kept), the
+    limits on what one call may ask, and the file that caches greedy generations."""
+
+    models: ModelsSettings
+    limits: ModelsLimits
+    generation_cache_file: Path
+
+
 class ModelServicer:
     def __init__(
-        self, settings: Settings, embedder: Embedder, batcher: MicroBatcher, encode_thread: ThreadPoolExecutor
+        self,
+        embedder: Embedder,
+        batcher: MicroBatcher,
+        encode_thread: ThreadPoolExecutor,
+        config: ModelServicerConfig,
     ):
-        self._settings = settings
-        self._limits = settings.limits.models
+        self._models = config.models
+        self._limits = config.limits
+        self._generation_cache_file = config.generation_cache_file
         self._embedder = embedder
         self._batcher = batcher
         self._encode_thread = encode_thread
@@ -69,13 +87,13 @@ class ModelServicer:
         return await asyncio.shield(load)
 
     async def _load_nli(self) -> tuple[NliModel, MicroBatcher]:
-        config = self._settings.models.nli
+        config = self._models.nli
         path = config.model
         if not path:
-            own = self._settings.models.cache_dir / TRAINED_DIR
+            own = self._models.cache_dir / TRAINED_DIR
             log.info("NLI: using %s (training it first if needed)", own)
             path = await asyncio.to_thread(ensure_trained, own, config.train_max_minutes)
-        device = select_device(self._settings.models.device)
+        device = select_device(self._models.device)
         model = await asyncio.get_running_loop().run_in_executor(
             self._encode_thread, NliModel, path, device, config.forward_batch_size
         )
@@ -95,14 +113,14 @@ class ModelServicer:
     async def generator(self) -> Generator:
         async with self._generator_lock:
             if self._generator is None:
-                config = self._settings.models.generator
+                config = self._models.generator
                 if config.backend == "openai":
                     self._generator = OpenAIGenerator(config)
                 else:
-                    device = select_device(self._settings.models.device)
+                    device = select_device(self._models.device)
                     self._generator = await asyncio.to_thread(
                         LocalGenerator,
-                        self._settings.models.cache_dir,
+                        self._models.cache_dir,
                         device,
                         config.max_batch_size,
                         config.max_wait_ms,
@@ -119,7 +137,7 @@ class ModelServicer:
                     self._generator = CachedGenerator(
                         self._generator,
                         identity,
-                        self._settings.cache_dir / "generations.sqlite",
+                        self._generation_cache_file,
                         config.cache_max_entries,
                     )
             return self._generator
@@ -268,7 +286,7 @@ def _check_texts(texts, low: int, high: int, max_chars: int, field: str) -> None
             )
 
 
-def call_policies(settings: Settings) -> dict[str, rpc.CallPolicy]:
-    d = settings.limits.deadlines
-    unary = rpc.CallPolicy(deadline_s=d.models_unary_s)
-    return {"Embed": unary, "Entail": unary, "Cluster": unary, "Generate": rpc.CallPolicy(d.generate_s)}
+def call_policies(deadlines: DeadlineLimits) -> dict[str, rpc.CallPolicy]:
+    unary = rpc.CallPolicy(deadline_s=deadlines.models_unary_s)
+    generate = rpc.CallPolicy(deadline_s=deadlines.generate_s)
+    return {"Embed": unary, "Entail": unary, "Cluster": unary, "Generate": generate}

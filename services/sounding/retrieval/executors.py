@@ -13,28 +13,26 @@ import functools
 import itertools
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sounding.api.sounding.worker.v1 import worker_pb2
 from sounding.retrieval import wire
 from sounding.retrieval.channel import ChannelClient, ChannelServer
 from sounding.retrieval.protocol import ArmRequest, ArmResult, ExpansionRequest, ExpansionResult
-from sounding.retrieval.runner import StrategyRunner
+from sounding.retrieval.runner import RunnerConfig, StrategyRunner
 from sounding.runtime import errors, telemetry
-from sounding.settings.config import Settings
 from sounding.store.tenancy import ResourceRef
 
 
-def runner_arguments(settings: Settings) -> tuple:
-    """What `StrategyRunner.open` takes, from the settings."""
-    memory = settings.limits.memory
-    return (
-        settings.models,
-        settings.store_location,
-        settings.retrieval.exact_scan_max_chunks,
-        memory.worker_snapshot_mib * 1024 * 1024,
-        memory.worker_graphs,
-        (memory.worker_lancedb_index_cache_mib, memory.lancedb_metadata_cache_mib),
-    )
+@dataclass(frozen=True)
+class RayExecutorConfig:
+    """The pool of strategy workers: how many, the custom Ray resources each requires, the host
+    their channels listen on (None: their node's address) and what each one's runner opens."""
+
+    workers: int
+    resources: dict[str, float]
+    host: str | None
+    runner: RunnerConfig
 
 
 class InProcessExecutor:
@@ -42,8 +40,8 @@ class InProcessExecutor:
         self._runner = runner
 
     @classmethod
-    async def open(cls, settings: Settings) -> InProcessExecutor:
-        return cls(await StrategyRunner.open(*runner_arguments(settings)))
+    async def open(cls, config: RunnerConfig) -> InProcessExecutor:
+        return cls(await StrategyRunner.open(config))
 
     async def run(self, arm: str, request: ArmRequest, trace_carrier: Mapping[str, str]) -> ArmResult:
         return await self._runner.run(arm, request, trace_carrier)
@@ -63,8 +61,8 @@ class StrategyWorker:
     `ChannelServer` on `host` (Ray only starts, places and restarts the actor and tells its
     address)."""
 
-    def __init__(self, runner_arguments: tuple, secret: bytes, host: str | None):
-        self._args = runner_arguments
+    def __init__(self, config: RunnerConfig, secret: bytes, host: str | None):
+        self._config = config
         self._secret = secret
         self._host = host
         self._runner: StrategyRunner | None = None
@@ -79,7 +77,7 @@ class StrategyWorker:
 
         async with self._lock:
             if self._address is None:
-                self._runner = await StrategyRunner.open(*self._args)
+                self._runner = await StrategyRunner.open(self._config)
                 self._channel = ChannelServer(self._dispatch, self._secret)
                 self._address = await self._channel.start(self._host or ray.util.get_node_ip_address())
             return self._address
@@ -112,25 +110,20 @@ class RayExecutor:
         self._next = itertools.cycle(range(len(workers)))
 
     @classmethod
-    async def open(cls, settings: Settings) -> RayExecutor:
+    async def open(cls, config: RayExecutorConfig) -> RayExecutor:
         import ray
 
         if not ray.is_initialized():
             raise RuntimeError("Ray is not initialised; the orchestrator starts or joins it")
         actor = ray.remote(StrategyWorker).options(
             num_cpus=0,
-            resources=settings.retrieval.worker_resources,
+            resources=config.resources,
             max_concurrency=64,
             max_restarts=-1,
             max_task_retries=0,
         )
         secret = secrets.token_bytes(32)
-        # A local Ray runtime's workers listen on loopback only; in a cluster, on their node.
-        host = None if settings.ray_address else "127.0.0.1"
-        workers = [
-            actor.remote(runner_arguments(settings), secret, host)
-            for _ in range(settings.retrieval.strategy_workers)
-        ]
+        workers = [actor.remote(config.runner, secret, config.host) for _ in range(config.workers)]
         channels = [ChannelClient(functools.partial(_address, worker), secret) for worker in workers]
         executor = cls(workers, channels)
         await executor.calls_in_flight()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import threadpoolctl
 
@@ -21,28 +22,37 @@ from sounding.store.reader import ChunkReader
 from sounding.store.tenancy import ResourceRef
 
 
+@dataclass(frozen=True)
+class RunnerConfig:
+    """What a StrategyRunner opens: the sidecar it calls, the store it reads (dense arms scan up
+    to `exact_scan_max_chunks` chunks in memory), the bounds of its reader's memory and the sizes
+    of LanceDB's caches in its process."""
+
+    models: ModelsSettings
+    store: StoreLocation
+    exact_scan_max_chunks: int
+    snapshot_bytes: int
+    max_graphs: int
+    lancedb_index_cache_mib: int
+    lancedb_metadata_cache_mib: int
+
+
 class StrategyRunner:
     def __init__(self, models: ModelsClient, reader: ChunkReader):
         self._models = models
         self._reader = reader
 
     @classmethod
-    async def open(
-        cls,
-        models: ModelsSettings,
-        store: StoreLocation,
-        exact_scan_max_chunks: int,
-        snapshot_bytes: int,
-        max_graphs: int,
-        lancedb_caches_mib: tuple[int, int],
-    ) -> StrategyRunner:
+    async def open(cls, config: RunnerConfig) -> StrategyRunner:
         # Dense scans are small matrix-vector products: threaded BLAS gains nothing on them, and
         # its threads keep spinning afterwards on the cores the sidecar's encoder needs (measured
         # here: a query encode took 43 ms instead of 17 ms right after a two-thread scan).
         threadpoolctl.threadpool_limits(1, user_api="blas")
-        configure_caches(*lancedb_caches_mib)
-        reader = await ChunkReader.open(store, exact_scan_max_chunks, snapshot_bytes, max_graphs)
-        return cls(ModelsClient.of(models), reader)
+        configure_caches(config.lancedb_index_cache_mib, config.lancedb_metadata_cache_mib)
+        reader = await ChunkReader.open(
+            config.store, config.exact_scan_max_chunks, config.snapshot_bytes, config.max_graphs
+        )
+        return cls(ModelsClient.of(config.models), reader)
 
     async def close(self) -> None:
         await self._models.close()

@@ -105,6 +105,16 @@ def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) ->
         )
 
 
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The expansion loop's defaults, the fusion constant of a request that sets none, and the
+    deployment's limits on a Retrieve."""
+
+    expansion: ExpansionSettings = field(default_factory=ExpansionSettings)
+    fusion_k: float = DEFAULT_RRF_K
+    limits: RetrieveLimits = field(default_factory=RetrieveLimits)
+
+
 class RetrievalService:
     def __init__(
         self,
@@ -112,20 +122,16 @@ class RetrievalService:
         executor: Executor,
         models: ModelsClient,
         graphs: GraphStore,
-        expansion: ExpansionSettings = ExpansionSettings(),
-        default_fusion_k: float = DEFAULT_RRF_K,
-        limits: RetrieveLimits = RetrieveLimits(),
+        config: RetrievalConfig = RetrievalConfig(),
     ):
-        self._limits = limits
         self._store = store
         self._executor = executor
         self._models = models
         self._graphs = graphs
-        self._default_fusion_k = default_fusion_k
-        self._expansion = expansion
+        self._config = config
 
     def _loop_settings(self, options: ExpansionOptions) -> LoopSettings:
-        defaults = self._expansion
+        defaults = self._config.expansion
         return LoopSettings(
             min_recall=defaults.min_recall if options.min_recall is None else options.min_recall,
             max_iterations=(
@@ -145,14 +151,14 @@ class RetrievalService:
         tenant's (its selector plans the arms, its history and calibration state the miss rate,
         and it remembers the retrieval for Observe). Stages: plan, arms, measure, expand, final."""
         started = time.perf_counter()
-        validate(query, self._limits)
+        validate(query, self._config.limits)
         info = await self._store.get_collection(query.collection)
         adapter = (
             learning.query_adapters.of(query.collection, info.create_time_us)
             if query.learned_ranking
             else None
         )
-        run = _Run(query, learning, adapter, query.fusion_k or self._default_fusion_k, started)
+        run = _Run(query, learning, adapter, query.fusion_k or self._config.fusion_k, started)
         try:
             planned = await self._plan(run)
             yield PlanEvent(
@@ -249,7 +255,7 @@ class RetrievalService:
         settings = self._loop_settings(query.expansion)
         loop = measured.loop
         async for expansion in run_loop(
-            loop, inputs, settings, self._executor, run.carrier, self._limits.arm_timeout_s
+            loop, inputs, settings, self._executor, run.carrier, self._config.limits.arm_timeout_s
         ):
             yield expansion
             yield FusedEvent(loop.fused, [*run.landed, *loop.rankings])
@@ -308,7 +314,7 @@ class RetrievalService:
 
     async def _arm(self, arm: str, request: ArmRequest, carrier) -> ArmResult | ArmFailure:
         """The arm's result, or why it has none (its error, or `arm_timeout_s` passed)."""
-        timeout = self._limits.arm_timeout_s
+        timeout = self._config.limits.arm_timeout_s
         try:
             async with asyncio.timeout(timeout):
                 return await self._executor.run(arm, request, carrier)

@@ -27,8 +27,6 @@ import numpy as np
 
 from sounding.core.tool_routing import FlagReason, LabelTier, Route, detect, tier_for
 from sounding.runtime import telemetry
-from sounding.settings.config import ToolSettings
-from sounding.settings.limits import ToolLimits
 from sounding.store.tools import ExemplarRecord, LabelRecord, ToolStore, ToolUseRecord
 from sounding.tools.protocol import (
     MAX_TOOL_NAME_CHARS,
@@ -36,6 +34,7 @@ from sounding.tools.protocol import (
     Embedder,
     RejectedUse,
     Teacher,
+    ToolConfig,
     ToolMetrics,
     ToolUse,
 )
@@ -81,16 +80,15 @@ class ToolLearner:
         registry: ToolRegistry,
         embedder: Embedder,
         teacher: Teacher | None,
-        settings: ToolSettings,
-        limits: ToolLimits,
+        config: ToolConfig,
     ):
         self._store = store
         self._registry = registry
         self._embedder = embedder
         self._teacher = teacher
-        self._settings = settings
-        self._limits = limits
-        self._queue: asyncio.Queue[ToolUseRecord] = asyncio.Queue(limits.learner_queue)
+        self._settings = config.settings
+        self._limits = config.limits
+        self._queue: asyncio.Queue[ToolUseRecord] = asyncio.Queue(config.limits.learner_queue)
         # Bounded by `limits.teacher_queue` through `_with_teacher`: the events asked or waiting.
         self._teacher_lane: asyncio.Queue[_TeacherRequest] = asyncio.Queue()
         self._with_teacher = 0

@@ -1,5 +1,5 @@
-"""What the tool service is asked and answers (README, "Tool selection"), and the seams it is
-built from: an embedder and a teacher."""
+"""What the tool service is asked and answers (README, "Tool selection"), what it is configured
+with, and the seams it is built from: an embedder and a teacher."""
 
 from __future__ import annotations
 
@@ -9,8 +9,20 @@ from typing import Protocol
 
 import numpy as np
 
+from sounding.settings.config import ToolSettings
+from sounding.settings.limits import ToolLimits
+
 # A registered tool's name is at most this long (tools.proto, Tool.name).
 MAX_TOOL_NAME_CHARS = 128
+
+
+@dataclass(frozen=True)
+class ToolConfig:
+    """A tenant's tool service, registry and learner: how routing is learned, and the
+    deployment's limits on the tool calls."""
+
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    limits: ToolLimits = field(default_factory=ToolLimits)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,10 +15,8 @@ import numpy as np
 
 from sounding.core.tool_routing import CentroidBank, Route, fold
 from sounding.runtime import errors
-from sounding.settings.config import ToolSettings
-from sounding.settings.limits import ToolLimits
 from sounding.store.tools import ExemplarRecord, ToolRecord, ToolStore
-from sounding.tools.protocol import Embedder, ToolInfo, ToolSpec
+from sounding.tools.protocol import Embedder, ToolConfig, ToolInfo, ToolSpec
 
 DEFAULT_TOP_K = 5
 DEFAULT_PAGE_SIZE = 100
@@ -50,30 +48,29 @@ class ToolRegistry:
     """Registry calls (put, delete, list, route) and the learner's side (rank embeddings, add
     exemplars and refold). Changes to one tenant's registry are serialized."""
 
-    def __init__(self, store: ToolStore, embedder: Embedder, settings: ToolSettings, limits: ToolLimits):
+    def __init__(self, store: ToolStore, embedder: Embedder, config: ToolConfig):
         self._store = store
         self._embedder = embedder
-        self._settings = settings
-        self._limits = limits
+        self._settings = config.settings
+        self._limits = config.limits
         self._toolsets: dict[str, _Toolset] = {}
         self._lock = asyncio.Lock()
         self.refreshes = 0
         self.refresh_seconds = 0.0
 
     @classmethod
-    async def restore(
-        cls, store: ToolStore, embedder: Embedder, settings: ToolSettings, limits: ToolLimits
-    ) -> ToolRegistry:
-        registry = cls(store, embedder, settings, limits)
+    async def restore(cls, store: ToolStore, embedder: Embedder, config: ToolConfig) -> ToolRegistry:
+        registry = cls(store, embedder, config)
+        max_exemplars = config.settings.max_exemplars_per_tool
         for record in await store.tools():
             toolset = registry._toolsets.setdefault(record.toolset, _Toolset())
             toolset.version = max(toolset.version, record.version)
             if not record.removed:
                 toolset.tools[record.name] = record
-        latest = await store.latest_exemplars(settings.max_exemplars_per_tool)
+        latest = await store.latest_exemplars(max_exemplars)
         for (name, tool), exemplars in latest.items():
             toolset = registry._toolsets.setdefault(name, _Toolset())
-            toolset.exemplars[tool] = deque((v for _, v in exemplars), maxlen=settings.max_exemplars_per_tool)
+            toolset.exemplars[tool] = deque((v for _, v in exemplars), maxlen=max_exemplars)
         for (name, tool), count in (await store.exemplar_counts()).items():
             registry._toolsets.setdefault(name, _Toolset()).exemplar_counts[tool] = count
         for toolset in registry._toolsets.values():

@@ -6,11 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sounding.core.tool_routing import Route
-from sounding.settings.config import ToolSettings
-from sounding.settings.limits import ToolLimits
 from sounding.store.tools import ToolStore
 from sounding.tools.learner import ToolLearner
-from sounding.tools.protocol import Embedder, RejectedUse, Teacher, ToolInfo, ToolMetrics, ToolSpec, ToolUse
+from sounding.tools.protocol import (
+    Embedder,
+    RejectedUse,
+    Teacher,
+    ToolConfig,
+    ToolInfo,
+    ToolMetrics,
+    ToolSpec,
+    ToolUse,
+)
 from sounding.tools.registry import ToolRegistry
 
 
@@ -25,13 +32,12 @@ class ToolService:
         store: ToolStore,
         embedder: Embedder,
         teacher: Teacher | None,
-        settings: ToolSettings,
-        limits: ToolLimits,
+        config: ToolConfig,
     ) -> ToolService:
         """The registry restored from the store, and the learner started (resuming after the
         last event it processed)."""
-        registry = await ToolRegistry.restore(store, embedder, settings, limits)
-        learner = ToolLearner(store, registry, embedder, teacher, settings, limits)
+        registry = await ToolRegistry.restore(store, embedder, config)
+        learner = ToolLearner(store, registry, embedder, teacher, config)
         await learner.start()
         return cls(registry, learner)
 

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 from sounding.learning import features
 from sounding.learning.protocol import RetrievalOutcome
-from sounding.learning.selection import SelectionConfig
-from sounding.learning.service import LearningService, rewards
+from sounding.learning.service import LearningConfig, LearningService, rewards
 from sounding.store.learning import RetrievalRecord
 
 pytestmark = pytest.mark.unit
@@ -85,7 +84,7 @@ def record(retrieval_id: str, dense_found=("d1", "d2"), lexical_found=("d3",), i
 
 
 def service(log: MemoryLog) -> LearningService:
-    return LearningService(log, ARMS, SelectionConfig())
+    return LearningService(log, LearningConfig(ARMS))
 
 
 def test_rewards_credit_each_arm_for_what_it_contributed():
@@ -220,7 +219,7 @@ def test_replaying_the_log_rebuilds_the_same_selector():
         await learning.observe([RetrievalOutcome(f"r{i}", ("d1", "d3")) for i in range(30)])
         context = np.array(log.retrieval_rows["r0"].context)
         before = learning.selector.bandit.scores(context)
-        replayed = await LearningService.restore(log, ARMS, SelectionConfig())
+        replayed = await LearningService.restore(log, LearningConfig(ARMS))
         return before, replayed.selector.bandit.scores(context), replayed
 
     before, after, replayed = asyncio.run(run())
@@ -257,4 +256,4 @@ def test_replay_learns_the_logged_plan_rewards_and_computes_those_of_older_rows(
 
 
 async def replayed_scores(log, context):
-    return (await LearningService.restore(log, ARMS, SelectionConfig())).selector.bandit.scores(context)
+    return (await LearningService.restore(log, LearningConfig(ARMS))).selector.bandit.scores(context)

@@ -1,8 +1,10 @@
 import asyncio
+from pathlib import Path
 
 import pytest
-from sounding.models.server import ModelServicer
-from sounding.settings.config import Settings
+from sounding.models.server import ModelServicer, ModelServicerConfig
+from sounding.settings.config import ModelsSettings
+from sounding.settings.limits import ModelsLimits
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +27,8 @@ class SlowLoads:
 
 
 def servicer(loads: SlowLoads) -> ModelServicer:
-    s = ModelServicer(Settings(), embedder=None, batcher=None, encode_thread=None)  # type: ignore[arg-type]
+    config = ModelServicerConfig(ModelsSettings(), ModelsLimits(), Path("generations.sqlite"))
+    s = ModelServicer(embedder=None, batcher=None, encode_thread=None, config=config)  # type: ignore[arg-type]
     s._load_nli = loads  # type: ignore[method-assign]
     return s
 

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from sounding.core.provenance import Provenance
 from sounding.learning.query_adapter import QueryAdapter
-from sounding.learning.selection import SelectionConfig
-from sounding.learning.service import LearningService
+from sounding.learning.service import LearningConfig, LearningService
 from sounding.retrieval.protocol import (
     ArmResult,
     ExpansionOptions,
@@ -16,7 +15,7 @@ from sounding.retrieval.protocol import (
     RetrieveQuery,
     StrategyResultEvent,
 )
-from sounding.retrieval.service import RetrievalService, validate
+from sounding.retrieval.service import RetrievalConfig, RetrievalService, validate
 from sounding.runtime import errors
 from sounding.settings.limits import RetrieveLimits
 from sounding.store.collections import CollectionInfo, CollectionStats
@@ -100,8 +99,10 @@ class TenantRetrieval:
 
 
 def service_over(executor, log=None, models=None, limits=RetrieveLimits()) -> TenantRetrieval:
-    learning = LearningService(log or FakeLog(), ("dense", "lexical"), SelectionConfig())
-    service = RetrievalService(FakeStore(), executor, models or FakeModels(), FakeGraphs(), limits=limits)
+    learning = LearningService(log or FakeLog(), LearningConfig(("dense", "lexical")))
+    service = RetrievalService(
+        FakeStore(), executor, models or FakeModels(), FakeGraphs(), RetrievalConfig(limits=limits)
+    )
     return TenantRetrieval(service, learning)
 
 
@@ -141,9 +142,7 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
 
 def test_the_conservative_confidence_discounts_synthesis_by_the_miss_rate():
     executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["a"]})
-    events = asyncio.run(
-        _collect(service_over(executor), RetrieveQuery(C, "q", 3, synthesis_confidence=0.8))
-    )
+    events = asyncio.run(_collect(service_over(executor), RetrieveQuery(C, "q", 3, synthesis_confidence=0.8)))
     final = events[-1]
     miss_rate = final.uncertainty.miss_rate.value
     assert final.confidence.kind == "derived"

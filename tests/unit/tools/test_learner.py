@@ -14,7 +14,7 @@ from sounding.store.database import Database
 from sounding.store.location import StoreLocation
 from sounding.store.tools import ToolStore
 from sounding.tools.learner import ToolLearner
-from sounding.tools.protocol import ToolSpec, ToolUse
+from sounding.tools.protocol import ToolConfig, ToolSpec, ToolUse
 from sounding.tools.registry import ToolRegistry, tool_text
 
 pytestmark = pytest.mark.unit
@@ -57,10 +57,9 @@ TOOLS = [
 async def open_learner(path, teacher=None, limits=None, **settings):
     store = await ToolStore.open(await Database.open(StoreLocation(str(path))))
     defaults = {"margin_floor": 0.05, "description_weight": 1.0, "trust_successful_uses": False}
-    config = ToolSettings(**{**defaults, **settings})
-    limits = limits or ToolLimits()
-    registry = await ToolRegistry.restore(store, Words(), config, limits)
-    learner = ToolLearner(store, registry, Words(), teacher, config, limits)
+    config = ToolConfig(ToolSettings(**{**defaults, **settings}), limits or ToolLimits())
+    registry = await ToolRegistry.restore(store, Words(), config)
+    learner = ToolLearner(store, registry, Words(), teacher, config)
     await learner.start()
     return store, registry, learner
 
@@ -79,7 +78,7 @@ def test_registry_versions_lists_and_routes(tmp_path):
         page, token, version = registry.list("ts", 1, "")
         route, _ = await registry.route("ts", "the forecast for tomorrow", 5)
         await learner.close()
-        restored = await ToolRegistry.restore(store, Words(), ToolSettings(), ToolLimits())
+        restored = await ToolRegistry.restore(store, Words(), ToolConfig())
         return page, token, version, route, restored.list("ts", 10, "")
 
     page, token, version, route, (again, _, again_version) = asyncio.run(run())
@@ -237,12 +236,11 @@ class Gate:
 def test_a_full_queue_leaves_events_to_the_store_and_the_learner_catches_up(tmp_path):
     async def run():
         store = await ToolStore.open(await Database.open(StoreLocation(str(tmp_path))))
-        config = ToolSettings(margin_floor=0.0, batch_size=1)
-        limits = ToolLimits(learner_queue=2)
-        registry = await ToolRegistry.restore(store, Words(), config, limits)
+        config = ToolConfig(ToolSettings(margin_floor=0.0, batch_size=1), ToolLimits(learner_queue=2))
+        registry = await ToolRegistry.restore(store, Words(), config)
         await registry.put("ts", TOOLS)
         gate = Gate()
-        learner = ToolLearner(store, registry, gate, None, config, limits)
+        learner = ToolLearner(store, registry, gate, None, config)
         await learner.start()
         uses = [ToolUse(toolset="ts", request=f"forecast rain {i}", used_tool="shell") for i in range(8)]
         recorded, _ = await learner.observe(list(enumerate(uses[:1])))
@@ -272,7 +270,7 @@ def test_a_start_processes_every_event_left_unlabelled_however_far_back(tmp_path
         await learner.close()
         # Recorded by an orchestrator that died before processing them: the events 3 and 5
         # (event 4 was processed, so the last label is after them).
-        stopped = ToolLearner(store, registry, Words(), None, ToolSettings(margin_floor=0.0), ToolLimits())
+        stopped = ToolLearner(store, registry, Words(), None, ToolConfig(ToolSettings(margin_floor=0.0)))
         stopped._next_sequence = 3
         stopped._tasks = []
         late = [ToolUse(toolset="ts", request=f"airline ticket {i}", used_tool="shell") for i in range(3)]
@@ -346,7 +344,7 @@ def test_deleting_tools_can_forget_what_they_learned(tmp_path):
         await registry.put("ts", [TOOLS[0], TOOLS[1]])
         again, _ = await registry.route("ts", "forecast rain tomorrow", 3)
         await learner.close()
-        restored = await ToolRegistry.restore(store, Words(), ToolSettings(), ToolLimits())
+        restored = await ToolRegistry.restore(store, Words(), ToolConfig())
         return kept, described, again, registry.exemplar_counts("ts"), restored.exemplar_counts("ts")
 
     kept, described, again, counts, restored_counts = asyncio.run(run())
