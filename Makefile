@@ -123,8 +123,9 @@ test-python-%: .venv-%/.installed
 		pytest pyyaml jsonschema kubernetes-validate
 	touch $@
 
+# The 30 slowest tests are listed at the end, to keep the suite within its time budget.
 test: install check-protos lint typecheck deploy-check go-client ts-client test-newer-python
-	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests --durations=30 $(PYTEST_ARGS)
 
 demo: install
 	$(BIN)/sounding demo

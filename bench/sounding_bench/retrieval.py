@@ -30,21 +30,19 @@ is journalled (`journal`) as it finishes, so an interrupted run resumes with the
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-import numpy as np
 import threadpoolctl
 from rich.console import Console
-from sounding.core.fusion import weighted_rrf
 from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 from sounding_bench import beir, busy_host
-from sounding_bench.harness import INGEST_BATCH, calibration_record, ingest, wait_for_graph
+from sounding_bench.harness import calibration_record, ingest, wait_for_graph
 from sounding_bench.journal import append_journal, read_journal
 from sounding_bench.metrics import beir_scores, percentiles, without_self
+from sounding_bench.references import References, encode_corpus
 
 TOP_K = 100
 # The hits an agent reads of a replayed outcome's Retrieve.
@@ -118,12 +116,13 @@ def run(
             SoundingError,
         )
         ingest_record["graph_wait_s"] = wait_for_graph(client, collection)
-        encode, corpus_vectors = _encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
+        encode, corpus_vectors = encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
         ingest_record["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
         ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
         ingest_record["inprocess_encode_cached"] = encode["cached"]
 
-        references = _References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid")
+        # a corpus smaller than TOP_K + 1 is ranked whole
+        references = References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid", TOP_K + 1)
         # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
         no_loop = ExpansionOptions(max_iterations=0)
         # {system: (arms, learned ranking)}
@@ -292,90 +291,3 @@ def learn_ranking(
         "shown": SHOWN,
         **calibration_record(client.calibrate("query_adapter", collection=collection)),
     }
-
-
-def _embedder():
-    from sounding.models.embedder import Embedder
-    from sounding.models.server import select_device
-
-    return Embedder(select_device("auto"))
-
-
-def _encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarray]:
-    vectors_path, record = stem.with_suffix(".npy"), stem.with_suffix(".json")
-    if not fresh and vectors_path.exists() and record.exists():
-        return {**json.loads(record.read_text()), "cached": True}, np.load(vectors_path)
-    embedder = _embedder()
-    texts = [beir.document_text(d) for d in dataset.corpus]
-    parts = []
-    with progress_bar(console) as progress:
-        task = progress.add_task("in-process encode", total=len(texts))
-        started = time.perf_counter()
-        for i in range(0, len(texts), INGEST_BATCH):
-            parts.append(embedder.encode(texts[i : i + INGEST_BATCH]))
-            progress.advance(task, len(texts[i : i + INGEST_BATCH]))
-        elapsed = time.perf_counter() - started
-    vectors = np.concatenate(parts)
-    np.save(vectors_path, vectors)
-    result = {"seconds": round(elapsed, 2), "docs_per_s": round(len(texts) / elapsed, 2)}
-    record.write_text(json.dumps(result))
-    return {**result, "cached": False}, vectors
-
-
-class _References:
-    """The in-process references: bm25s, MiniLM exact cosine scan, their RRF (k = 60), and
-    LanceDB's own hybrid search over the same MiniLM vectors (`store.reference`). `search` times
-    each over the whole query path (tokenise or encode, score, fuse)."""
-
-    names = ("ref_bm25s", "ref_minilm", "ref_rrf", "ref_lancedb_hybrid")
-
-    def __init__(self, dataset: beir.BeirDataset, corpus_vectors: np.ndarray, hybrid_directory: Path):
-        import bm25s
-        from sounding.store.reference import LanceHybrid
-
-        self._bm25s = bm25s
-        self._embedder = _embedder()
-        self._vectors = corpus_vectors
-        self._ids = [d["_id"] for d in dataset.corpus]
-        texts = [beir.document_text(d) for d in dataset.corpus]
-        self._hybrid = LanceHybrid.build(hybrid_directory, self._ids, texts, corpus_vectors)
-        self._k = min(TOP_K + 1, len(self._ids))  # a corpus smaller than that is ranked whole
-        self._retriever = bm25s.BM25()
-        self._retriever.index(
-            bm25s.tokenize(
-                [beir.document_text(d) for d in dataset.corpus], stopwords="en", show_progress=False
-            ),
-            show_progress=False,
-        )
-
-    def search(self, text: str) -> dict[str, tuple[list[str], float]]:
-        """Each reference's ranking (TOP_K + 1 ids, best first) and latency in ms."""
-        ids = self._ids
-        started = time.perf_counter()
-        tokens = self._bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)
-        documents, _ = self._retriever.retrieve(tokens, k=self._k, show_progress=False, n_threads=1)
-        lexical = [ids[i] for i in documents[0]]
-        lexical_done = time.perf_counter()
-        query_vector = self._embedder.encode([text])[0]
-        encoded = time.perf_counter()
-        scores = self._vectors @ query_vector
-        top = np.argpartition(-scores, self._k - 1)[: self._k]
-        dense = [ids[i] for i in top[np.argsort(-scores[top])]]
-        dense_done = time.perf_counter()
-        fused = [
-            item.key
-            for item in weighted_rrf(
-                {"dense": [(d, 0.0) for d in dense], "lexical": [(d, 0.0) for d in lexical]},
-                limit=self._k,
-            )
-        ]
-        fused_done = time.perf_counter()
-        hybrid = self._hybrid.search(text, query_vector, self._k)
-        hybrid_done = time.perf_counter()
-        return {
-            "ref_bm25s": (lexical, (lexical_done - started) * 1000),
-            "ref_minilm": (dense, (dense_done - lexical_done) * 1000),
-            "ref_rrf": (fused, (fused_done - started) * 1000),
-            # The query's encoding and LanceDB's hybrid query.
-            "ref_lancedb_hybrid": (hybrid, (encoded - lexical_done + hybrid_done - fused_done) * 1000),
-        }

@@ -24,6 +24,7 @@ from sounding_bench.cli.evaluate_flood import eval_flood
 from sounding_bench.cli.evaluate_generation import eval_generation
 from sounding_bench.cli.evaluate_nli import eval_nli
 from sounding_bench.cli.evaluate_simulated import eval_robust_mi_simulated
+from sounding_bench.cli.evaluate_throughput import eval_throughput
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)
@@ -32,6 +33,7 @@ eval_app.command("flood")(eval_flood)
 eval_app.command("generation")(eval_generation)
 eval_app.command("nli")(eval_nli)
 eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
+eval_app.command("throughput")(eval_throughput)
 
 
 @eval_app.callback()

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from sounding.store.reference import LanceHybrid
+from sounding_bench.references import LanceHybrid
 
 pytestmark = pytest.mark.unit
 
