@@ -39,6 +39,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,21 +64,25 @@ def _relevant(qrels: dict[str, int]) -> set[str]:
     return {d for d, grade in qrels.items() if grade > 0}
 
 
-def run(
-    data: Path,
-    train_split: str,
-    split: str,
-    settings: Settings,
-    console: Console,
-    train_limit: int | None = None,
-    test_limit: int | None = None,
-) -> tuple[dict, bytes]:
+@dataclass(frozen=True)
+class AdaptiveRun:
+    """What a run measures: the BEIR dataset at `data`, the split learned from and the split
+    measured, each cut to its first `train_limit` and `test_limit` queries if given."""
+
+    data: Path
+    train_split: str
+    split: str
+    train_limit: int | None = None
+    test_limit: int | None = None
+
+
+def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, bytes]:
     """The result JSON and the regret curve as a PNG."""
     from sounding_client import ExpansionOptions, Final, Plan, StrategyResult
 
-    train, test = beir.load(data, train_split), beir.load(data, split)
-    train_queries = list(train.queries.items())[:train_limit]
-    test_queries = list(test.queries.items())[:test_limit]
+    train, test = beir.load(spec.data, spec.train_split), beir.load(spec.data, spec.split)
+    train_queries = list(train.queries.items())[: spec.train_limit]
+    test_queries = list(test.queries.items())[: spec.test_limit]
     # The orchestrator reads the same settings (environment), so these are the arms it selects among.
     arms = sorted(settings.retrieval.selection.arms)
     # The arms and their selection are measured, not the expansion loop (`eval calibration` does).
@@ -157,14 +162,14 @@ def run(
                     progress.advance(task)
             return rankings, executions, latency, cost, modes, chosen_arms
 
-        train_arms, _, _, _ = all_arms(train_queries, train_split)
+        train_arms, _, _, _ = all_arms(train_queries, spec.train_split)
         train_adaptive, train_executions, _, _, train_modes, train_chosen = adaptive(
-            train_queries, train, train_split
+            train_queries, train, spec.train_split
         )
         adapter = calibration_record(client.calibrate("query_adapter", collection=collection))
-        test_arms, test_arm_latency, test_arm_cost, test_fused = all_arms(test_queries, split)
+        test_arms, test_arm_latency, test_arm_cost, test_fused = all_arms(test_queries, spec.split)
         test_adaptive, test_executions, test_latency, test_cost, test_modes, test_chosen = adaptive(
-            test_queries, test, split
+            test_queries, test, spec.split
         )
 
     test_ids = [q for q, _ in test_queries]
@@ -201,8 +206,8 @@ def run(
     adaptive_ndcg = systems["adaptive"]["ndcg@10"]
     result = {
         "dataset": train.name,
-        "train_split": train_split,
-        "split": split,
+        "train_split": spec.train_split,
+        "split": spec.split,
         "train_queries": len(train_queries),
         "test_queries": len(test_queries),
         "arms": arms,
@@ -227,8 +232,8 @@ def run(
             ),
         },
         "per_query": {
-            train_split: _per_query(train_ids, train_adaptive, train_modes, train_chosen, train),
-            split: _per_query(test_ids, test_adaptive, test_modes, test_chosen, test),
+            spec.train_split: _per_query(train_ids, train_adaptive, train_modes, train_chosen, train),
+            spec.split: _per_query(test_ids, test_adaptive, test_modes, test_chosen, test),
         },
     }
     return result, _regret_plot(regret)

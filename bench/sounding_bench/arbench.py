@@ -32,10 +32,9 @@ fitted from the run's states afterwards. A journal keeps the played episodes, so
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,100 +42,17 @@ from rich.console import Console
 from sounding.core import homogeneity
 from sounding.core.calibration import IsotonicMap, expected_calibration_error
 from sounding.core.stop_rules import HYPOTHESIS_ENTROPY, STOP_RULES
-from sounding.inquiry.domains import bulls_and_cows
 from sounding.inquiry.llm import outcomes, tasks
 from sounding.inquiry.llm.planning import PLANNING_METHODS
 from sounding.runtime.progress import progress_bar
-from sounding.settings.config import ModelsSettings
+from sounding.settings.config import Settings
 
+from sounding_bench.arbench_episodes import load_episodes, npc_reply
 from sounding_bench.journal import append_journal, read_journal
 
-NPC_TOKENS = 64
+# A stack of the harness's own keeps greedy NPC replies in its generation cache.
+NPC_CACHE = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": "1000000"}
 REDUNDANT_SIMILARITY = 0.9
-GN_RULES = (
-    "Guess a secret number of 4 distinct digits (0-9, a leading zero allowed). After each guess "
-    "you are told how many digits are right and in the right position, and how many are right "
-    "but in a different position."
-)
-
-
-def load_episodes(task: str, data: Path, limit: int | None) -> list[dict]:
-    """The episodes of an AR-Bench file, each {id, context, choices, truth, npc}."""
-    records = json.loads(data.read_text())
-    episodes = []
-    for index, record in enumerate(records[:limit] if limit else records):
-        episode_id = str(record.get("index", index)) if isinstance(record, dict) else str(index)
-        if task == "gn":
-            episodes.append(_episode(episode_id, GN_RULES, [], str(record), str(record)))
-        elif task == "sp":
-            episodes.append(_episode(episode_id, record["surface"], [], record["bottom"], record["bottom"]))
-        else:
-            shown = record["initial_information"]
-            victim = shown["victim"]
-            context = (
-                f"Time: {shown['time']}. Location: {shown['location']}.\n"
-                f"Victim: {victim['name']}. {victim['introduction']}\n"
-                f"Cause of death: {victim['cause_of_death']}. Murder weapon: {victim['murder_weapon']}.\n"
-                "Suspects:\n" + "\n".join(f"- {s['name']}: {s['introduction']}" for s in shown["suspect"])
-            )
-            names = [s["name"] for s in shown["suspect"]]
-            profiles = {s["name"]: s for s in record["suspects"]}
-            episodes.append(_episode(episode_id, context, names, names[record["label"]], profiles))
-    return episodes
-
-
-def _episode(episode_id: str, context: str, choices: list[str], truth: str, npc) -> dict:
-    """`npc` is what the environment's side knows: the secret, the hidden story, or the
-    suspects' profiles by name."""
-    return {"id": episode_id, "context": context, "choices": choices, "truth": truth, "npc": npc}
-
-
-def gn_feedback(secret: str, guess: str) -> str:
-    """AR-Bench's GN feedback sentence."""
-    return bulls_and_cows.feedback_sentence(*bulls_and_cows.score(guess, secret))
-
-
-def _profile(profile: dict) -> str:
-    keys = ("introduction", "relationship", "story", "testimony", "timeline", "reason_at_scene", "evidence")
-    parts = []
-    for key in keys:
-        value = profile.get(key)
-        if isinstance(value, list):
-            value = " ".join(
-                f"{v.get('time', '')} {v.get('activity', '')}".strip() if isinstance(v, dict) else str(v)
-                for v in value
-            )
-        if value:
-            parts.append(f"{key.replace('_', ' ').capitalize()}: {value}")
-    return "\n".join(parts)
-
-
-async def npc_reply(models, task: str, episode: dict, question: str) -> str:
-    if task == "gn":
-        guess = question.strip()
-        if len(guess) != 4 or not guess.isdigit() or len(set(guess)) != 4:
-            return "That is not a valid guess: use 4 distinct digits."
-        return gn_feedback(episode["npc"], guess)
-    if task == "sp":
-        referee = (
-            f"You are the referee of a situation puzzle. The hidden story is:\n{episode['npc']}\n"
-            "Answer the player's question about it with exactly one word: Yes, No or Unknown."
-        )
-        messages = [{"role": "system", "content": referee}, {"role": "user", "content": question}]
-    else:
-        suspect = tasks.addressed_suspect(question, episode["choices"])
-        profile = episode["npc"].get(suspect, {})
-        asked = question.split(":", 1)[1].strip() if ":" in question else question
-        role = (
-            f"You are {suspect}, a suspect questioned by a detective. {profile.get('task', '')}\n"
-            f"{_profile(profile)}\nAnswer in one or two sentences, in character."
-        )
-        messages = [{"role": "system", "content": role}, {"role": "user", "content": asked}]
-    pieces = [p.text async for p in models.generate(messages, max_new_tokens=NPC_TOKENS, timeout=600)]
-    text = "".join(pieces).strip()
-    if task == "sp":
-        return tasks.yes_no_unknown(text)
-    return text or "I have nothing to say."
 
 
 def play(client, models, task: str, episode: dict, policy, parameters: dict, loop) -> dict:
@@ -230,7 +146,7 @@ def rule_outcome(task: str, episode: dict, choices: Sequence[str], rule: str) ->
 
 def per_episode(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
     """Per rule, `rule_outcome` of every played episode with states (what paired comparisons
-    across runs read: `evaluation.arbench_compare`)."""
+    across runs read: `sounding_bench.arbench_compare`)."""
     choices = {e["id"]: e["choices"] for e in episodes}
     return {
         rule: [rule_outcome(task, p, choices[p["id"]], rule) for p in played if p["states"]] for rule in rules
@@ -336,87 +252,105 @@ async def _redundancy(models, played: list[dict]) -> float | None:
     return round(redundant / total, 4) if total else None
 
 
-def run(
-    client,
-    models_settings: ModelsSettings,
-    task: str,
-    data: Path,
-    stop_rule: str,
-    regime: str,
-    limit: int | None,
-    max_turns: int,
-    samples: int,
-    console: Console,
-    answer_tokens: int = 0,
-    question_tokens: int = 0,
-    seed: int = 0,
-    journal: Path | None = None,
-    question_selection: str = "direct_prompting",
-    ablate: Sequence[str] = (),
-) -> dict:
-    """Plays the episodes and judges them. Each played episode goes through Observe at once and,
-    with a `journal`, is appended to it; a later run with the same settings and journal plays only
-    the episodes it lacks (so a long run can stop and resume, and `limit` can grow)."""
-    from sounding.models.client import ModelsClient
-    from sounding_client import InquiryOutcome, InquiryPolicy
+@dataclass(frozen=True)
+class ArbenchRun:
+    """What a run plays: the AR-Bench `task` and its file at `data` (the first `limit` episodes),
+    the stop rule (or "all"), the regime, the question selection and §5's ablations, the turns
+    and samples per state, the answer's and questions' token budgets (0: the task's), the seed,
+    the journal, and the stack at `address` (default: one started on the settings)."""
 
-    episodes = load_episodes(task, data, limit)
-    everything = stop_rule == "all"
-    planned = [HYPOTHESIS_ENTROPY] if question_selection in PLANNING_METHODS else []
-    rules = [*STOP_RULES, *planned] if everything else [stop_rule]
+    task: str
+    data: Path
+    stop_rule: str
+    regime: str
+    limit: int | None
+    max_turns: int
+    samples: int
+    question_selection: str = "direct_prompting"
+    ablate: tuple[str, ...] = ()
+    answer_tokens: int = 0
+    question_tokens: int = 0
+    seed: int = 0
+    journal: Path | None = None
+    address: str | None = None
+
+
+def run(spec: ArbenchRun, settings: Settings, console: Console) -> dict:
+    """Plays the episodes on the stack at `spec.address`, or one started on `settings` (greedy NPC
+    replies cached), and judges them. Each played episode goes through Observe at once and, with
+    a journal, is appended to it; a later run with the same settings and journal plays only the
+    episodes it lacks (so a long run can stop and resume, and `limit` can grow)."""
+    from sounding.models.client import ModelsClient
+    from sounding.stack import serving
+    from sounding_client import Client, InquiryOutcome, InquiryPolicy
+
+    episodes = load_episodes(spec.task, spec.data, spec.limit)
+    everything = spec.stop_rule == "all"
+    planned = [HYPOTHESIS_ENTROPY] if spec.question_selection in PLANNING_METHODS else []
+    rules = [*STOP_RULES, *planned] if everything else [spec.stop_rule]
     parameters = {
-        "task": task,
-        "regime": regime,
-        "samples": str(samples),
+        "task": spec.task,
+        "regime": spec.regime,
+        "samples": str(spec.samples),
         "signals": "all" if everything else "rule",
         "run_to_max_turns": "true" if everything else "false",
-        "answer_tokens": str(answer_tokens),
-        "question_tokens": str(question_tokens),
-        "ablate": ",".join(ablate),
+        "answer_tokens": str(spec.answer_tokens),
+        "question_tokens": str(spec.question_tokens),
+        "ablate": ",".join(spec.ablate),
     }
-    settings = {
-        "max_turns": max_turns,
-        "samples": samples,
-        "answer_tokens": answer_tokens,
-        "question_tokens": question_tokens,
-        "seed": seed,
-        "question_selection": question_selection,
-        "ablate": sorted(ablate),
+    chosen = {
+        "max_turns": spec.max_turns,
+        "samples": spec.samples,
+        "answer_tokens": spec.answer_tokens,
+        "question_tokens": spec.question_tokens,
+        "seed": spec.seed,
+        "question_selection": spec.question_selection,
+        "ablate": sorted(spec.ablate),
     }
-    header = {"task": task, "data": str(data), "stop_rule": stop_rule, "regime": regime, **settings}
-    done = read_journal(journal, header) if journal else {}
+    header = {
+        "task": spec.task,
+        "data": str(spec.data),
+        "stop_rule": spec.stop_rule,
+        "regime": spec.regime,
+        **chosen,
+    }
+    done = read_journal(spec.journal, header) if spec.journal else {}
     policy = InquiryPolicy(
-        question_selection=question_selection,
-        stop_rule="robust_mi_risk" if everything else stop_rule,
-        max_turns=max_turns,
+        question_selection=spec.question_selection,
+        stop_rule="robust_mi_risk" if everything else spec.stop_rule,
+        max_turns=spec.max_turns,
     )
     loop = asyncio.new_event_loop()
 
     async def connect() -> ModelsClient:  # the channel belongs to the loop it is made on
-        return ModelsClient.of(models_settings)
+        return ModelsClient.of(settings.models)
 
     models = loop.run_until_complete(connect())
     played = []
     try:
-        with progress_bar(console) as progress:
-            bar = progress.add_task(f"{task} {regime} episodes", total=len(episodes))
+        with (
+            serving(settings, spec.address, NPC_CACHE) as address,
+            Client(address, timeout=3600) as client,
+            progress_bar(console) as progress,
+        ):
+            bar = progress.add_task(f"{spec.task} {spec.regime} episodes", total=len(episodes))
             for index, episode in enumerate(episodes):
                 if episode["id"] in done:
                     played.append(done[episode["id"]])
                 else:
-                    seeded = replace(policy, seed=seed * 100_003 + index)
-                    record = play(client, models, task, episode, seeded, parameters, loop)
+                    seeded = replace(policy, seed=spec.seed * 100_003 + index)
+                    record = play(client, models, spec.task, episode, seeded, parameters, loop)
                     ack = client.observe([InquiryOutcome(record["session_id"], record["_truth"])])
                     record["outcome_recorded"] = ack.recorded == 1
-                    if journal:
-                        append_journal(journal, header, record)
+                    if spec.journal:
+                        append_journal(spec.journal, header, record)
                     played.append(record)
                 progress.advance(bar)
-        redundancy = loop.run_until_complete(_redundancy(models, played))
+            redundancy = loop.run_until_complete(_redundancy(models, played))
     finally:
         loop.run_until_complete(models.close())
         loop.close()
-    outcomes_per_episode = per_episode(task, played, episodes, rules)
+    outcomes_per_episode = per_episode(spec.task, played, episodes, rules)
     states = [s for p in played for s in p["states"]]
     homogeneity = {
         key: round(float(np.mean([s["homogeneity"][key] for s in states if s["homogeneity"]])), 4)
@@ -424,18 +358,18 @@ def run(
     }
     buckets = {b: sum(s["bucket"] == b for s in states) for b in ("high", "medium", "low")}
     return {
-        "task": task,
-        "regime": regime,
-        "data": str(data),
+        "task": spec.task,
+        "regime": spec.regime,
+        "data": str(spec.data),
         "episodes": len(played),
-        "stop_rule": stop_rule,
+        "stop_rule": spec.stop_rule,
         "mode": "one trajectory per episode, every rule judged on it"
         if everything
         else "sessions stop by the rule",
-        "settings": settings,
-        "rules": judge(task, played, episodes, rules, outcomes_per_episode),
+        "settings": chosen,
+        "rules": judge(spec.task, played, episodes, rules, outcomes_per_episode),
         "per_episode": outcomes_per_episode,
-        "by_bucket": by_bucket(task, played, episodes, rules),
+        "by_bucket": by_bucket(spec.task, played, episodes, rules),
         "homogeneity_mean": homogeneity,
         "homogeneity_buckets": buckets,
         "question_redundancy_rate": redundancy,

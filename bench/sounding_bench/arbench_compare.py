@@ -11,7 +11,7 @@ are recorded beside the comparison. So a `voi` run's robust_mi_risk can be set a
 `cip_full` run's cip_lite in the collapse regime (§6.1 criterion 1), and against an `--ablate
 robust` run (criterion 4's robust against naive MI). The premature-answer rate of criterion 2
 needs the ground truth of every state, which only the simulated harness has
-(`evaluation.robust_mi_simulated`).
+(`sounding_bench.robust_mi_simulated`).
 
 Each run's per-episode outcomes are its `per_episode` record; a result written before that
 record existed is judged again from its trajectories (gn and dc only: an sp trajectory keeps a

@@ -74,22 +74,27 @@ class Retrieved:
     confidence_kind: str
 
 
-def run(
-    data: Path,
-    train_split: str,
-    split: str,
-    settings: Settings,
-    console: Console,
-    k: int = 10,
-    train_limit: int | None = None,
-    test_limit: int | None = None,
-) -> tuple[dict, bytes]:
+@dataclass(frozen=True)
+class CalibrationRun:
+    """What a run measures: the BEIR dataset at `data`, the split observed and fitted and the
+    split judged (each cut to its first `train_limit` and `test_limit` queries if given), and the
+    top `k` whose recall is stated and judged."""
+
+    data: Path
+    train_split: str
+    split: str
+    k: int = 10
+    train_limit: int | None = None
+    test_limit: int | None = None
+
+
+def run(spec: CalibrationRun, settings: Settings, console: Console) -> tuple[dict, bytes]:
     """The result JSON and the reliability diagram of the calibration (PNG)."""
     from sounding_client import CalibrationReport, Expansion, ExpansionOptions, Final, RetrievalOutcome
 
-    train, test = beir.load(data, train_split), beir.load(data, split)
-    train_queries, confidence_queries = split_train(list(train.queries.items())[:train_limit])
-    test_queries = list(test.queries.items())[:test_limit]
+    train, test = beir.load(spec.data, spec.train_split), beir.load(spec.data, spec.split)
+    train_queries, confidence_queries = split_train(list(train.queries.items())[: spec.train_limit])
+    test_queries = list(test.queries.items())[: spec.test_limit]
     loop_off = ExpansionOptions(max_iterations=0)
 
     with own_stack(settings, "calibration", train, console, include_calibrations=True) as (
@@ -143,12 +148,12 @@ def run(
             """The query retrieved and its outcome observed (with agent_success, if asked)."""
             retrieved = retrieve(query_id, text, None)
             relevant = _relevant(train.qrels[query_id])
-            top = set(retrieved.ranking[:k])
+            top = set(retrieved.ranking[: spec.k])
             ack = client.observe(
                 [
                     RetrievalOutcome(
                         retrieved.retrieval_id,
-                        tuple(d for d in retrieved.ranking[:k] if d in relevant),
+                        tuple(d for d in retrieved.ranking[: spec.k] if d in relevant),
                         agent_success=bool(relevant & top) if success else None,
                         found_missing_content=bool(relevant - top),
                         missed_document_ids=tuple(sorted(relevant - top)),
@@ -159,25 +164,27 @@ def run(
                 raise RuntimeError(f"Observe did not record {query_id}: {ack.rejected}")
             return retrieved
 
-        trained = each(train_queries, f"train ({train_split}), miss-rate half, observed", train_one)
-        without_loop = each(test_queries, f"{split}, loop off", lambda q, t: retrieve(q, t, loop_off))
-        before = each(test_queries, f"{split}, loop on, uncalibrated", lambda q, t: retrieve(q, t, None))
+        trained = each(train_queries, f"train ({spec.train_split}), miss-rate half, observed", train_one)
+        without_loop = each(test_queries, f"{spec.split}, loop off", lambda q, t: retrieve(q, t, loop_off))
+        before = each(test_queries, f"{spec.split}, loop on, uncalibrated", lambda q, t: retrieve(q, t, None))
         report = list(client.calibrate("miss_rate"))[-1]
         if not isinstance(report, CalibrationReport):
             raise RuntimeError("Calibrate(MISS_RATE) ended without its report")
-        after = each(test_queries, f"{split}, loop on, calibrated", lambda q, t: retrieve(q, t, None))
+        after = each(test_queries, f"{spec.split}, loop on, calibrated", lambda q, t: retrieve(q, t, None))
         each(
             confidence_queries,
-            f"train ({train_split}), confidence half, observed with success",
+            f"train ({spec.train_split}), confidence half, observed with success",
             lambda q, t: train_one(q, t, True),
         )
         confidence_report = list(client.calibrate("confidence"))[-1]
         if not isinstance(confidence_report, CalibrationReport):
             raise RuntimeError("Calibrate(CONFIDENCE) ended without its report")
-        confident = each(test_queries, f"{split}, confidence calibrated", lambda q, t: retrieve(q, t, None))
+        confident = each(
+            test_queries, f"{spec.split}, confidence calibrated", lambda q, t: retrieve(q, t, None)
+        )
 
     test_ids = [q for q, _ in test_queries]
-    train_recall = _recall({q: r.ranking for q, r in trained.items()}, train.qrels, list(trained), k)
+    train_recall = _recall({q: r.ranking for q, r in trained.items()}, train.qrels, list(trained), spec.k)
     passes = {
         "loop_off_uncalibrated": without_loop,
         "loop_on_uncalibrated": before,
@@ -186,8 +193,8 @@ def run(
     }
     result = {
         "dataset": train.name,
-        "train_split": train_split,
-        "split": split,
+        "train_split": spec.train_split,
+        "split": spec.split,
         "train_queries": len(train_queries) + len(confidence_queries),
         "train_split_halves": {
             "miss_rate": len(train_queries),
@@ -197,7 +204,7 @@ def run(
         },
         "test_queries": len(test_queries),
         "arms": list(ARMS),
-        "k": k,
+        "k": spec.k,
         "train": {
             "observed_miss_share": round(float(np.mean(train_recall < 1.0)), 4),
             "queries_expanded": sum(r.expansions > 0 for r in trained.values()),
@@ -219,10 +226,10 @@ def run(
                 for key, value in confidence_report.diagnostics.items()
                 if "bin" not in key
             },
-            f"ece_confidence_for_success@{k}_before": _confidence_ece(after, test, test_ids, k),
-            f"ece_confidence_for_success@{k}_after": _confidence_ece(confident, test, test_ids, k),
+            f"ece_confidence_for_success@{spec.k}_before": _confidence_ece(after, test, test_ids, spec.k),
+            f"ece_confidence_for_success@{spec.k}_after": _confidence_ece(confident, test, test_ids, spec.k),
         },
-        "passes": {name: _pass_metrics(p, test, test_ids, k) for name, p in passes.items()},
+        "passes": {name: _pass_metrics(p, test, test_ids, spec.k) for name, p in passes.items()},
         "loop_effect": {
             "uncalibrated": _loop_effect(without_loop, before, test, test_ids),
             "calibrated": _loop_effect(without_loop, after, test, test_ids),

@@ -33,7 +33,7 @@ and the answer and confidence after it).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -209,26 +209,31 @@ def summary(sessions: list[Session], labels: list[str], target: float) -> dict:
     }
 
 
-def run(
-    data: Path,
-    split: str,
-    settings: Settings,
-    console: Console,
-    nli_model: str,
-    limit: int | None = None,
-    parameters: dict[str, str] | None = None,
-) -> dict:
-    """The result JSON (`limit`: only the first claims of each part, for a quick look;
-    `parameters`: domain parameters for every session, to try settings other than the defaults)."""
-    dataset = beir.load(data, split)
-    fit_claims = [c for c in scifact_claims.load_claims(data, "train") if scifact_claims.held_out(c.id)][
-        :limit
+@dataclass(frozen=True)
+class ClaimsInquiryRun:
+    """What a run measures: SciFact's BEIR directory at `data` and the split whose claims are
+    tested, with the sidecar's NLI model `nli_model` (empty: its default); `limit`: only the
+    first claims of each part, for a quick look; `parameters`: domain parameters for every
+    session, to try settings other than the defaults."""
+
+    data: Path
+    split: str
+    nli_model: str
+    limit: int | None = None
+    parameters: dict[str, str] = field(default_factory=dict)
+
+
+def run(spec: ClaimsInquiryRun, settings: Settings, console: Console) -> dict:
+    """The result JSON (the protocol above)."""
+    dataset = beir.load(spec.data, spec.split)
+    fit_claims = [c for c in scifact_claims.load_claims(spec.data, "train") if scifact_claims.held_out(c.id)][
+        : spec.limit
     ]
-    test_claims = scifact_claims.load_claims(data, split)
-    if split == "train":  # the other train claims trained the NLI model: measuring there flatters it
+    test_claims = scifact_claims.load_claims(spec.data, spec.split)
+    if spec.split == "train":  # the other train claims trained the NLI model: measuring there flatters it
         test_claims = [c for c in test_claims if scifact_claims.held_out(c.id)]
-    test_claims = test_claims[:limit]
-    env = {"SOUNDING_MODELS__NLI__MODEL": nli_model} if nli_model else {}
+    test_claims = test_claims[: spec.limit]
+    env = {"SOUNDING_MODELS__NLI__MODEL": spec.nli_model} if spec.nli_model else {}
     with own_stack(settings, "claims", dataset, console, env=env) as (client, collection):
         from sounding_client import InquiryOutcome
 
@@ -243,7 +248,7 @@ def run(
                         claim.text,
                         "eig",
                         1.0,
-                        {**(parameters or {}), **FIT_PARAMETERS},
+                        {**spec.parameters, **FIT_PARAMETERS},
                         cost_sensitivity=0.0,
                     )
                 )
@@ -257,7 +262,7 @@ def run(
             )
             naive = []
             for claim in fit_claims:
-                naive.append(play(client, collection, claim.text, "generated_order", 1.0, parameters))
+                naive.append(play(client, collection, claim.text, "generated_order", 1.0, spec.parameters))
                 progress.advance(task)
         target, shares = choose_target([s.beliefs[1:] for s in naive])
         console.print(
@@ -272,17 +277,17 @@ def run(
                 # The policies take turns going first (the first warms the caches for the others).
                 order = POLICIES[index % len(POLICIES) :] + POLICIES[: index % len(POLICIES)]
                 for policy in order:
-                    runs[policy].append(play(client, collection, claim.text, policy, target, parameters))
+                    runs[policy].append(play(client, collection, claim.text, policy, target, spec.parameters))
                 progress.advance(task)
         metrics = client.strategy_metrics().corpus_inquiry
     labels = [c.verdict for c in test_claims]
     queries = {p: np.array([len(s.queries) for s in runs[p]], float) for p in POLICIES}
     return {
-        "data": str(data),
-        "split": split,
+        "data": str(spec.data),
+        "split": spec.split,
         "claims": len(test_claims),
         "labels": {v: labels.count(v) for v in VERDICTS},
-        "nli_model": nli_model or "the sidecar's default",
+        "nli_model": spec.nli_model or "the sidecar's default",
         "protocol": {
             "max_queries": MAX_QUERIES,
             "target_grid": list(TARGET_GRID),
@@ -292,7 +297,7 @@ def run(
             "fit_domain_parameters": FIT_PARAMETERS,
             "observed": observed.recorded,
             "min_information_gain": 0.0,
-            "domain_parameters": parameters or {},
+            "domain_parameters": spec.parameters,
         },
         "target_confidence": target,
         "target_shares": shares,

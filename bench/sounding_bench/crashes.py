@@ -1,4 +1,4 @@
-"""Crashes for the load suite (`evaluation.load`): a process of a stack killed with SIGKILL, and
+"""Crashes for the load suite (`sounding_bench.load`): a process of a stack killed with SIGKILL, and
 when the stack served again.
 
 The stack serves again after a kill once the killed process has a successor (a new worker

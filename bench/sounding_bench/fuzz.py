@@ -29,12 +29,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import grpc
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from rich.console import Console
 from sounding.api.sounding.models.v1 import models_pb2
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 from sounding.stack import Stack
 
 from sounding_bench.generated_calls import FUZZ_TOOLSET, SCRATCH_COLLECTION, Call, calls
+from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS, fresh_stack
 from sounding_bench.health import HealthWatch
 
 FORBIDDEN = {"UNKNOWN", "INTERNAL"}
@@ -210,21 +215,52 @@ def still_alive(processes: dict[str, int]) -> dict[str, bool]:
     }
 
 
-def run(
+@dataclass(frozen=True)
+class FuzzRun:
+    """What a run sends: `requests` generated calls, `concurrency` at a time, every random choice
+    seeded by `seed`; `weights` raise some methods' share of the calls (by method name); a health
+    check unanswered within `health_timeout_s` counts as failed (not serving)."""
+
+    requests: int
+    seed: int = 0
+    concurrency: int = 4
+    weights: dict[str, int] = field(default_factory=dict)
+    health_timeout_s: float = 2.0
+
+
+def run(spec: FuzzRun, settings: Settings, console: Console) -> dict:
+    """The run on a fresh stack on `settings`' data directory, the bundled demo corpus prepared
+    (`prepare`), every process watched (`still_alive`): the result of `send_generated`."""
+    from sounding.cli.common import read_documents
+    from sounding_client import Client
+
+    with fresh_stack(settings, console, DENSE_AND_LEXICAL_ARMS) as stack:
+        with Client(settings.address, timeout=1800) as client:
+            pools = prepare(client, list(read_documents(DEMO_CORPUS)), settings.models.address)
+        processes = stack_processes(stack)
+        with progress_bar(console) as progress:
+            task = progress.add_task("fuzzing", total=spec.requests)
+            sent = send_generated(
+                settings.address,
+                settings.models.address,
+                pools,
+                spec,
+                alive=lambda: still_alive(processes),
+                progress=lambda count: progress.update(task, completed=count),
+            )
+    return {"concurrency": spec.concurrency, **sent}
+
+
+def send_generated(
     orchestrator: str,
     sidecar: str,
-    requests: int,
     pools: Pools,
-    seed_value: int = 0,
-    concurrency: int = 4,
-    weights: dict[str, int] | None = None,
+    spec: FuzzRun,
     alive: Callable[[], dict[str, bool]] | None = None,
     progress: Callable[[int], None] | None = None,
-    health_timeout_s: float = 2.0,
 ) -> dict:
-    """Sends `requests` generated calls, `concurrency` at a time; returns the codes per method,
-    the calls that ended UNKNOWN or INTERNAL, the health latencies and which processes lived.
-    A health check unanswered within `health_timeout_s` counts as failed (not serving)."""
+    """Sends the generated calls to the stack at these addresses; returns the codes per method,
+    the calls that ended UNKNOWN or INTERNAL, the health latencies and which processes lived."""
     by_field = pools.by_field()
     batch = 16
     codes: dict[str, Counter] = {}
@@ -234,7 +270,7 @@ def run(
         "sounding.models.v1.ModelService": grpc.insecure_channel(sidecar),
         "": grpc.insecure_channel(orchestrator, options=[("grpc.max_send_message_length", 64 * 1024 * 1024)]),
     }
-    pool = ThreadPoolExecutor(concurrency)
+    pool = ThreadPoolExecutor(spec.concurrency)
     sent = [0]
 
     def one(call: Call) -> None:
@@ -258,21 +294,21 @@ def run(
         if progress is not None:
             progress(sent[0])
 
-    @seed(seed_value)
-    @settings(
-        max_examples=max(requests // batch, 1),
+    @seed(spec.seed)
+    @hypothesis_settings(
+        max_examples=max(spec.requests // batch, 1),
         deadline=None,
         database=None,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]  # its members
     )
-    @given(st.lists(calls(by_field, weights or {}), min_size=batch, max_size=batch))
+    @given(st.lists(calls(by_field, spec.weights), min_size=batch, max_size=batch))
     def drive(drawn: list[Call]) -> None:
         list(pool.map(one, drawn))
 
     started = time.perf_counter()
-    with HealthWatch(orchestrator, timeout_s=health_timeout_s) as health:
-        random.seed(seed_value)
+    with HealthWatch(orchestrator, timeout_s=spec.health_timeout_s) as health:
+        random.seed(spec.seed)
         drive()
     pool.shutdown()
     for channel in channels.values():

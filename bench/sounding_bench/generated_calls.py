@@ -1,4 +1,4 @@
-"""Generated calls for the fuzz suite (`evaluation.fuzz`): hypothesis strategies that draw every
+"""Generated calls for the fuzz suite (`sounding_bench.fuzz`): hypothesis strategies that draw every
 RPC's requests from its protobuf descriptor, seeded from valid requests or from nothing, and
 mutate some on the wire."""
 

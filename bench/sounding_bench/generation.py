@@ -24,10 +24,13 @@ import json
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from sounding.settings.config import Settings
+
+from sounding_bench.harness import DEMO_CORPUS
 
 NEW_TOKENS = 16
 TEMPERATURE, TOP_P = 0.7, 0.95
@@ -67,9 +70,18 @@ def _messages(text: str, question: str = QUESTIONS[0]) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"{text}\n\n{question}"}]
 
 
-def run(
-    settings: Settings, corpus: Path, lengths: Sequence[int], samples: int, rounds: int, console: Console
-) -> dict:
+@dataclass(frozen=True)
+class GenerationRun:
+    """What a run times: the prompt lengths in tokens, the concurrent requests per condition (a
+    state's k) and the rounds per length."""
+
+    lengths: tuple[int, ...]
+    samples: int
+    rounds: int
+
+
+def run(spec: GenerationRun, settings: Settings, console: Console) -> dict:
+    """The result JSON (the protocol above), the generator in this process."""
     from sounding.models.generators import GenerationParams
     from sounding.models.local_generator import LocalGenerator, converted_smollm2
     from sounding.models.server import select_device
@@ -81,12 +93,12 @@ def run(
         select_device(settings.models.device),
         config.max_batch_size,
         config.max_wait_ms,
-        max_prompt_tokens=max(lengths) + 256,
+        max_prompt_tokens=max(spec.lengths) + 256,
         max_batch_prompt_tokens=config.max_batch_prompt_tokens,
         max_batch_cache_tokens=config.max_batch_cache_tokens,
     )
     tokenizer = AutoTokenizer.from_pretrained(converted_smollm2(settings.models.cache_dir))
-    tokens = corpus_tokens(tokenizer, corpus)
+    tokens = corpus_tokens(tokenizer, DEMO_CORPUS)
     params = GenerationParams(max_new_tokens=NEW_TOKENS, temperature=TEMPERATURE, top_p=TOP_P)
 
     async def timed(prompts: list[list[dict[str, str]]]) -> float:
@@ -104,20 +116,20 @@ def run(
 
     async def measure() -> list[dict]:
         results = []
-        for length in lengths:
-            texts = prompt_texts(tokenizer, tokens, length, samples)
+        for length in spec.lengths:
+            texts = prompt_texts(tokenizer, tokens, length, spec.samples)
             conditions = {
-                "shared": [_messages(texts[0])] * samples,
-                "prefix": [_messages(texts[0], QUESTIONS[i % len(QUESTIONS)]) for i in range(samples)],
+                "shared": [_messages(texts[0])] * spec.samples,
+                "prefix": [_messages(texts[0], QUESTIONS[i % len(QUESTIONS)]) for i in range(spec.samples)],
                 "distinct": [_messages(t) for t in texts],
             }
             names = list(conditions)
             seconds: dict[str, list[float]] = {name: [] for name in names}
-            for r in range(rounds):
+            for r in range(spec.rounds):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     seconds[name].append(await timed(conditions[name]))
                 console.print(
-                    f"L={length} round {r + 1}/{rounds}: "
+                    f"L={length} round {r + 1}/{spec.rounds}: "
                     + ", ".join(f"{name} {seconds[name][-1]:.2f} s" for name in names)
                 )
             ratios = {
@@ -144,11 +156,11 @@ def run(
     return {
         "protocol": __doc__,
         "generator": generator.model_name,
-        "samples": samples,
-        "rounds": rounds,
+        "samples": spec.samples,
+        "rounds": spec.rounds,
         "new_tokens": NEW_TOKENS,
         "temperature": TEMPERATURE,
         "top_p": TOP_P,
-        "corpus": str(corpus),
+        "corpus": str(DEMO_CORPUS),
         "lengths": results,
     }

@@ -1,6 +1,7 @@
-"""What the harnesses that run a stack of their own share: the stack itself (its own data
-directory, a clean learning log, the dataset's corpus ingested once and kept), how a result
-records its own reproduction, and writing a result (JSON, with its plot beside it as PNG)."""
+"""What the harnesses share: their stacks (`own_stack`: a dataset's corpus ingested once and kept,
+the learning log emptied; `fresh_stack`: an emptied data directory), a corpus ingested with its
+graph built (`ingested`), the bundled demo corpus, how a result records its own reproduction and a
+Calibrate report, and running work on a few threads."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -24,11 +26,16 @@ from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 if TYPE_CHECKING:
+    from sounding.stack import Stack
     from sounding_client import Client
 
+REPOSITORY = Path(__file__).resolve().parents[2]
+DEMO_CORPUS = REPOSITORY / "examples" / "demo-corpus.jsonl"
 
 # Documents per Ingest message of a harness's corpus.
 INGEST_BATCH = 64
+# The environment of a stack whose selector chooses among the dense and lexical arms only.
+DENSE_AND_LEXICAL_ARMS = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
 
 
 def empty_learning_log(settings: Settings, include_calibrations: bool = False) -> None:
@@ -64,12 +71,11 @@ PACKAGES = (
 
 def _commit() -> str:
     """HEAD, marked dirty if the tree has changes."""
-    root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str:
         try:
             return subprocess.run(
-                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+                ["git", *args], cwd=REPOSITORY, capture_output=True, text=True, timeout=10
             ).stdout.strip()
         except OSError:
             return ""
@@ -123,6 +129,17 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
     }
 
 
+def own_settings(settings: Settings, name: str) -> Settings:
+    """`settings` with a harness's own data directory, `<cache>/eval/<name>`."""
+    return settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / name})
+
+
+def collection_of(dataset, prefix: str = "beir") -> str:
+    """The collection a harness keeps `dataset`'s corpus in, named by the corpus's content (so a
+    later run finds it)."""
+    return f"{prefix}-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
+
+
 @contextmanager
 def own_stack(
     settings: Settings,
@@ -136,23 +153,53 @@ def own_stack(
     empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built.
     Yields the client and the collection's name."""
     from sounding.stack import serving
-    from sounding_client import Client, SoundingError
+    from sounding_client import Client
 
-    data_dir = settings.cache_dir / "eval" / name
-    run_settings = settings.model_copy(update={"data_dir": data_dir})
+    run_settings = own_settings(settings, name)
     empty_learning_log(run_settings, include_calibrations)
-    collection = f"beir-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
+    collection = collection_of(dataset)
+    record = run_settings.data_dir / f"{collection}-ingest.json"
     with serving(run_settings, None, env) as address, Client(address) as client:
-        ingest(
-            client, collection, dataset, data_dir / f"{collection}-ingest.json", False, console, SoundingError
-        )
-        wait_for_graph(client, collection)
+        ingested(client, collection, dataset, record, False, console)
         yield client, collection
 
 
-def ingest(client, collection, dataset, record: Path, fresh, console, SoundingError) -> dict:
-    """`dataset`'s corpus ingested into `collection` through the service, timed; with `fresh`
-    false, a collection already holding it (and its `record`) is kept and its record returned."""
+@contextmanager
+def fresh_stack(
+    settings: Settings, console: Console, env: dict[str, str] | None = None, supervised: bool = False
+) -> Iterator[Stack]:
+    """A stack on `settings`' data directory, emptied first (nothing of an earlier run is left),
+    with `env` added to this environment and its logs in that directory; restarting a process
+    that exits if `supervised`; stopped on exit."""
+    from sounding.stack import Stack
+
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
+    try:  # an interrupt while starting stops what had started
+        with console.status("starting the stack"):
+            stack.start()
+        if supervised:
+            stack.supervise()
+        yield stack
+    finally:
+        with console.status("stopping the stack"):
+            stack.stop()
+
+
+def ingested(client, collection: str, dataset, record: Path, fresh: bool, console: Console) -> dict:
+    """`dataset`'s corpus ingested into `collection` through the service (timed) and the
+    collection's graph built; with `fresh` false, a collection already holding it (and its
+    `record`) is kept. The ingest record (`cached`: kept), with the seconds the graph was waited
+    for (`graph_wait_s`)."""
+    return {
+        **_ingest(client, collection, dataset, record, fresh, console),
+        "graph_wait_s": _wait_for_graph(client, collection),
+    }
+
+
+def _ingest(client, collection: str, dataset, record: Path, fresh: bool, console: Console) -> dict:
+    from sounding_client import SoundingError
+
     try:
         info = client.get_collection(collection)
         if not fresh and info.document_count == len(dataset.corpus) and record.exists():
@@ -181,7 +228,7 @@ def ingest(client, collection, dataset, record: Path, fresh, console, SoundingEr
     return {**result, "cached": False}
 
 
-def wait_for_graph(client, collection: str, timeout_s: float = 1800.0) -> float:
+def _wait_for_graph(client, collection: str, timeout_s: float = 1800.0) -> float:
     """Wait until the collection's knowledge graph is current (it is built after ingestion, and
     would otherwise compete with the measured queries for the CPU); the seconds waited."""
     started = time.monotonic()

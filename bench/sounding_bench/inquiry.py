@@ -18,22 +18,64 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 from sounding_bench.metrics import percentiles
 
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
 
 
-def load_secrets(spec: str) -> list[str]:
-    if spec == "all":
+@dataclass(frozen=True)
+class BullsAndCowsRun:
+    """What a bulls-and-cows run plays: `policy` on every secret, each other policy on every one
+    too or on an evenly spread `comparison_games` of them; on the stack at `address` (default:
+    one started on the settings)."""
+
+    secrets: tuple[str, ...]
+    policy: str
+    comparison_games: int | None = None
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class HypothesesRun:
+    """What a hypotheses run plays: `games` secrets of `hypotheses` hypotheses and `questions`
+    questions per policy and answer noise level, to `target_confidence`, every random choice
+    seeded by `seed`; on the stack at `address` (default: one started on the settings)."""
+
+    hypotheses: int = 1000
+    questions: int = 200
+    games: int = 100
+    noise_levels: tuple[float, ...] = (0.0, 0.1)
+    target_confidence: float = 0.95
+    seed: int = 0
+    address: str | None = None
+
+
+def run(spec: BullsAndCowsRun | HypothesesRun, settings: Settings, console: Console) -> dict:
+    """The result JSON of the game `spec` describes, played on the stack at `spec.address`, or
+    one started on `settings`."""
+    from sounding.stack import serving
+    from sounding_client import Client
+
+    with serving(settings, spec.address) as address, Client(address, timeout=600) as client:
+        if isinstance(spec, BullsAndCowsRun):
+            return bulls_and_cows(client, spec, console)
+        return hypotheses(client, spec, console)
+
+
+def load_secrets(chosen: str) -> list[str]:
+    """Every secret ("all"), or those of a JSON list in the file at `chosen`, each checked."""
+    if chosen == "all":
         return list(bc.feedback_table().strings)
-    values = json.loads(Path(spec).read_text())
+    values = json.loads(Path(chosen).read_text())
     for value in values:
         bc.parse_guess(value)
     return values
@@ -64,17 +106,17 @@ def play_bulls_and_cows(client, secret: str, policy: str, seed: int) -> dict:
     return {"turns": turns, "solved": solved, "move_ms": move_ms}
 
 
-def bulls_and_cows(
-    client, secrets: list[str], policy: str, console: Console, comparison_games: int | None = None
-) -> dict:
-    """`policy` plays every secret; every other policy plays every secret too, or an evenly
-    spread sample of `comparison_games` of them."""
-    policies = [policy, *[p for p in bc.POLICIES if p != policy]]
+def bulls_and_cows(client, spec: BullsAndCowsRun, console: Console) -> dict:
+    """`spec.policy` plays every secret; every other policy plays every secret too, or an evenly
+    spread sample of `spec.comparison_games` of them."""
+    secrets = list(spec.secrets)
+    policies = [spec.policy, *[p for p in bc.POLICIES if p != spec.policy]]
     results = {}
     for name in policies:
         chosen = secrets
-        if name != policy and comparison_games and comparison_games < len(secrets):
-            chosen = [secrets[i] for i in np.linspace(0, len(secrets) - 1, comparison_games).astype(int)]
+        if name != spec.policy and spec.comparison_games and spec.comparison_games < len(secrets):
+            spread = np.linspace(0, len(secrets) - 1, spec.comparison_games).astype(int)
+            chosen = [secrets[i] for i in spread]
         games = []
         with progress_bar(console) as progress:
             task = progress.add_task(f"bulls-and-cows {name}", total=len(chosen))
@@ -135,42 +177,33 @@ def play_hypotheses(client, attributes: np.ndarray, secret: int, policy, noise: 
     }
 
 
-def hypotheses(
-    client,
-    console: Console,
-    n_hypotheses: int = 1000,
-    n_questions: int = 200,
-    games: int = 100,
-    noise_levels: tuple[float, ...] = (0.0, 0.1),
-    target_confidence: float = 0.95,
-    seed: int = 0,
-) -> dict:
+def hypotheses(client, spec: HypothesesRun, console: Console) -> dict:
     """Every policy plays the same secrets at every noise level, to the same target confidence,
     with the diminishing-returns rule off so that a game ends only at the target or when the
     questions run out."""
     from sounding_client import InquiryPolicy
 
-    attributes = hypotheses_benchmark(n_hypotheses, n_questions, seed)
-    secrets = np.random.default_rng(seed + 1).choice(n_hypotheses, size=games, replace=False)
+    attributes = hypotheses_benchmark(spec.hypotheses, spec.questions, spec.seed)
+    secrets = np.random.default_rng(spec.seed + 1).choice(spec.hypotheses, size=spec.games, replace=False)
     settings = {}
-    for noise in noise_levels:
+    for noise in spec.noise_levels:
         per_policy = {}
         for name in HYPOTHESES_POLICIES:
             policy = InquiryPolicy(
                 question_selection=name,
-                max_turns=n_questions,
-                target_confidence=target_confidence,
+                max_turns=spec.questions,
+                target_confidence=spec.target_confidence,
                 min_information_gain=0.0,
             )
-            rng = np.random.default_rng(seed + 2)
+            rng = np.random.default_rng(spec.seed + 2)
             played = []
             with progress_bar(console) as progress:
-                task = progress.add_task(f"hypotheses {name} ε={noise}", total=games)
+                task = progress.add_task(f"hypotheses {name} ε={noise}", total=spec.games)
                 for secret in secrets:
                     played.append(play_hypotheses(client, attributes, int(secret), policy, noise, rng))
                     progress.advance(task)
             per_policy[name] = played
-        both = [i for i in range(games) if all(per_policy[n][i]["reached"] for n in HYPOTHESES_POLICIES)]
+        both = [i for i in range(spec.games) if all(per_policy[n][i]["reached"] for n in HYPOTHESES_POLICIES)]
         summary = {}
         for name, played in per_policy.items():
             asked = [g["questions"] for g in played]
@@ -196,11 +229,11 @@ def hypotheses(
         }
     return {
         "task": "hypotheses",
-        "hypotheses": n_hypotheses,
-        "questions": n_questions,
-        "games": games,
-        "target_confidence": target_confidence,
+        "hypotheses": spec.hypotheses,
+        "questions": spec.questions,
+        "games": spec.games,
+        "target_confidence": spec.target_confidence,
         "base_rates": "U(0.02, 0.5) per attribute",
-        "seed": seed,
+        "seed": spec.seed,
         "settings": settings,
     }

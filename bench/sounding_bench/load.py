@@ -17,7 +17,7 @@ until the stack serves again, and 5 s more for clients to reconnect) are counted
 failed calls (the first `MAX_FAILURES_LISTED`, RESOURCE_EXHAUSTED aside) are listed with their
 times and messages.
 
-When the stack serves again after a kill: `evaluation.crashes`.
+When the stack serves again after a kill: `sounding_bench.crashes`.
 
 Afterwards: every acknowledged observation, sent again, must be refused ALREADY_EXISTS (so it
 was kept); the ingested collection must hold every acknowledged document; every inquiry
@@ -27,20 +27,25 @@ largest it reached later (a restarted process starts its series again).
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.console import Console
 from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 from sounding_bench import crashes, load_report
 from sounding_bench.fuzz import stack_processes
+from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS, fresh_stack
 from sounding_bench.health import HealthWatch
 
 if TYPE_CHECKING:
@@ -247,28 +252,81 @@ def verify(client, ledger: Ledger) -> dict:
     }
 
 
-def run(
+@dataclass(frozen=True)
+class LoadRun:
+    """What a run sends: the traffic above for `duration_s` seconds, with `kills` at their times,
+    every random choice seeded by `seed`; the corpus (its first `corpus_limit` documents, or all,
+    ingested first) and queries of the BEIR dataset at `data`, or the demo corpus and a few fixed
+    queries. A health check slower than `health_timeout_s` fails DEADLINE_EXCEEDED (an error);
+    `settle_s`: how long health must say SERVING after a kill it never reported (default: two of
+    the orchestrator's readiness probes, each its interval and timeout, and `RECONNECT_S`)."""
+
+    duration_s: float
+    retrieve_streams: int = 32
+    inquiry_sessions: int = 4
+    hyde_every: int = 20
+    ingest_every_s: float = 5.0
+    kills: tuple[crashes.Kill, ...] = ()
+    seed: int = 0
+    data: Path | None = None
+    corpus_limit: int | None = None
+    health_timeout_s: float = 2.0
+    settle_s: float | None = None
+
+
+def planned_kills(duration_s: float) -> tuple[crashes.Kill, ...]:
+    """The sidecar, a strategy worker and the orchestrator, killed in turn at a quarter, half and
+    three quarters of a run."""
+    shares = ((0.25, "sidecar"), (0.5, "worker"), (0.75, "orchestrator"))
+    return tuple(crashes.Kill(duration_s * share, what) for share, what in shares)
+
+
+def run(spec: LoadRun, settings: Settings, console: Console) -> dict:
+    """The run on a fresh, supervised stack on `settings`' data directory, the corpus ingested
+    first: the result of `traffic`, led by the corpus and how many of its documents."""
+    from sounding.cli.common import read_documents
+    from sounding_client import Client
+
+    source = spec.data / "corpus.jsonl" if spec.data else DEMO_CORPUS
+    documents = [
+        {
+            "id": document.get("_id", document.get("id")),
+            "title": document.get("title", ""),
+            "text": document["text"],
+        }
+        for document in itertools.islice(read_documents(source), spec.corpus_limit)
+    ]
+    queries = queries_from(spec.data / "queries.jsonl" if spec.data else None)
+    with fresh_stack(settings, console, DENSE_AND_LEXICAL_ARMS, supervised=True) as stack:
+        with Client(settings.address, timeout=1800) as client, progress_bar(console) as progress:
+            client.create_collection(RETRIEVE_COLLECTION)
+            task = progress.add_task(f"ingesting {len(documents)} documents", total=len(documents))
+            for report in client.ingest(RETRIEVE_COLLECTION, documents, batch_size=64):
+                progress.update(task, completed=report.total_documents)
+            client.create_collection(INGEST_COLLECTION)
+        with progress_bar(console) as progress:
+            task = progress.add_task("traffic", total=spec.duration_s)
+            result = traffic(
+                stack,
+                lambda: Client(settings.address, timeout=120),
+                queries,
+                spec,
+                progress=lambda elapsed: progress.update(task, completed=min(elapsed, spec.duration_s)),
+            )
+    return {"corpus": str(source), "documents": len(documents), **result}
+
+
+def traffic(
     stack,
     client_factory: Callable[[], Client],
     queries: list[str],
-    duration_s: float,
-    retrieve_streams: int = 32,
-    inquiry_sessions: int = 4,
-    hyde_every: int = 20,
-    ingest_every_s: float = 5.0,
-    kills: Sequence[crashes.Kill] = (),
-    seed: int = 0,
+    spec: LoadRun,
     progress: Callable[[float], None] | None = None,
-    health_timeout_s: float = 2.0,
-    settle_s: float | None = None,
 ) -> dict:
-    """Traffic against `stack` (supervised, collections prepared) for `duration_s`, with the
-    kills at their times; then the checks. Returns the result (without provenance).
-    `health_timeout_s`: a health check taking longer fails DEADLINE_EXCEEDED (an error).
-    `settle_s`: how long health must say SERVING after a kill it never reported (default: two of
-    the orchestrator's readiness probes, each its interval and timeout, and `RECONNECT_S`)."""
+    """Traffic against `stack` (supervised, collections prepared) as `spec` says, with its kills;
+    then the checks. Returns the result (without provenance)."""
     probe_s = stack.settings.limits.deadlines.readiness_probe_s
-    settle = 2 * (READINESS_INTERVAL_S + probe_s) + RECONNECT_S if settle_s is None else settle_s
+    settle = 2 * (READINESS_INTERVAL_S + probe_s) + RECONNECT_S if spec.settle_s is None else spec.settle_s
     ledger = Ledger()
     stop = threading.Event()
     samples: list[dict] = []
@@ -277,20 +335,27 @@ def run(
     threads = [
         threading.Thread(target=sampling_memory, args=(stack, samples, stop, started)),
         threading.Thread(target=observing, args=(clients[0], ledger, stop)),
-        threading.Thread(target=ingesting, args=(clients[1], ledger, stop, ingest_every_s)),
+        threading.Thread(target=ingesting, args=(clients[1], ledger, stop, spec.ingest_every_s)),
     ]
     threads += [
         threading.Thread(
             target=retrieving,
-            args=(clients[i % 4], queries, ledger, stop, hyde_every, random.Random(seed * 1000 + i)),
+            args=(
+                clients[i % 4],
+                queries,
+                ledger,
+                stop,
+                spec.hyde_every,
+                random.Random(spec.seed * 1000 + i),
+            ),
         )
-        for i in range(retrieve_streams)
+        for i in range(spec.retrieve_streams)
     ]
     threads += [
         threading.Thread(
-            target=inquiring, args=(clients[2 + i % 2], ledger, stop, random.Random(seed * 7 + i))
+            target=inquiring, args=(clients[2 + i % 2], ledger, stop, random.Random(spec.seed * 7 + i))
         )
-        for i in range(inquiry_sessions)
+        for i in range(spec.inquiry_sessions)
     ]
     windows: list[dict] = []
     spans: list[tuple[float, float]] = []  # each kill's disruption, unrounded: (from, until)
@@ -301,10 +366,10 @@ def run(
             if progress:
                 progress(time.time() - started)
 
-    with HealthWatch(stack.settings.address, HEALTH_INTERVAL_S, health_timeout_s) as health:
+    with HealthWatch(stack.settings.address, HEALTH_INTERVAL_S, spec.health_timeout_s) as health:
         for thread in threads:
             thread.start()
-        for planned in sorted(kills, key=lambda k: k.at_s):
+        for planned in sorted(spec.kills, key=lambda k: k.at_s):
             wait_until(planned.at_s)
             before = set(stack_processes(stack).values())
             killed_at = time.time()
@@ -332,7 +397,7 @@ def run(
                     "until_s": round(spans[-1][1] - started, 1),
                 }
             )
-        wait_until(duration_s)
+        wait_until(spec.duration_s)
         stop.set()
         for thread in threads:
             thread.join(timeout=180)
@@ -345,12 +410,12 @@ def run(
     errors, during = load_report.tally_failures(ledger.outcomes, spans)
     calls = Counter(rpc for _, rpc, _ in ledger.outcomes)
     return {
-        "duration_s": duration_s,
+        "duration_s": spec.duration_s,
         "traffic": {
-            "retrieve_streams": retrieve_streams,
-            "inquiry_sessions": inquiry_sessions,
-            "hyde_every": hyde_every,
-            "ingest_every_s": ingest_every_s,
+            "retrieve_streams": spec.retrieve_streams,
+            "inquiry_sessions": spec.inquiry_sessions,
+            "hyde_every": spec.hyde_every,
+            "ingest_every_s": spec.ingest_every_s,
         },
         "calls": dict(calls),
         "latency": {rpc: load_report.percentiles(values) for rpc, values in sorted(ledger.latencies.items())},

@@ -1,4 +1,4 @@
-"""What a load run's records add up to (`evaluation.load`): latency percentiles, resident
+"""What a load run's records add up to (`sounding_bench.load`): latency percentiles, resident
 memory per process life, and the failed calls outside and within the kills' disruptions."""
 
 from __future__ import annotations

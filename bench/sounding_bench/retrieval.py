@@ -20,7 +20,7 @@ way. The ingest rate is documents per second from the first batch sent to the la
 beside the in-process encode rate of the same documents.
 
 With `background_load` > 0 a process keeps one core busy for that share of the time while the
-queries run (`evaluation.busy_host`), to see how the ratios hold on a busy host.
+queries run (`sounding_bench.busy_host`), to see how the ratios hold on a busy host.
 
 Before anything is ingested, the queries are checked against the service's query limit
 (`SOUNDING_LIMITS__RETRIEVE__MAX_QUERY_CHARS`): longer ones stop the run with their count, or are
@@ -31,6 +31,7 @@ is journalled (`journal`) as it finishes, so an interrupted run resumes with the
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import threadpoolctl
@@ -39,7 +40,7 @@ from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 from sounding_bench import beir, busy_host
-from sounding_bench.harness import calibration_record, ingest, wait_for_graph
+from sounding_bench.harness import calibration_record, collection_of, ingested
 from sounding_bench.journal import append_journal, read_journal
 from sounding_bench.metrics import beir_scores, percentiles, without_self
 from sounding_bench.references import References, encode_corpus
@@ -50,6 +51,23 @@ SHOWN = 10
 
 
 LONG_QUERIES = ("fail", "truncate", "skip")
+
+
+@dataclass(frozen=True)
+class RetrievalRun:
+    """What a run measures: the BEIR dataset at `data` and the split whose queries are measured,
+    on the stack at `address` or one started on the settings (`fresh`: ingest and encode again
+    even if cached); `background_load`, `long_queries` (one of `LONG_QUERIES`), `journal` and
+    `learn_split` as above."""
+
+    data: Path
+    split: str
+    address: str | None = None
+    fresh: bool = False
+    background_load: float = 0.0
+    long_queries: str = "fail"
+    journal: Path | None = None
+    learn_split: str | None = None
 
 
 def _score(rankings: dict[str, list[str]], dataset: beir.BeirDataset, ids: list[str]) -> dict[str, float]:
@@ -73,50 +91,32 @@ def fit_queries(queries: dict[str, str], limit: int, handling: str) -> tuple[dic
     return kept, {"limit_chars": limit, "longer": len(long), "handling": handling, "measured": len(kept)}
 
 
-def run(
-    data: Path,
-    split: str,
-    address: str | None,
-    fresh: bool,
-    settings: Settings,
-    console: Console,
-    background_load: float = 0.0,
-    long_queries: str = "fail",
-    journal: Path | None = None,
-    learn_split: str | None = None,
-) -> dict:
+def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
+    """The result JSON (the protocol above)."""
     from sounding.stack import serving
-    from sounding_client import Client, ExpansionOptions, Final, SoundingError
+    from sounding_client import Client, ExpansionOptions, Final
 
-    dataset = beir.load(data, split)
+    dataset = beir.load(spec.data, spec.split)
     queries, query_record = fit_queries(
-        dataset.queries, settings.limits.retrieve.max_query_chars, long_queries
+        dataset.queries, settings.limits.retrieve.max_query_chars, spec.long_queries
     )
     header = {
-        "data": str(data),
-        "split": split,
-        "long_queries": long_queries,
-        "background_load": background_load,
-        "learn_split": learn_split,
+        "data": str(spec.data),
+        "split": spec.split,
+        "long_queries": spec.long_queries,
+        "background_load": spec.background_load,
+        "learn_split": spec.learn_split,
     }
-    done = read_journal(journal, header) if journal else {}
-    key = dataset.corpus_sha256[:12]
-    collection = f"beir-{dataset.name.lower()}-{key}"
+    done = read_journal(spec.journal, header) if spec.journal else {}
+    collection = collection_of(dataset)
     cache = settings.cache_dir / "eval"
     cache.mkdir(parents=True, exist_ok=True)
 
-    with serving(settings, address) as address, Client(address) as client:
-        ingest_record = ingest(
-            client,
-            collection,
-            dataset,
-            cache / f"{collection}-ingest.json",
-            fresh,
-            console,
-            SoundingError,
+    with serving(settings, spec.address) as address, Client(address) as client:
+        ingest_record = ingested(
+            client, collection, dataset, cache / f"{collection}-ingest.json", spec.fresh, console
         )
-        ingest_record["graph_wait_s"] = wait_for_graph(client, collection)
-        encode, corpus_vectors = encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
+        encode, corpus_vectors = encode_corpus(dataset, cache / f"{collection}-minilm", spec.fresh, console)
         ingest_record["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
         ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
         ingest_record["inprocess_encode_cached"] = encode["cached"]
@@ -132,10 +132,10 @@ def run(
             "fused": (["dense", "lexical"], False),
         }
         learning = None
-        if learn_split:
-            learned_from = beir.load(data, learn_split)
+        if spec.learn_split:
+            learned_from = beir.load(spec.data, spec.learn_split)
             learning = learn_ranking(
-                client, collection, learned_from, learn_split, settings, long_queries, console
+                client, collection, learned_from, spec.learn_split, settings, spec.long_queries, console
             )
             service_arms |= {
                 "dense_learned": (["dense"], True),
@@ -148,7 +148,7 @@ def run(
         # timed under the same conditions (this machine's speed drifts over minutes).
         with (
             threadpoolctl.threadpool_limits(1, user_api="blas"),  # as in the strategy workers
-            busy_host.background_load(background_load) as load_record,
+            busy_host.background_load(spec.background_load) as load_record,
             progress_bar(console) as progress,
         ):
             task = progress.add_task("references and service", total=len(queries))
@@ -180,13 +180,13 @@ def run(
                     ranking = [h.document_id for h in final.hits]  # decoded within the timing
                     latencies[name].append((time.perf_counter() - started) * 1000)
                     rankings[name][query_id] = without_self(query_id, ranking)
-                if journal:
+                if spec.journal:
                     record = {
                         "id": query_id,
                         "rankings": {name: rankings[name][query_id] for name in names},
                         "latency_ms": {name: latencies[name][-1] for name in names},
                     }
-                    append_journal(journal, header, record)
+                    append_journal(spec.journal, header, record)
                 progress.advance(task)
         ids = list(queries)
         systems = {
@@ -208,7 +208,7 @@ def run(
         )
     return {
         "dataset": dataset.name,
-        "split": split,
+        "split": spec.split,
         "queries": len(queries),
         "long_queries": query_record,
         "resumed_queries": len(done),

@@ -35,6 +35,8 @@ Protocol, fixed before the first run:
 - Reported beside them (§4.3 axes 5-6): per homogeneity bucket, each rule's score-error
   correlation over its states and the accuracy and premature rate of the answers given there;
   per method, the digits and placements its guesses tested.
+
+The judgement: `robust_mi_judgement`.
 """
 
 from __future__ import annotations
@@ -42,29 +44,29 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-import numpy as np
-from scipy.stats import spearmanr
-from sounding.core import homogeneity
-from sounding.core.stop_rules import HYPOTHESIS_ENTROPY, STOP_RULES
+from rich.console import Console
+from sounding.core.stop_rules import STOP_RULES
 from sounding.inquiry.domains import bulls_and_cows as bc
-from sounding.inquiry.llm import ablations, tasks
+from sounding.inquiry.llm import ablations
 from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
 from sounding.inquiry.llm.tasks import consistent_guesses
+from sounding.runtime.progress import progress_bar
+from sounding.settings.config import Settings
 
 from sounding_bench import arbench
-from sounding_bench.harness import run_concurrently
-from sounding_bench.metrics import paired_difference
+from sounding_bench.arbench_episodes import GN_RULES, make_episode
+from sounding_bench.harness import fresh_stack, run_concurrently
+from sounding_bench.robust_mi_judgement import RESAMPLES, compare_methods, criteria, judge
 
 SAMPLES = 4
 MAX_TURNS = 12
 DELTA = 0.1
 ALPHA = 0.05
-RESAMPLES = 2000
 IN_FLIGHT = 4
 REGIMES = ("normal", "collapse")
 METHODS = ("direct_prompting", "voi", "cip_full", "eig", "uot")
-MEASURES = {"accuracy": "correct", "premature": "premature", "questions": "questions"}
 
 
 def in_effect(ablate: Sequence[str], method: str) -> list[str]:
@@ -108,7 +110,7 @@ def play_episodes(
     played: dict[int, dict] = {}
 
     def one(index: int, secret: str) -> None:
-        episode = arbench._episode(secret, arbench.GN_RULES, [], secret, secret)
+        episode = make_episode(secret, GN_RULES, [], secret, secret)
         policy = InquiryPolicy(
             question_selection=method,
             stop_rule="robust_mi_risk",
@@ -127,201 +129,6 @@ def play_episodes(
 
     run_concurrently(one, list(enumerate(secrets)), IN_FLIGHT, on_each)
     return [played[i] for i in range(len(secrets))]
-
-
-def rule_outcome(rule: str, episode: dict) -> dict:
-    """Where a rule answers on an episode's trajectory: whether it was right, after how many
-    questions, whether prematurely (more than one secret consistent) or forced at the cap."""
-    states, turns, secret = episode["states"], [tuple(q) for q in episode["questions"]], episode["_truth"]
-    for index, state in enumerate(states):
-        if state["signals"][rule][2]:
-            return {
-                "correct": arbench.rule_answer(rule, state) == secret,
-                "questions": index,
-                "premature": len(consistent_guesses(turns[:index])) > 1,
-                "forced": False,
-                "bucket": state["bucket"],
-            }
-    solved = bool(turns) and turns[-1][0] == secret
-    last = arbench.rule_answer(rule, states[-1]) if states else tasks.UNPARSED
-    return {
-        "correct": solved or last == secret,
-        "questions": len(turns),
-        "premature": not solved and len(consistent_guesses(turns)) > 1,
-        "forced": not solved,
-        "bucket": states[-1]["bucket"] if states else "",
-    }
-
-
-def rules_of(episodes: list[dict]) -> list[str]:
-    """The rules the episodes were scored by: every calibrated one, and `hypothesis_entropy` in
-    sessions of a planning selection (judged by its own answer, the set's most probable)."""
-    planned = any(HYPOTHESIS_ENTROPY in s["signals"] for e in episodes for s in e["states"])
-    return [*STOP_RULES, *([HYPOTHESIS_ENTROPY] if planned else [])]
-
-
-def _bucket_states(episodes: list[dict], bucket: str) -> list[tuple[int, dict[str, tuple[float, bool]]]]:
-    """(episode index, {rule: (score, whether the rule's answer there is wrong)}) of every test
-    state in a homogeneity bucket."""
-    rules = rules_of(episodes)
-    return [
-        (i, {r: (s["signals"][r][0], arbench.rule_answer(r, s) != e["_truth"]) for r in rules})
-        for i, e in enumerate(episodes)
-        for s in e["states"]
-        if s["bucket"] == bucket
-    ]
-
-
-def _rule_spearman(states: Sequence[tuple[int, dict[str, tuple[float, bool]]]], rule: str) -> float | None:
-    return _spearman([s[1][rule][0] for s in states], [s[1][rule][1] for s in states])
-
-
-def _spearman(scores: Sequence[float], erred: Sequence[bool]) -> float | None:
-    if len(set(scores)) < 2 or len(set(erred)) < 2:
-        return None
-    return float(spearmanr(scores, np.asarray(erred, dtype=float)).statistic)  # pyright: ignore[reportAttributeAccessIssue]
-
-
-def correlations(episodes: list[dict], seed: int) -> dict:
-    """Spearman(score, error) per rule over the high-bucket states, and robust MI minus set size
-    with a block bootstrap over episodes (a resample whose states leave either undefined is
-    skipped)."""
-    states = _bucket_states(episodes, "high")
-    result: dict = {"states": len(states)}
-    for rule in rules_of(episodes):
-        value = _rule_spearman(states, rule)
-        result[rule] = None if value is None else round(value, 4)
-    by_episode: dict[int, list] = {}
-    for state in states:
-        by_episode.setdefault(state[0], []).append(state)
-    blocks = list(by_episode.values())
-    rng = np.random.default_rng(seed)
-    differences = []
-    for _ in range(RESAMPLES if blocks else 0):
-        drawn = [s for b in rng.integers(0, len(blocks), len(blocks)) for s in blocks[b]]
-        robust = _rule_spearman(drawn, "robust_mi_risk")
-        size = _rule_spearman(drawn, "knowno_set_size")
-        if robust is not None and size is not None:
-            differences.append(robust - size)
-    if differences:
-        low, high = np.percentile(differences, [2.5, 97.5])
-        result["robust_mi_minus_set_size"] = {
-            "interval_95": [round(float(low), 4), round(float(high), 4)],
-            "resamples_defined": len(differences),
-        }
-    return result
-
-
-def by_bucket(episodes: list[dict], outcomes: dict[str, list[dict]]) -> dict:
-    """§4.3 axis 6: per homogeneity bucket, Spearman(score, error) per rule over its states, and
-    per rule the answers given at its states (forced ones excluded): how many, their accuracy
-    and premature rate."""
-    result = {}
-    for bucket in homogeneity.BUCKETS:
-        states = _bucket_states(episodes, bucket)
-        correlations = {}
-        for rule in rules_of(episodes):
-            value = _rule_spearman(states, rule)
-            correlations[rule] = None if value is None else round(value, 4)
-        answered = {
-            rule: [o for o in found if o["bucket"] == bucket and not o["forced"]]
-            for rule, found in outcomes.items()
-        }
-        result[bucket] = {
-            "states": len(states),
-            "score_error_spearman": correlations,
-            "answers": {
-                rule: {
-                    "answered": len(found),
-                    "accuracy": round(float(np.mean([o["correct"] for o in found])), 4) if found else None,
-                    "premature_rate": round(float(np.mean([o["premature"] for o in found])), 4)
-                    if found
-                    else None,
-                }
-                for rule, found in answered.items()
-            },
-        }
-    return result
-
-
-def functional_diversity(episodes: list[dict]) -> dict:
-    """§4.3 axis 5, the mean over episodes of their guesses' digits and placements tested."""
-    found = [homogeneity.task_functional_diversity("gn", [q for q, _ in e["questions"]]) for e in episodes]
-    return {key: round(float(np.mean([f[key] for f in found])), 4) for key in found[0]} if found else {}
-
-
-def judge(episodes: list[dict], seed: int) -> dict:
-    outcomes = {rule: [rule_outcome(rule, e) for e in episodes] for rule in rules_of(episodes)}
-    arrays = {
-        rule: {
-            key: np.asarray([o[key] for o in found])
-            for key in ("correct", "questions", "premature", "forced")
-        }
-        for rule, found in outcomes.items()
-    }
-    rules = {
-        rule: {
-            "accuracy": round(float(a["correct"].mean()), 4),
-            "premature_rate": round(float(a["premature"].mean()), 4),
-            "mean_questions": round(float(a["questions"].mean()), 3),
-            "forced_rate": round(float(a["forced"].mean()), 4),
-        }
-        for rule, a in arrays.items()
-    }
-    robust = arrays["robust_mi_risk"]
-    paired = {
-        rule: {
-            name: paired_difference(robust[key], arrays[rule][key], seed, RESAMPLES)
-            for name, key in MEASURES.items()
-        }
-        for rule in outcomes
-        if rule != "robust_mi_risk"
-    }
-    buckets = [s["bucket"] for e in episodes for s in e["states"]]
-    return {
-        "episodes": len(episodes),
-        "rules": rules,
-        "robust_mi_minus": paired,
-        "high_bucket_correlations": correlations(episodes, seed),
-        "states_by_bucket": {b: buckets.count(b) for b in homogeneity.BUCKETS},
-        "by_bucket": by_bucket(episodes, outcomes),
-        "task_functional_diversity": functional_diversity(episodes),
-    }
-
-
-def compare_methods(episodes: list[dict], baseline: list[dict], seed: int) -> dict:
-    """Per rule both were scored by, one method's outcomes minus another's on the same secrets
-    (paired intervals)."""
-    result = {}
-    for rule in [r for r in rules_of(episodes) if r in rules_of(baseline)]:
-        ours = [rule_outcome(rule, e) for e in episodes]
-        theirs = [rule_outcome(rule, e) for e in baseline]
-        result[rule] = {
-            name: paired_difference([o[key] for o in ours], [o[key] for o in theirs], seed, RESAMPLES)
-            for name, key in MEASURES.items()
-        }
-    return result
-
-
-def criteria(collapse: dict) -> dict:
-    """§6.1 criteria 2-4 on the collapse regime's judgement."""
-    paired = collapse["robust_mi_minus"]
-    premature_upper = {rule: v["premature"]["interval_95"][1] for rule, v in paired.items()}
-    correlation = collapse["high_bucket_correlations"].get("robust_mi_minus_set_size")
-    return {
-        "2_lower_premature_rate_than_every_other_rule": {
-            "holds": all(upper < 0 for upper in premature_upper.values()),
-            "upper_ends": premature_upper,
-        },
-        "3_mi_error_correlation_above_set_size_in_high_bucket": {
-            "holds": bool(correlation and correlation["interval_95"][0] > 0),
-            "interval_95": correlation["interval_95"] if correlation else None,
-        },
-        "4_robust_mi_accuracy_above_naive_mi": {
-            "holds": paired["mi_only"]["accuracy"]["interval_95"][0] > 0,
-            "interval_95": paired["mi_only"]["accuracy"]["interval_95"],
-        },
-    }
 
 
 def _compact(episode: dict) -> dict:
@@ -347,23 +154,53 @@ def _compact(episode: dict) -> dict:
     }
 
 
-def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Sequence[str] = ()) -> dict:
+@dataclass(frozen=True)
+class RobustMiSimulatedRun:
+    """What a run plays: `calibration` and `secrets` (test) episodes per regime, the secrets
+    shuffled with `seed`; `ablate`: §5's ablations, each applied to the episodes it changes
+    (calibration ones too; VoI's only to `voi` sessions), `episode_tau` to the calibration."""
+
+    calibration: int
+    secrets: int
+    seed: int
+    ablate: tuple[str, ...] = ()
+
+
+def run(spec: RobustMiSimulatedRun, settings: Settings, console: Console) -> dict:
+    """The protocol above on a fresh stack on `settings`' data directory (so no earlier run's
+    states enter the calibration)."""
+    from sounding_client import Client
+
+    with (
+        fresh_stack(settings, console),
+        Client(settings.address, timeout=600) as client,
+        progress_bar(console) as progress,
+    ):
+
+        def advance(label: str, total: int) -> Callable[[], object]:
+            task = progress.add_task(label, total=total)
+            return lambda: progress.advance(task)
+
+        return played_and_judged(client, spec, advance)
+
+
+def played_and_judged(
+    client, spec: RobustMiSimulatedRun, progress: Callable[[str, int], Callable[[], object]]
+) -> dict:
     """Both regimes: calibration episodes, a stop threshold per rule, test episodes, judgement.
-    `progress(label, total)` gives the callable advanced as each episode ends. `ablate`: §5's
-    ablations, each applied to the episodes it changes (calibration ones too; VoI's only to
-    `voi` sessions), `episode_tau` to the calibration."""
+    `progress(label, total)` gives the callable advanced as each episode ends."""
     from sounding_client import CalibrationReport
 
-    calibrating, testing = split_secrets(calibration, secrets, seed)
+    calibrating, testing = split_secrets(spec.calibration, spec.secrets, spec.seed)
     regimes = {}
     for regime in REGIMES:
         played = play_episodes(
             client,
             calibrating,
             regime,
-            seed,
+            spec.seed,
             progress(f"{regime}: calibration episodes", len(calibrating)),
-            ablate=ablate,
+            ablate=spec.ablate,
         )
         thresholds = {}
         for rule in STOP_RULES:
@@ -371,12 +208,12 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
                 e
                 for e in client.calibrate(
                     "stop_threshold",
-                    task=ablations.calibration_task("gn", "simulated", ablate),
+                    task=ablations.calibration_task("gn", "simulated", spec.ablate),
                     regime=regime,
                     stop_rule=rule,
                     risk=DELTA,
                     alpha=ALPHA,
-                    one_state_per_session="episode_tau" in ablate,
+                    one_state_per_session="episode_tau" in spec.ablate,
                 )
                 if isinstance(e, CalibrationReport)
             ]
@@ -392,15 +229,15 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
                 client,
                 testing,
                 regime,
-                seed,
+                spec.seed,
                 progress(f"{regime}: test episodes, {method}", len(testing)),
                 method,
                 len(calibrating),
-                ablate,
+                spec.ablate,
             )
             judged[method] = {
                 "test_outcomes_recorded": sum(p["outcome_recorded"] for p in tested[method]),
-                **judge(tested[method], seed),
+                **judge(tested[method], spec.seed),
                 "episodes_played": [_compact(p) for p in tested[method]],
             }
         regimes[regime] = {
@@ -409,7 +246,7 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
             "thresholds": thresholds,
             "methods": judged,
             "minus_direct_prompting": {
-                method: compare_methods(tested[method], tested["direct_prompting"], seed)
+                method: compare_methods(tested[method], tested["direct_prompting"], spec.seed)
                 for method in METHODS
                 if method != "direct_prompting"
             },
@@ -418,8 +255,8 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
         "simulation": "SIMULATED policy (inquiry/llm/simulated.py): answer samples drawn from the "
         "secrets consistent with the feedback; not a language model",
         "protocol": {
-            "calibration_secrets": calibration,
-            "test_secrets": secrets,
+            "calibration_secrets": spec.calibration,
+            "test_secrets": spec.secrets,
             "samples": SAMPLES,
             "max_turns": MAX_TURNS,
             "delta": DELTA,
@@ -427,8 +264,8 @@ def run(client, calibration: int, secrets: int, seed: int, progress, ablate: Seq
             "resamples": RESAMPLES,
             "calibration_question_selection": "direct_prompting",
             "methods": list(METHODS),
-            "ablate": sorted(ablate),
-            "ablations_in_effect": {method: in_effect(ablate, method) for method in METHODS},
+            "ablate": sorted(spec.ablate),
+            "ablations_in_effect": {method: in_effect(spec.ablate, method) for method in METHODS},
         },
         "regimes": regimes,
         "criteria_6_1": {method: criteria(regimes["collapse"]["methods"][method]) for method in METHODS},

@@ -36,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ from rich.console import Console
 from sounding.settings.config import Settings
 
 from sounding_bench import beir
-from sounding_bench.harness import ingest, own_stack, wait_for_graph
+from sounding_bench.harness import collection_of, ingested, own_stack
 from sounding_bench.references import References, encode_corpus
 from sounding_bench.retrieval import fit_queries
 
@@ -58,6 +59,19 @@ ENCODER_BATCHES = (1, 8, 32, 64)
 SEARCH_SAMPLE = 200
 SERVICE_SYSTEMS = ("sounding_default", "sounding_loop_off")
 SYSTEMS = (*SERVICE_SYSTEMS, "lancedb_hybrid", "bm25s_minilm")
+
+
+@dataclass(frozen=True)
+class ThroughputRun:
+    """What a run measures: the BEIR dataset at `data` and the split whose query texts are sent,
+    the concurrent clients of each level and the seconds each system runs per level, on a stack
+    of the harness's own or the one at `address`."""
+
+    data: Path
+    split: str
+    levels: tuple[int, ...] = LEVELS
+    seconds: float = SECONDS
+    address: str | None = None
 
 
 def closed_loop(
@@ -199,36 +213,28 @@ def _stack(
         with own_stack(settings, "throughput", dataset, console, include_calibrations=True) as pair:
             yield pair
         return
-    from sounding_client import Client, SoundingError
+    from sounding_client import Client
 
-    collection = f"throughput-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
+    collection = collection_of(dataset, "throughput")
     record = settings.cache_dir / "eval" / f"{collection}-ingest.json"
     with Client(address) as client:
-        ingest(client, collection, dataset, record, True, console, SoundingError)
-        wait_for_graph(client, collection)
+        ingested(client, collection, dataset, record, True, console)
         yield client, collection
 
 
 def run(
-    data: Path,
-    split: str,
-    settings: Settings,
-    console: Console,
-    levels: Sequence[int] = LEVELS,
-    seconds: float = SECONDS,
-    address: str | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+    spec: ThroughputRun, settings: Settings, console: Console, clock: Callable[[], float] = time.perf_counter
 ) -> dict:
-    """The protocol above on a stack of the harness's own, or on the stack at `address` (the
-    result says which)."""
+    """The protocol above on a stack of the harness's own, or on the stack at `spec.address` (the
+    result says which); every level and the encoder timed by `clock`."""
     from sounding_client import ExpansionOptions
 
-    dataset = beir.load(data, split)
+    dataset = beir.load(spec.data, spec.split)
     queries, query_record = fit_queries(dataset.queries, settings.limits.retrieve.max_query_chars, "truncate")
     texts = list(queries.values())
     cache = settings.cache_dir / "eval"
     cache.mkdir(parents=True, exist_ok=True)
-    with _stack(settings, address, dataset, console) as (client, collection):
+    with _stack(settings, spec.address, dataset, console) as (client, collection):
         _, corpus_vectors = encode_corpus(dataset, cache / f"{collection}-minilm", False, console)
         references = References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid", TOP_K)
         loop_off = ExpansionOptions(max_iterations=0)
@@ -243,21 +249,28 @@ def run(
             "bm25s_minilm": references.bm25s_minilm,
         }
         measured: dict[str, dict[str, dict]] = {}
-        for index, clients in enumerate(levels):
+        for index, clients in enumerate(spec.levels):
             measured[str(clients)] = {}
             for system in rotated(SYSTEMS, index):
                 console.print(f"{clients} clients: {system}")
-                measured[str(clients)][system] = closed_loop(calls[system], texts, clients, seconds, clock)
+                measured[str(clients)][system] = closed_loop(
+                    calls[system], texts, clients, spec.seconds, clock
+                )
         console.print("the encoder alone")
-        encoder = encoder_rate(settings.models.address, texts, seconds, clock)
+        encoder = encoder_rate(settings.models.address, texts, spec.seconds, clock)
         search_s = search_time(references, texts)
     limit_qps = hardware_limit(encoder["encodes_per_s"], search_s)
     return {
         "dataset": dataset.name,
-        "split": split,
-        "stack": {"own": address is None, "address": address},
+        "split": spec.split,
+        "stack": {"own": spec.address is None, "address": spec.address},
         "queries": query_record,
-        "protocol": {"levels": list(levels), "seconds": seconds, "top_k": TOP_K, "systems": list(SYSTEMS)},
+        "protocol": {
+            "levels": list(spec.levels),
+            "seconds": spec.seconds,
+            "top_k": TOP_K,
+            "systems": list(SYSTEMS),
+        },
         "levels": measured,
         "limit": {
             "encoder": encoder,

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 from sounding.tools.registry import tool_text
 
+from sounding_bench.harness import fresh_stack, own_settings
 from sounding_bench.metrics import per_query
 
 if TYPE_CHECKING:
@@ -311,33 +311,42 @@ def _plot(curves: dict[str, list[bool]], window: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-def run(
-    data: Path,
-    settings: Settings,
-    console: Console,
-    seed: int = 0,
-    test_share: float = 0.3,
-    fallback_share: float = 0.2,
-    configs: tuple[str, ...] = tuple(CONFIGS),
-    limit: int | None = None,
-) -> tuple[dict, bytes]:
-    """The result JSON and the prequential curves as a PNG."""
-    from sounding.stack import serving
+@dataclass(frozen=True)
+class ToolsRun:
+    """What a run measures: the BFCL directory at `data`, the seed of the splits and the fallback
+    uses, the share of requests held out for test, the share of train turns whose agent used the
+    fallback tool, the learning configurations (names of `CONFIGS`), and only the first `limit`
+    requests of each kind if given."""
+
+    data: Path
+    seed: int = 0
+    test_share: float = 0.3
+    fallback_share: float = 0.2
+    configs: tuple[str, ...] = tuple(CONFIGS)
+    limit: int | None = None
+
+
+def run(spec: ToolsRun, settings: Settings, console: Console) -> tuple[dict, bytes]:
+    """The result JSON and the prequential curves as a PNG. Each configuration's stack starts on
+    an emptied data directory of its own (the learner starts from nothing)."""
     from sounding_client import Client
 
-    tools, labelled, irrelevant = load(data)
-    train, test = split(labelled[:limit] if limit else labelled, test_share, seed)
-    irrelevant_train, irrelevant_test = split(irrelevant[:limit] if limit else irrelevant, test_share, seed)
-    specs = _specs(tools)
+    tools, labelled, irrelevant = load(spec.data)
+    train, test = split(labelled[: spec.limit] if spec.limit else labelled, spec.test_share, spec.seed)
+    irrelevant_train, irrelevant_test = split(
+        irrelevant[: spec.limit] if spec.limit else irrelevant, spec.test_share, spec.seed
+    )
+    tool_specs = _specs(tools)
     systems, learned, curves, declining, intake = {}, {}, {}, {}, {}
     score: dict[str, float] = {}
-    for index, config in enumerate(configs):
-        data_dir = settings.cache_dir / "eval" / f"tools-{config}"
-        shutil.rmtree(data_dir, ignore_errors=True)  # the learner starts from nothing
-        run_settings = settings.model_copy(update={"data_dir": data_dir})
-        with serving(run_settings, None, CONFIGS[config]) as address, Client(address, timeout=600) as client:
-            for start in range(0, len(specs), PUT_BATCH):
-                client.put_tools(TOOLSET, specs[start : start + PUT_BATCH])
+    for index, config in enumerate(spec.configs):
+        run_settings = own_settings(settings, f"tools-{config}")
+        with (
+            fresh_stack(run_settings, console, CONFIGS[config]),
+            Client(run_settings.address, timeout=600) as client,
+        ):
+            for start in range(0, len(tool_specs), PUT_BATCH):
+                client.put_tools(TOOLSET, tool_specs[start : start + PUT_BATCH])
             if index == 0:
                 console.print("description-only, BM25 and hybrid on the test set")
                 described = _route_all(client, test + irrelevant_test + irrelevant_train)
@@ -354,7 +363,7 @@ def run(
                     cut, [score[r.id] for r in test], [score[r.id] for r in irrelevant_test]
                 )
             console.print(f"learning router, {config}: replaying {len(train)} train requests")
-            learned[config] = _replay(client, train, fallback_share, seed, console)
+            learned[config] = _replay(client, train, spec.fallback_share, spec.seed, console)
             curves[config] = learned[config]["prequential_top1"]
             after = _route_all(client, test + irrelevant_test + irrelevant_train)
             systems[f"learning_{config}"] = _scores(_rankings(after), test)
@@ -369,8 +378,8 @@ def run(
                 intake = _intake(client)
     best = max((s for s in systems if s.startswith("learning_")), key=lambda s: systems[s]["success@1"])
     result = {
-        "data": str(data),
-        "seed": seed,
+        "data": str(spec.data),
+        "seed": spec.seed,
         "splits": {
             "tools": len(tools),
             "train": len(train),
@@ -379,8 +388,8 @@ def run(
             "irrelevance_test": len(irrelevant_test),
         },
         "settings": {
-            "test_share": test_share,
-            "fallback_share": fallback_share,
+            "test_share": spec.test_share,
+            "fallback_share": spec.fallback_share,
             "top_k": TOP_K,
             "configs": CONFIGS,
         },

@@ -44,7 +44,7 @@ def test_the_adaptive_harness_measures_regret_against_every_fixed_plan(tmp_path,
         address=f"127.0.0.1:{free_port()}",
         models=ModelsSettings(address=f"127.0.0.1:{free_port()}"),
     )
-    result, png = adaptive.run(data, "train", "test", settings, Console(quiet=True))
+    result, png = adaptive.run(adaptive.AdaptiveRun(data, "train", "test"), settings, Console(quiet=True))
 
     assert png.startswith(b"\x89PNG")
     # Three train outcomes are too few to fit a query adapter: the refusal is recorded.

@@ -185,7 +185,8 @@ def test_the_bulls_and_cows_harness_plays_every_policy_and_lists_turns_per_secre
     from sounding_bench import inquiry as harness
 
     secrets = ["0435", "9876", "1203"]
-    result = harness.bulls_and_cows(client, secrets, "eig_lookahead", Console(quiet=True), comparison_games=2)
+    spec = harness.BullsAndCowsRun(tuple(secrets), "eig_lookahead", comparison_games=2)
+    result = harness.bulls_and_cows(client, spec, Console(quiet=True))
     policies = result["policies"]
     assert list(policies) == ["eig_lookahead", "eig", "naive", "random_consistent"]
     assert list(policies["eig_lookahead"]["turns_by_secret"]) == secrets

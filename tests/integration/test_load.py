@@ -45,17 +45,17 @@ def test_traffic_through_a_sidecar_and_a_worker_crash_loses_nothing_acknowledged
             client.create_collection(load.RETRIEVE_COLLECTION)
             list(client.ingest(load.RETRIEVE_COLLECTION, documents, batch_size=6))
             client.create_collection(load.INGEST_COLLECTION)
-        result = load.run(
-            stack,
-            lambda: Client(settings.address, timeout=PATIENCE_S),
-            load.queries_from(None),
+        spec = load.LoadRun(
             duration_s=40,
             retrieve_streams=4,
             inquiry_sessions=2,
             hyde_every=0,
             ingest_every_s=2.0,
-            kills=[crashes.Kill(8, "worker"), crashes.Kill(16, "sidecar")],
+            kills=(crashes.Kill(8, "worker"), crashes.Kill(16, "sidecar")),
             health_timeout_s=60,  # a slow health check is for the benchmark; its status counts here
+        )
+        result = load.traffic(
+            stack, lambda: Client(settings.address, timeout=PATIENCE_S), load.queries_from(None), spec
         )
     finally:
         stack.stop()

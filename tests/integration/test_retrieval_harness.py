@@ -38,12 +38,11 @@ def test_every_system_ranks_each_query_and_a_run_resumes_from_its_journal(stack,
     address = stack.settings.address
     console = Console(quiet=True)
     with pytest.raises(ValueError, match="1 of 3 queries are longer"):
-        retrieval.run(data, "test", address, False, settings, console)
+        retrieval.run(retrieval.RetrievalRun(data, "test", address), settings, console)
 
     journal = tmp_path / "run.json.journal.jsonl"
-    first = retrieval.run(
-        data, "test", address, False, settings, console, long_queries="skip", journal=journal
-    )
+    spec = retrieval.RetrievalRun(data, "test", address, long_queries="skip", journal=journal)
+    first = retrieval.run(spec, settings, console)
     assert first["long_queries"] == {"limit_chars": 4096, "longer": 1, "handling": "skip", "measured": 2}
     assert set(first["systems"]) == {
         "dense",
@@ -67,9 +66,7 @@ def test_every_system_ranks_each_query_and_a_run_resumes_from_its_journal(stack,
     assert set(read_journal(journal, header)) == {"q1", "q2"}
 
     # A run over the same journal measures nothing again: every query is taken from it.
-    again = retrieval.run(
-        data, "test", address, False, settings, console, long_queries="skip", journal=journal
-    )
+    again = retrieval.run(spec, settings, console)
     assert again["resumed_queries"] == 2 and again["rankings"] == first["rankings"]
 
 
@@ -101,17 +98,10 @@ def test_learning_from_the_train_outcomes_fits_a_query_adapter_and_measures_it(s
     settings = stack.settings.model_copy(update={"data_dir": tmp_path / "harness"})
 
     def measured() -> dict:
-        console = Console(quiet=True)
-        return retrieval.run(
-            data,
-            "test",
-            stack.settings.address,
-            False,
-            settings,
-            console,
-            long_queries="skip",
-            learn_split="train",
+        spec = retrieval.RetrievalRun(
+            data, "test", stack.settings.address, long_queries="skip", learn_split="train"
         )
+        return retrieval.run(spec, settings, Console(quiet=True))
 
     result = measured()
     learning = result["learning"]

@@ -10,7 +10,8 @@ pytestmark = pytest.mark.integration
 
 def test_every_rule_is_calibrated_and_judged_on_episodes_that_use_its_threshold(client):
     ticks: list[str] = []
-    result = harness.run(client, 10, 6, 5, lambda label, total: lambda: ticks.append(label))
+    spec = harness.RobustMiSimulatedRun(calibration=10, secrets=6, seed=5)
+    result = harness.played_and_judged(client, spec, lambda label, total: lambda: ticks.append(label))
     assert len(ticks) == 2 * (10 + len(harness.METHODS) * 6)
     for regime in result["regimes"].values():
         assert regime["calibration_outcomes_recorded"] == 10 and regime["calibration_states"] >= 10
@@ -125,7 +126,8 @@ def test_a_planning_session_finds_the_secret_asking_the_guess_of_largest_gain(cl
 
 
 def test_episode_level_calibration_fits_one_state_per_calibration_episode(client):
-    result = harness.run(client, 10, 2, 7, lambda label, total: lambda: None, ["episode_tau", "robust"])
+    spec = harness.RobustMiSimulatedRun(calibration=10, secrets=2, seed=7, ablate=("episode_tau", "robust"))
+    result = harness.played_and_judged(client, spec, lambda label, total: lambda: None)
     assert result["protocol"]["ablate"] == ["episode_tau", "robust"]
     for regime in result["regimes"].values():
         assert regime["calibration_states"] > 10  # each episode visits several states

@@ -35,16 +35,8 @@ def test_every_system_answers_at_every_level_beside_the_hardware_limit(stack, tm
             return float(next(reads))
 
     settings = stack.settings.model_copy(update={"data_dir": tmp_path / "harness"})
-    result = throughput.run(
-        data,
-        "test",
-        settings,
-        Console(quiet=True),
-        levels=(1, 2),
-        seconds=6.0,
-        address=stack.settings.address,
-        clock=clock,
-    )
+    spec = throughput.ThroughputRun(data, "test", levels=(1, 2), seconds=6.0, address=stack.settings.address)
+    result = throughput.run(spec, settings, Console(quiet=True), clock=clock)
     assert result["stack"] == {"own": False, "address": stack.settings.address}
     assert set(result["levels"]) == {"1", "2"}
     for level in result["levels"].values():

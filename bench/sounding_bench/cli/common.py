@@ -1,5 +1,5 @@
 """What the benchmark commands share beyond the service's own (`sounding.cli.common`): the
-bundled corpus, the SciFact hard-negatives option, and writing a result with its provenance."""
+SciFact hard-negatives option, and writing a result with its provenance."""
 
 from __future__ import annotations
 
@@ -10,9 +10,6 @@ import typer
 from sounding.settings.config import Settings
 
 from sounding_bench.harness import provenance
-
-REPOSITORY = Path(__file__).resolve().parents[3]
-DEMO_CORPUS = REPOSITORY / "examples" / "demo-corpus.jsonl"
 
 # `train-nli --scifact` and `eval nli --scifact` (`sounding_bench.scifact_claims.claim_pairs`).
 HARD_NEGATIVES = typer.Option(

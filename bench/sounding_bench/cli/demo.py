@@ -13,7 +13,7 @@ from sounding.cli.show import print_calibration, print_retrieve
 from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
-from sounding_bench.cli.common import DEMO_CORPUS
+from sounding_bench.harness import DEMO_CORPUS
 
 
 def demo(

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 import typer
-from sounding.cli.common import console, read_documents, start_stack
-from sounding.runtime.progress import progress_bar
+from sounding.cli.common import console
 from sounding.settings.config import Settings
 
-from sounding_bench.cli.common import DEMO_CORPUS, write_result
+from sounding_bench.cli.common import write_result
 from sounding_bench.cli.eval_choices import (
     BullsAndCowsPolicy,
     InquiryTask,
@@ -25,6 +24,7 @@ from sounding_bench.cli.evaluate_generation import eval_generation
 from sounding_bench.cli.evaluate_nli import eval_nli
 from sounding_bench.cli.evaluate_simulated import eval_robust_mi_simulated
 from sounding_bench.cli.evaluate_throughput import eval_throughput
+from sounding_bench.harness import own_settings
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)
@@ -77,33 +77,32 @@ def eval_retrieval(
     With --train-split: every arm, all arms fused, and adaptive selection that learns through
     Observe over the train queries and keeps learning on the test queries; the regret curve
     goes to a PNG beside the JSON."""
+    settings = Settings()
     if train_split:
         from sounding_bench import adaptive
 
-        settings = Settings()
-        result, plot = adaptive.run(data, train_split, split, settings, console, train_limit, test_limit)
+        spec = adaptive.AdaptiveRun(data, train_split, split, train_limit=train_limit, test_limit=test_limit)
+        result, plot = adaptive.run(spec, settings, console)
         write_result(result, out, settings, plot=plot)
         console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
         console.print(f"written to {out} and {out.with_suffix('.png')}")
         return
+    from sounding_bench import retrieval
     from sounding_bench.journal import JournalMismatch
-    from sounding_bench.retrieval import run
 
-    settings = Settings()
     journal = out.with_name(out.name + ".journal.jsonl")
+    spec = retrieval.RetrievalRun(
+        data,
+        split,
+        address=address,
+        fresh=fresh,
+        background_load=background_load,
+        long_queries=long_queries.value,
+        journal=journal,
+        learn_split=learn_split,
+    )
     try:
-        result = run(
-            data,
-            split,
-            address,
-            fresh,
-            settings,
-            console,
-            background_load,
-            long_queries.value,
-            journal,
-            learn_split,
-        )
+        result = retrieval.run(spec, settings, console)
     except JournalMismatch as error:
         raise typer.BadParameter(str(error), param_hint="--out") from None
     write_result(result, out, settings)
@@ -133,8 +132,15 @@ def eval_tools(
     from sounding_bench import tools
 
     settings = Settings()
-    configs = tuple(c.value for c in config)
-    result, plot = tools.run(data, settings, console, seed, test_share, fallback_share, configs, limit)
+    spec = tools.ToolsRun(
+        data,
+        seed=seed,
+        test_share=test_share,
+        fallback_share=fallback_share,
+        configs=tuple(c.value for c in config),
+        limit=limit,
+    )
+    result, plot = tools.run(spec, settings, console)
     write_result(result, out, settings, seed=seed, plot=plot)
     console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")
@@ -156,7 +162,10 @@ def eval_calibration(
     from sounding_bench import calibration
 
     settings = Settings()
-    result, plot = calibration.run(data, train_split, split, settings, console, k, train_limit, test_limit)
+    spec = calibration.CalibrationRun(
+        data, train_split, split, k=k, train_limit=train_limit, test_limit=test_limit
+    )
+    result, plot = calibration.run(spec, settings, console)
     write_result(result, out, settings, plot=plot)
     console.print_json(json.dumps({"passes": result["passes"], "loop_effect": result["loop_effect"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")
@@ -174,35 +183,10 @@ def eval_fuzz(
     stack of its own (a fresh data directory): every call must end with a canonical code other
     than UNKNOWN and INTERNAL, no process may die, health must keep answering (exit status 1
     otherwise)."""
-    import shutil
-
-    from sounding.stack import Stack
-    from sounding_client import Client
-
     from sounding_bench import fuzz
 
-    settings = Settings()
-    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "fuzz"})
-    shutil.rmtree(settings.data_dir, ignore_errors=True)
-    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
-    corpus = DEMO_CORPUS
-    with Stack(settings, env=env, log_dir=settings.data_dir / "logs") as stack:
-        with Client(settings.address, timeout=1800) as client:
-            pools = fuzz.prepare(client, list(read_documents(corpus)), settings.models.address)
-        processes = fuzz.stack_processes(stack)
-        with progress_bar(console) as progress:
-            task = progress.add_task("fuzzing", total=requests)
-            result = fuzz.run(
-                settings.address,
-                settings.models.address,
-                requests,
-                pools,
-                seed,
-                concurrency,
-                alive=lambda: fuzz.still_alive(processes),
-                progress=lambda sent: progress.update(task, completed=sent),
-            )
-    result = {"concurrency": concurrency, **result}
+    settings = own_settings(Settings(), "fuzz")
+    result = fuzz.run(fuzz.FuzzRun(requests, seed=seed, concurrency=concurrency), settings, console)
     write_result(result, out, settings, seed)
     console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
     console.print(f"{len(result['forbidden'])} calls ended UNKNOWN or INTERNAL; written to {out}")
@@ -236,67 +220,20 @@ def eval_load(
     fresh data directory) for `duration` seconds, memory sampled; with --kills, the three
     processes are killed in turn at a quarter, half and three quarters of the run. Afterwards
     every acknowledged observation, document and session must be there."""
-    import shutil
+    from sounding_bench import load
 
-    from sounding.stack import Stack
-    from sounding_client import Client
-
-    from sounding_bench import crashes, load
-
-    settings = Settings()
-    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "load"})
-    shutil.rmtree(settings.data_dir, ignore_errors=True)
-    source = data / "corpus.jsonl" if data else DEMO_CORPUS
-    documents = []
-    for document in read_documents(source):
-        documents.append(
-            {
-                "id": document.get("_id", document.get("id")),
-                "title": document.get("title", ""),
-                "text": document["text"],
-            }
-        )
-        if len(documents) == corpus_limit:
-            break
-    queries = load.queries_from(data / "queries.jsonl" if data else None)
-    env = {"SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]'}
-    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
-    try:
-        start_stack(stack)
-        stack.supervise()
-        with Client(settings.address, timeout=1800) as client:
-            client.create_collection(load.RETRIEVE_COLLECTION)
-            with progress_bar(console) as progress:
-                task = progress.add_task(f"ingesting {len(documents)} documents", total=len(documents))
-                for report in client.ingest(load.RETRIEVE_COLLECTION, documents, batch_size=64):
-                    progress.update(task, completed=report.total_documents)
-            client.create_collection(load.INGEST_COLLECTION)
-        planned = (
-            [
-                crashes.Kill(duration * share, what)
-                for share, what in ((0.25, "sidecar"), (0.5, "worker"), (0.75, "orchestrator"))
-            ]
-            if kills
-            else []
-        )
-        with progress_bar(console) as progress:
-            task = progress.add_task("traffic", total=duration)
-            result = load.run(
-                stack,
-                lambda: Client(settings.address, timeout=120),
-                queries,
-                duration,
-                retrieve_streams,
-                inquiry_sessions,
-                hyde_every,
-                kills=planned,
-                seed=seed,
-                progress=lambda elapsed: progress.update(task, completed=min(elapsed, duration)),
-            )
-    finally:
-        with console.status("stopping the stack"):
-            stack.stop()
-    result = {"corpus": str(source), "documents": len(documents), **result}
+    settings = own_settings(Settings(), "load")
+    spec = load.LoadRun(
+        duration,
+        retrieve_streams=retrieve_streams,
+        inquiry_sessions=inquiry_sessions,
+        hyde_every=hyde_every,
+        kills=load.planned_kills(duration) if kills else (),
+        seed=seed,
+        data=data,
+        corpus_limit=corpus_limit,
+    )
+    result = load.run(spec, settings, console)
     write_result(result, out, settings, seed)
     summary = {k: result[k] for k in ("calls", "errors", "kills", "verification", "memory")}
     console.print_json(json.dumps(summary))
@@ -332,9 +269,6 @@ def eval_inquiry(
 ) -> None:
     """Play inquiry games through the gRPC API (the harness is client and oracle); scifact-claims
     verifies SciFact claims by corpus inquiry on a stack of its own."""
-    from sounding.stack import serving
-    from sounding_client import Client
-
     from sounding_bench import inquiry
 
     if task is InquiryTask.scifact_claims:
@@ -346,7 +280,8 @@ def eval_inquiry(
         if any(len(p) != 2 for p in pairs):
             raise typer.BadParameter("KEY=VALUE", param_hint="--domain-parameter")
         parameters = {key: value for key, value in pairs}
-        result = claims_inquiry.run(data, split, Settings(), console, nli_model, limit, parameters)
+        spec = claims_inquiry.ClaimsInquiryRun(data, split, nli_model, limit=limit, parameters=parameters)
+        result = claims_inquiry.run(spec, Settings(), console)
         write_result(result, out, Settings(), claims_inquiry.SEED)
         console.print_json(json.dumps({"policies": result["policies"], "savings": result["savings"]}))
         console.print(f"written to {out}")
@@ -356,24 +291,31 @@ def eval_inquiry(
         noise_levels = tuple(float(level) for level in noise.split(","))
     except ValueError:
         raise typer.BadParameter("comma-separated numbers", param_hint="--noise") from None
-    chosen = inquiry.load_secrets(secrets) if task is InquiryTask.bulls_and_cows else []
     settings = Settings()
-    with serving(settings, address) as running, Client(running, timeout=600) as client:
-        if task is InquiryTask.bulls_and_cows:
-            result = inquiry.bulls_and_cows(client, chosen, policy.value, console, comparison_games or None)
-            summary = {
-                k: {m: v[m] for m in ("solved", "mean_turns", "max_turns")}
-                for k, v in result["policies"].items()
-            }
-        else:
-            result = inquiry.hypotheses(
-                client, console, hypotheses, questions, games, noise_levels, target_confidence
-            )
-            summary = {
-                name: {"reduction": v["eig_question_reduction"]}
-                | {p: v["policies"][p]["mean_questions_where_all_reached"] for p in v["policies"]}
-                for name, v in result["settings"].items()
-            }
+    if task is InquiryTask.bulls_and_cows:
+        chosen = tuple(inquiry.load_secrets(secrets))
+        spec = inquiry.BullsAndCowsRun(
+            chosen, policy.value, comparison_games=comparison_games or None, address=address
+        )
+        result = inquiry.run(spec, settings, console)
+        summary = {
+            k: {m: v[m] for m in ("solved", "mean_turns", "max_turns")} for k, v in result["policies"].items()
+        }
+    else:
+        spec = inquiry.HypothesesRun(
+            hypotheses=hypotheses,
+            questions=questions,
+            games=games,
+            noise_levels=noise_levels,
+            target_confidence=target_confidence,
+            address=address,
+        )
+        result = inquiry.run(spec, settings, console)
+        summary = {
+            name: {"reduction": v["eig_question_reduction"]}
+            | {p: v["policies"][p]["mean_questions_where_all_reached"] for p in v["policies"]}
+            for name, v in result["settings"].items()
+        }
     write_result(result, out, settings)
     console.print_json(json.dumps(summary))
     console.print(f"written to {out}")

@@ -12,6 +12,7 @@ from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
 from sounding_bench.cli.eval_choices import Ablation, ArbenchTask, QuestionSelection, Regime, StopRule
+from sounding_bench.harness import own_settings
 
 
 def eval_arbench(
@@ -44,9 +45,6 @@ def eval_arbench(
     backend; accuracy (F1 for sp), questions asked, ECE over visited states and the Spearman
     correlation between stop score and error, per stop rule. Played episodes are kept in
     `<out>.journal.jsonl` until the result is written, so an interrupted run resumes there."""
-    from sounding.stack import serving
-    from sounding_client import Client
-
     from sounding_bench import arbench
     from sounding_bench.journal import JournalMismatch
 
@@ -57,32 +55,28 @@ def eval_arbench(
             param_hint="--ablate",
         )
     journal = out.with_name(out.name + ".journal.jsonl")
-    settings = Settings()
-    if not address:  # a stack of its own: its own data directory; greedy NPC replies are cached
-        settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "arbench"})
-    env = {"SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": "1000000"}
-    with serving(settings, address, env) as running, Client(running, timeout=3600) as client:
-        try:
-            result = arbench.run(
-                client,
-                settings.models,
-                task.value,
-                data,
-                stop_rule.value,
-                regime.value,
-                limit,
-                max_turns,
-                samples,
-                console,
-                answer_tokens,
-                question_tokens,
-                seed,
-                journal,
-                question_selection.value,
-                [a.value for a in ablate],
-            )
-        except JournalMismatch as error:
-            raise typer.BadParameter(str(error), param_hint="--out") from None
+    spec = arbench.ArbenchRun(
+        task.value,
+        data,
+        stop_rule.value,
+        regime.value,
+        limit,
+        max_turns,
+        samples,
+        question_selection=question_selection.value,
+        ablate=tuple(a.value for a in ablate),
+        answer_tokens=answer_tokens,
+        question_tokens=question_tokens,
+        seed=seed,
+        journal=journal,
+        address=address,
+    )
+    # A stack of its own has its own data directory.
+    settings = Settings() if address else own_settings(Settings(), "arbench")
+    try:
+        result = arbench.run(spec, settings, console)
+    except JournalMismatch as error:
+        raise typer.BadParameter(str(error), param_hint="--out") from None
     write_result(result, out, settings, seed)
     journal.unlink(missing_ok=True)
     console.print_json(json.dumps({"rules": result["rules"], "homogeneity_mean": result["homogeneity_mean"]}))
@@ -103,7 +97,7 @@ def eval_arbench_compare(
 ) -> None:
     """Compare AR-Bench runs on the episodes they share: every run's stop rules against the
     reference, per episode (score, questions, forced), with paired bootstrap 95% intervals
-    (`evaluation/arbench_compare.py`). Runs of different methods on the same episodes give
+    (`sounding_bench/arbench_compare.py`). Runs of different methods on the same episodes give
     the spec's §6.1 comparisons."""
     from sounding_bench import arbench_compare
 

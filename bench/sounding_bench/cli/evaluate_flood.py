@@ -9,7 +9,8 @@ import typer
 from sounding.cli.common import console, read_documents
 from sounding.settings.config import Settings
 
-from sounding_bench.cli.common import DEMO_CORPUS, write_result
+from sounding_bench.cli.common import write_result
+from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS
 
 
 def eval_flood(
@@ -25,7 +26,7 @@ def eval_flood(
 ) -> None:
     """Unauthenticated streams held open on both ports while Retrieves with a token run, and large
     request bodies without a token, on a stack of its own with tokens on both ports
-    (`evaluation.flood`; exit status 1 unless every Retrieve with a token succeeded and both
+    (`sounding_bench.flood`; exit status 1 unless every Retrieve with a token succeeded and both
     servers stayed SERVING)."""
     import shutil
 
@@ -53,7 +54,7 @@ def eval_flood(
         }
     )
     env = {
-        "SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]',
+        **DENSE_AND_LEXICAL_ARMS,
         "SOUNDING_AUTH__TOKENS_FILE": str(data_dir / "tokens.toml"),
         "SOUNDING_MODELS__TOKEN_FILE": str(data_dir / "sidecar.token"),
     }

@@ -9,7 +9,7 @@ import typer
 from sounding.cli.common import console
 from sounding.settings.config import Settings
 
-from sounding_bench.cli.common import DEMO_CORPUS, write_result
+from sounding_bench.cli.common import write_result
 
 
 def eval_generation(
@@ -20,7 +20,7 @@ def eval_generation(
 ) -> None:
     """Wall time of k concurrent sampled generations of one prompt, and of k prompts repeating
     one text, against k prompts of k different texts of the same length, per length, with the
-    bundled generator in process (protocol: `evaluation/generation.py`)."""
+    bundled generator in process (protocol: `sounding_bench/generation.py`)."""
     from sounding_bench import generation
 
     try:
@@ -30,7 +30,7 @@ def eval_generation(
     if any(n < 1 for n in chosen):
         raise typer.BadParameter("token counts are positive", param_hint="--lengths")
     settings = Settings()
-    result = generation.run(settings, DEMO_CORPUS, chosen, samples, rounds, console)
+    result = generation.run(generation.GenerationRun(tuple(chosen), samples, rounds), settings, console)
     write_result(result, out, settings)
     ratios = {r["prompt_text_tokens"]: r["median_ratios"] for r in result["lengths"]}
     console.print_json(json.dumps(ratios))

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import typer
 from sounding.cli.common import console
-from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
 from sounding_bench.cli.eval_choices import Ablation
+from sounding_bench.harness import own_settings
 
 
 def eval_robust_mi_simulated(
@@ -26,29 +25,15 @@ def eval_robust_mi_simulated(
 ) -> None:
     """Play guessing-number episodes with the SIMULATED policy model in both regimes, calibrate
     every stop rule's threshold on the calibration episodes and judge every rule on the test
-    episodes (protocol: `evaluation/robust_mi_simulated.py`), on a stack of its own whose data
+    episodes (protocol: `sounding_bench/robust_mi_simulated.py`), on a stack of its own whose data
     directory starts empty (so no earlier run's states enter the calibration)."""
-    from sounding.stack import serving
-    from sounding_client import Client
-
     from sounding_bench import robust_mi_simulated
 
-    settings = Settings()
-    settings = settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / "robust-mi-simulated"})
-    shutil.rmtree(settings.data_dir, ignore_errors=True)
-    with (
-        serving(settings, None) as running,
-        Client(running, timeout=600) as client,
-        progress_bar(console) as progress,
-    ):
-
-        def advance(label: str, total: int):
-            task = progress.add_task(label, total=total)
-            return lambda: progress.advance(task)
-
-        result = robust_mi_simulated.run(
-            client, calibration, secrets, seed, advance, [a.value for a in ablate]
-        )
+    settings = own_settings(Settings(), "robust-mi-simulated")
+    spec = robust_mi_simulated.RobustMiSimulatedRun(
+        calibration, secrets, seed, ablate=tuple(a.value for a in ablate)
+    )
+    result = robust_mi_simulated.run(spec, settings, console)
     write_result(result, out, settings, seed)
     summary = {
         f"{regime}, {method}": {

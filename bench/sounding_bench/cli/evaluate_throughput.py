@@ -36,7 +36,10 @@ def eval_throughput(
     from sounding_bench import throughput
 
     settings = Settings()
-    result = throughput.run(data, split, settings, console, _levels(levels), seconds, address)
+    spec = throughput.ThroughputRun(
+        data, split, levels=tuple(_levels(levels)), seconds=seconds, address=address
+    )
+    result = throughput.run(spec, settings, console)
     write_result(result, out, settings, plot=throughput.plot(result))
     console.print_json(json.dumps({"ratios": result["ratios"], "limit_qps": result["limit"]["qps"]}))
     console.print(f"written to {out} and {out.with_suffix('.png')}")

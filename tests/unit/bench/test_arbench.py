@@ -2,16 +2,16 @@ import json
 
 import pytest
 from sounding.inquiry.llm.tasks import bulls_and_cows
-from sounding_bench import arbench
+from sounding_bench import arbench, arbench_episodes
 
 pytestmark = pytest.mark.unit
 
 
 def test_gn_feedback_uses_ar_bench_wording_and_round_trips():
-    feedback = arbench.gn_feedback("0435", "0453")
+    feedback = arbench_episodes.gn_feedback("0435", "0453")
     assert feedback.startswith("2 digits are present in the answer and in the correct positions")
     assert bulls_and_cows(feedback) == (2, 2)
-    assert bulls_and_cows(arbench.gn_feedback("0435", "0435")) == (4, 0)
+    assert bulls_and_cows(arbench_episodes.gn_feedback("0435", "0435")) == (4, 0)
 
 
 def test_dc_label_indexes_the_shuffled_suspects(tmp_path):
@@ -28,7 +28,7 @@ def test_dc_label_indexes_the_shuffled_suspects(tmp_path):
     }
     path = tmp_path / "dc.json"
     path.write_text(json.dumps([case]))
-    (episode,) = arbench.load_episodes("dc", path, None)
+    (episode,) = arbench_episodes.load_episodes("dc", path, None)
     assert episode["choices"] == ["B", "A"] and episode["truth"] == "A" and episode["id"] == "7"
     assert episode["npc"]["A"]["task"] == "You are the murderer."
 

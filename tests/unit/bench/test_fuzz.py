@@ -61,7 +61,8 @@ def test_a_run_counts_codes_per_method_and_keeps_the_forbidden_calls():
     toy = ToyServer()
     try:
         address = f"127.0.0.1:{toy.port}"
-        result = fuzz.run(address, address, 160, fuzz.Pools(), seed_value=3, weights={"GetCollection": 20})
+        spec = fuzz.FuzzRun(160, seed=3, weights={"GetCollection": 20})
+        result = fuzz.send_generated(address, address, fuzz.Pools(), spec)
     finally:
         toy.server.stop(None)
     assert result["requests"] == 160

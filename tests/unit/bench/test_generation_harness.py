@@ -2,7 +2,7 @@ import pytest
 from rich.console import Console
 from sounding.settings.config import Settings
 from sounding_bench import generation
-from sounding_bench.cli.common import DEMO_CORPUS
+from sounding_bench.harness import DEMO_CORPUS
 
 pytest.importorskip("torch")  # the [models] extra
 
@@ -28,7 +28,8 @@ def test_prompts_have_the_length_asked_for_and_differ_from_their_first_token(tok
 
 @pytest.mark.slow
 def test_a_tiny_run_times_both_conditions_every_round():
-    result = generation.run(Settings(), DEMO_CORPUS, [40], samples=2, rounds=2, console=Console(quiet=True))
+    spec = generation.GenerationRun((40,), samples=2, rounds=2)
+    result = generation.run(spec, Settings(), Console(quiet=True))
     (row,) = result["lengths"]
     conditions = ("shared", "prefix", "distinct")
     assert [len(row["seconds"][c]) for c in conditions] == [2, 2, 2]

@@ -1,6 +1,7 @@
 import pytest
 from sounding.core.stop_rules import STOP_RULES
 from sounding.inquiry.domains import bulls_and_cows as bc
+from sounding_bench import robust_mi_judgement as judgement
 from sounding_bench import robust_mi_simulated as harness
 
 pytestmark = pytest.mark.unit
@@ -23,18 +24,18 @@ def episode(states: list[dict], turns=TURNS) -> dict:
 
 def test_a_rule_answering_early_is_premature_and_one_that_waits_is_right_when_the_game_solves():
     played = episode([state("9876", {"self_consistency"}), state("4568", set()), state("4567", set())])
-    early = harness.rule_outcome("self_consistency", played)
+    early = judgement.rule_outcome("self_consistency", played)
     assert early == {"correct": False, "questions": 0, "premature": True, "forced": False, "bucket": "high"}
-    waiting = harness.rule_outcome("robust_mi_risk", played)
+    waiting = judgement.rule_outcome("robust_mi_risk", played)
     assert waiting == {"correct": True, "questions": 3, "premature": False, "forced": False, "bucket": "high"}
 
 
 def test_answering_where_one_secret_is_left_is_not_premature_and_a_cap_forces_the_last_answer():
     # After 0123 (no digit) and 4568 (three in place), 4567 and 4569 remain: two secrets.
     two_left = episode([state("9876", set()), state("4568", set()), state("4567", {"mi_only"})])
-    assert harness.rule_outcome("mi_only", two_left)["premature"]
+    assert judgement.rule_outcome("mi_only", two_left)["premature"]
     capped = episode([state("9876", set()), state("4569", set())], TURNS[:2])
-    assert harness.rule_outcome("mi_only", capped) == {
+    assert judgement.rule_outcome("mi_only", capped) == {
         "correct": False,
         "questions": 2,
         "premature": True,
@@ -59,7 +60,7 @@ def test_the_criteria_read_the_collapse_regime():
         "robust_mi_minus": {rule: lower for rule in STOP_RULES if rule != "robust_mi_risk"},
         "high_bucket_correlations": {"robust_mi_minus_set_size": {"interval_95": [-0.1, 0.2]}},
     }
-    judged = harness.criteria(collapse)
+    judged = judgement.criteria(collapse)
     assert judged["2_lower_premature_rate_than_every_other_rule"]["holds"]
     assert not judged["3_mi_error_correlation_above_set_size_in_high_bucket"]["holds"]
     assert judged["4_robust_mi_accuracy_above_naive_mi"]["holds"]
@@ -72,7 +73,7 @@ def test_high_bucket_correlations_separate_a_score_that_tracks_error_from_one_th
         for s, size in ((wrong, 1.0), (right, 1.0 + (i % 2))):
             s["signals"]["knowno_set_size"][0] = size
         episodes.append(episode([wrong, right, state(SECRET, set(), bucket="low")]))
-    found = harness.correlations(episodes, seed=0)
+    found = judgement.correlations(episodes, seed=0)
     assert found["states"] == 80 and found["robust_mi_risk"] > 0.8
     assert found["robust_mi_minus_set_size"]["interval_95"][0] > 0.5
 
@@ -86,8 +87,8 @@ def test_by_bucket_reports_the_answers_given_at_each_buckets_states():
         [state("9876", set()), state("4568", set()), state(SECRET, {"self_consistency"}, bucket="low")]
     )
     played = [early, late]
-    outcomes = {rule: [harness.rule_outcome(rule, e) for e in played] for rule in STOP_RULES}
-    found = harness.by_bucket(played, outcomes)
+    outcomes = {rule: [judgement.rule_outcome(rule, e) for e in played] for rule in STOP_RULES}
+    found = judgement.by_bucket(played, outcomes)
     assert [found[b]["states"] for b in ("high", "medium", "low")] == [3, 0, 2]
     consistency = {b: found[b]["answers"]["self_consistency"] for b in ("high", "low")}
     assert consistency["high"] == {"answered": 1, "accuracy": 0.0, "premature_rate": 1.0}
@@ -103,7 +104,7 @@ def test_by_bucket_reports_the_answers_given_at_each_buckets_states():
 def test_functional_diversity_is_the_mean_over_episodes():
     one = episode([], [["0123", "x"], ["4567", "y"]])
     other = episode([], [["0123", "x"]])
-    assert harness.functional_diversity([one, other]) == {"digits_tested": 0.6, "placements_tested": 0.15}
+    assert judgement.functional_diversity([one, other]) == {"digits_tested": 0.6, "placements_tested": 0.15}
 
 
 def test_hypothesis_entropy_is_judged_in_planning_sessions_by_its_own_answer():
@@ -120,13 +121,13 @@ def test_hypothesis_entropy_is_judged_in_planning_sessions_by_its_own_answer():
             planned("4569", {"hypothesis_entropy"}, "4567", 0.0),
         ]
     )
-    assert harness.rules_of([played]) == [*STOP_RULES, "hypothesis_entropy"]
-    assert harness.rules_of([episode([state("9876", set())])]) == list(STOP_RULES)
-    judged = harness.judge([played], seed=0)
+    assert judgement.rules_of([played]) == [*STOP_RULES, "hypothesis_entropy"]
+    assert judgement.rules_of([episode([state("9876", set())])]) == list(STOP_RULES)
+    judged = judgement.judge([played], seed=0)
     assert judged["rules"]["hypothesis_entropy"]["accuracy"] == 1.0
     assert "hypothesis_entropy" in judged["robust_mi_minus"]
     # The set's answer was wrong at the first two states and right at the third.
-    states = harness._bucket_states([played], "high")
+    states = judgement._bucket_states([played], "high")
     assert [s[1]["hypothesis_entropy"][1] for s in states] == [True, True, False]
     assert [s[1]["mi_only"][1] for s in states] == [True, True, True]
     compact = harness._compact(played)
