@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import io
 import re
 import subprocess
@@ -94,6 +95,7 @@ def formatted(code: str) -> str:
     return code
 
 
+@functools.cache
 def generated() -> str:
     """What _sync_client.py should hold."""
     return formatted(rewritten(SOURCE.read_text()))

@@ -134,10 +134,16 @@ def own_settings(settings: Settings, name: str) -> Settings:
     return settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / name})
 
 
-def collection_of(dataset, prefix: str = "beir") -> str:
+def error_kind(error: Exception) -> str:
+    """A failed call's kind: its gRPC status code's name, else the exception's type."""
+    code = getattr(error, "code", None)
+    return getattr(code, "name", None) or type(error).__name__
+
+
+def collection_of(dataset) -> str:
     """The collection a harness keeps `dataset`'s corpus in, named by the corpus's content (so a
     later run finds it)."""
-    return f"{prefix}-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
+    return f"beir-{dataset.name.lower()}-{dataset.corpus_sha256[:12]}"
 
 
 @contextmanager
@@ -148,18 +154,22 @@ def own_stack(
     console: Console,
     include_calibrations: bool = False,
     env: dict[str, str] | None = None,
+    address: str | None = None,
 ) -> Iterator[tuple[Client, str]]:
     """A stack on `<cache>/eval/<name>` whose learning log (and calibrations, if asked) starts
-    empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built.
+    empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built; or,
+    given `address`, the stack there as it is, with the corpus ingested into it the same way.
     Yields the client and the collection's name."""
     from sounding.stack import serving
     from sounding_client import Client
 
     run_settings = own_settings(settings, name)
-    empty_learning_log(run_settings, include_calibrations)
+    if address is None:
+        empty_learning_log(run_settings, include_calibrations)
+    run_settings.data_dir.mkdir(parents=True, exist_ok=True)
     collection = collection_of(dataset)
     record = run_settings.data_dir / f"{collection}-ingest.json"
-    with serving(run_settings, None, env) as address, Client(address) as client:
+    with serving(run_settings, address, env) as address, Client(address) as client:
         ingested(client, collection, dataset, record, False, console)
         yield client, collection
 

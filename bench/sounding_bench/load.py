@@ -45,7 +45,7 @@ from sounding.settings.config import Settings
 
 from sounding_bench import crashes, load_report
 from sounding_bench.fuzz import stack_processes
-from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS, fresh_stack
+from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS, error_kind, fresh_stack
 from sounding_bench.health import HealthWatch
 
 if TYPE_CHECKING:
@@ -84,12 +84,7 @@ class Ledger:
             self.outcomes.append((now, rpc, code))
 
     def failed(self, rpc: str, started: float, error: Exception) -> None:
-        self.record(rpc, started, _code(error), str(error))
-
-
-def _code(error: Exception) -> str:
-    code = getattr(error, "code", None)
-    return getattr(code, "name", None) or type(error).__name__
+        self.record(rpc, started, error_kind(error), str(error))
 
 
 def retrieving(

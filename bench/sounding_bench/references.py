@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS
 from lancedb.rerankers import RRFReranker
+from rich.console import Console
 from sounding.core.fusion import weighted_rrf
 from sounding.runtime.progress import progress_bar
 
@@ -165,3 +166,12 @@ class References:
             # The query's encoding and LanceDB's hybrid query.
             "ref_lancedb_hybrid": (hybrid, (encoded - lexical_done + hybrid_done - fused_done) * 1000),
         }
+
+
+def references_for(
+    dataset: beir.BeirDataset, cache: Path, collection: str, k: int, fresh: bool, console: Console
+) -> tuple[dict, References]:
+    """The corpus encoded in this process (cached under `cache`; with `fresh`, again) and the
+    references ranking `k` ids over it; with the encode's record."""
+    encode, vectors = encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
+    return encode, References(dataset, vectors, cache / f"{collection}-lancedb-hybrid", k)

@@ -43,7 +43,7 @@ from sounding_bench import beir, busy_host
 from sounding_bench.harness import calibration_record, collection_of, ingested
 from sounding_bench.journal import append_journal, read_journal
 from sounding_bench.metrics import beir_scores, percentiles, without_self
-from sounding_bench.references import References, encode_corpus
+from sounding_bench.references import references_for
 
 TOP_K = 100
 # The hits an agent reads of a replayed outcome's Retrieve.
@@ -116,13 +116,12 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
         ingest_record = ingested(
             client, collection, dataset, cache / f"{collection}-ingest.json", spec.fresh, console
         )
-        encode, corpus_vectors = encode_corpus(dataset, cache / f"{collection}-minilm", spec.fresh, console)
+        # a corpus smaller than TOP_K + 1 is ranked whole
+        encode, references = references_for(dataset, cache, collection, TOP_K + 1, spec.fresh, console)
         ingest_record["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
         ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
         ingest_record["inprocess_encode_cached"] = encode["cached"]
 
-        # a corpus smaller than TOP_K + 1 is ranked whole
-        references = References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid", TOP_K + 1)
         # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
         no_loop = ExpansionOptions(max_iterations=0)
         # {system: (arms, learned ranking)}

@@ -34,23 +34,18 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
 from sounding.settings.config import Settings
 
 from sounding_bench import beir
-from sounding_bench.harness import collection_of, ingested, own_stack
-from sounding_bench.references import References, encode_corpus
+from sounding_bench.harness import error_kind, own_stack
+from sounding_bench.references import References, references_for
 from sounding_bench.retrieval import fit_queries
-
-if TYPE_CHECKING:
-    from sounding_client import Client
 
 LEVELS = (1, 4, 16, 64)
 SECONDS = 20.0
@@ -97,7 +92,7 @@ def closed_loop(
             try:
                 call(query)
             except Exception as error:  # a failed call is counted, not raised: the level goes on
-                failures[_kind(error)] += 1
+                failures[error_kind(error)] += 1
                 continue
             answered = clock()
             latencies.append(answered - sent)
@@ -109,11 +104,6 @@ def closed_loop(
     for thread in threads:
         thread.join()
     return summary(latencies, last_answer[0] - started, clients, dict(failures))
-
-
-def _kind(error: Exception) -> str:
-    code = getattr(error, "code", None)
-    return getattr(code, "name", None) or type(error).__name__
 
 
 def summary(latencies: Sequence[float], elapsed_s: float, clients: int, failures: dict[str, int]) -> dict:
@@ -203,25 +193,6 @@ def search_time(references: References, queries: Sequence[str]) -> float:
     return float(np.median(times))
 
 
-@contextmanager
-def _stack(
-    settings: Settings, address: str | None, dataset: beir.BeirDataset, console: Console
-) -> Iterator[tuple[Client, str]]:
-    """(client, collection): a stack of the harness's own with empty learning and calibrations,
-    or the one at `address` with the corpus ingested into a collection of the harness's."""
-    if address is None:
-        with own_stack(settings, "throughput", dataset, console, include_calibrations=True) as pair:
-            yield pair
-        return
-    from sounding_client import Client
-
-    collection = collection_of(dataset, "throughput")
-    record = settings.cache_dir / "eval" / f"{collection}-ingest.json"
-    with Client(address) as client:
-        ingested(client, collection, dataset, record, True, console)
-        yield client, collection
-
-
 def run(
     spec: ThroughputRun, settings: Settings, console: Console, clock: Callable[[], float] = time.perf_counter
 ) -> dict:
@@ -234,9 +205,10 @@ def run(
     texts = list(queries.values())
     cache = settings.cache_dir / "eval"
     cache.mkdir(parents=True, exist_ok=True)
-    with _stack(settings, spec.address, dataset, console) as (client, collection):
-        _, corpus_vectors = encode_corpus(dataset, cache / f"{collection}-minilm", False, console)
-        references = References(dataset, corpus_vectors, cache / f"{collection}-lancedb-hybrid", TOP_K)
+    with own_stack(
+        settings, "throughput", dataset, console, include_calibrations=True, address=spec.address
+    ) as (client, collection):
+        _, references = references_for(dataset, cache, collection, TOP_K, False, console)
         loop_off = ExpansionOptions(max_iterations=0)
         calls: dict[str, Callable[[str], object]] = {
             "sounding_default": lambda q: client.retrieve_final(

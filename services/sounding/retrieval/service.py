@@ -122,7 +122,7 @@ class RetrievalService:
         executor: Executor,
         models: ModelsClient,
         graphs: GraphStore,
-        config: RetrievalConfig = RetrievalConfig(),
+        config: RetrievalConfig,
     ):
         self._store = store
         self._executor = executor
