@@ -24,6 +24,8 @@ Protocol, fixed before the first run:
   LanceDB hybrid search given the query's vector); limit = 1 / (1/E + S) queries per second.
   Each service system's throughput is stated as a share of it.
 - Ratios per level: default over hybrid, default over loop off, loop off over the limit.
+- Then, unless `cold_start_queries` is 0, the selector's cold start (`cold_start`: its protocol),
+  after every level, so its Observes cannot touch the levels' figures.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 from rich.console import Console
 from sounding.settings.config import Settings
 
-from sounding_bench import beir
+from sounding_bench import beir, cold_start
 from sounding_bench.harness import error_kind, own_stack
 from sounding_bench.references import References, references_for
 from sounding_bench.retrieval import fit_queries
@@ -52,6 +54,7 @@ SECONDS = 20.0
 TOP_K = 10
 ENCODER_BATCHES = (1, 8, 32, 64)
 SEARCH_SAMPLE = 200
+COLD_START_QUERIES = 300
 SERVICE_SYSTEMS = ("sounding_default", "sounding_loop_off")
 SYSTEMS = (*SERVICE_SYSTEMS, "lancedb_hybrid", "bm25s_minilm")
 
@@ -67,6 +70,8 @@ class ThroughputRun:
     levels: tuple[int, ...] = LEVELS
     seconds: float = SECONDS
     address: str | None = None
+    # Retrieves naming no arms in the cold-start phase (0: none).
+    cold_start_queries: int = COLD_START_QUERIES
 
 
 def closed_loop(
@@ -231,6 +236,17 @@ def run(
         console.print("the encoder alone")
         encoder = encoder_rate(settings.models.address, texts, spec.seconds, clock)
         search_s = search_time(references, texts)
+        selector = None
+        if spec.cold_start_queries:
+            console.print(f"the selector's cold start: {spec.cold_start_queries} queries naming no arms")
+            selector = cold_start.run(
+                client,
+                collection,
+                queries,
+                dataset.qrels,
+                spec.cold_start_queries,
+                settings.retrieval.selection.cold_start_queries,
+            )
     limit_qps = hardware_limit(encoder["encodes_per_s"], search_s)
     return {
         "dataset": dataset.name,
@@ -254,6 +270,7 @@ def run(
             },
         },
         "ratios": ratios(measured, limit_qps),
+        "selector_cold_start": selector,
     }
 
 

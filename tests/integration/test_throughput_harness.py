@@ -1,6 +1,7 @@
 """`sounding eval throughput` on a tiny BEIR directory against the live stack: every system answers
 at every level, the encoder is measured at every batch size, and the result says which stack it
-measured. Each level runs on a clock that moves with the harness's own reads (a fixed number of
+measured; the selector's cold-start phase plans, observes and reports each of its queries. Each
+level runs on a clock that moves with the harness's own reads (a fixed number of
 calls per client), so what the test sees does not depend on the machine's speed."""
 
 import itertools
@@ -35,7 +36,9 @@ def test_every_system_answers_at_every_level_beside_the_hardware_limit(stack, tm
             return float(next(reads))
 
     settings = stack.settings.model_copy(update={"data_dir": tmp_path / "harness"})
-    spec = throughput.ThroughputRun(data, "test", levels=(1, 2), seconds=6.0, address=stack.settings.address)
+    spec = throughput.ThroughputRun(
+        data, "test", levels=(1, 2), seconds=6.0, address=stack.settings.address, cold_start_queries=3
+    )
     result = throughput.run(spec, settings, Console(quiet=True), clock=clock)
     assert result["stack"] == {"own": False, "address": stack.settings.address}
     assert set(result["levels"]) == {"1", "2"}
@@ -53,3 +56,8 @@ def test_every_system_answers_at_every_level_beside_the_hardware_limit(stack, tm
         "loop_off_over_limit",
     }
     assert throughput.plot(result).startswith(b"\x89PNG")
+    selector = result["selector_cold_start"]
+    assert [q["query_id"] for q in selector["per_query"]] == ["q1", "q2", "q1"]
+    assert sum(selector["modes"].values()) == 3 and selector["cold_start"]["no_arms"]["queries"] == 3
+    assert all(q["arms"] and q["latency_ms"] > 0 and q["dense_lexical_ms"] > 0 for q in selector["per_query"])
+    assert {"dense", "lexical"} <= {a["arm"] for a in selector["arm_statistics"]}

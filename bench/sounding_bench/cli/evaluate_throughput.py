@@ -29,15 +29,27 @@ def eval_throughput(
     levels: str = typer.Option("1,4,16,64", help="concurrent clients of each level"),
     seconds: float = typer.Option(20.0, min=0.5, max=600.0, help="how long each system runs per level"),
     address: str = typer.Option(None, help="measure the stack at this address; default starts one"),
+    cold_start_queries: int = typer.Option(
+        300,
+        min=0,
+        max=10_000,
+        help="Retrieves naming no arms in the selector's cold-start phase (0: skip it)",
+    ),
 ) -> None:
     """Closed-loop throughput and p50/p99 latency against concurrency: the service as a client
     calls it by default and with the expansion loop off, LanceDB hybrid and bm25s + MiniLM in
-    process, and the limit the encoder and the store set on this machine."""
+    process, and the limit the encoder and the store set on this machine; then the selector's
+    cold start (Retrieves naming no arms against dense + lexical)."""
     from sounding_bench import throughput
 
     settings = Settings()
     spec = throughput.ThroughputRun(
-        data, split, levels=tuple(_levels(levels)), seconds=seconds, address=address
+        data,
+        split,
+        levels=tuple(_levels(levels)),
+        seconds=seconds,
+        address=address,
+        cold_start_queries=cold_start_queries,
     )
     result = throughput.run(spec, settings, console)
     write_result(result, out, settings, plot=throughput.plot(result))

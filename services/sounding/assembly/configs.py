@@ -5,6 +5,7 @@ for it (the sidecar's servicer's is built in `assembly.sidecar`)."""
 from __future__ import annotations
 
 from sounding.core.bandit import ExplorationSchedule
+from sounding.core.expansion_gate import ExpansionGateConfig
 from sounding.corpus.graph import GraphConfig
 from sounding.gateway.servicers import SoundingServicerConfig
 from sounding.learning.selection import SelectionConfig
@@ -72,8 +73,14 @@ def learning_config(settings: Settings) -> LearningConfig:
             ),
             seed=selection.seed,
             history_capacity=settings.limits.memory.learning_history,
+            costly_ratio=selection.costly_ratio,
+            costly_share=selection.costly_share,
         ),
         recalibration_window_s=selection.recalibration_window_days * 24 * 3600,
+        assumed_costly=tuple(arm for arm in selection.arms if STRATEGIES[arm].generates),
+        expansion_gate=ExpansionGateConfig(
+            used_document_worth_ms=settings.retrieval.expansion.used_document_worth_ms
+        ),
     )
 
 

@@ -75,16 +75,30 @@ class LinUCB:
 
     def update_many(self, context: ArrayLike, rewards: Mapping[str, float]) -> None:
         """One context observed with a reward for each of several arms (unknown arms ignored)."""
-        x = self._context(context)
-        known = [(self._index[arm], value) for arm, value in rewards.items() if arm in self._index]
-        if not known:
-            return
-        rows = np.array([i for i, _ in known])
-        self._a[rows] += np.outer(x, x)
-        self._b[rows] += np.array([value for _, value in known])[:, None] * x
-        self._stale[rows] = True
-        for i, _ in known:
-            self.pulls[self.arms[i]] += 1
+        self.update_batch([context], [rewards])
+
+    def update_batch(
+        self, contexts: Sequence[ArrayLike] | np.ndarray, rewards: Sequence[Mapping[str, float]]
+    ) -> None:
+        """Observations in one pass: row i of `contexts` with `rewards[i]` for each of several arms
+        (unknown arms ignored); the sums are those of as many `update_many` calls."""
+        x = np.asarray(contexts, dtype=float).reshape(-1, self.dimension)
+        if len(x) != len(rewards):
+            raise ValueError("one reward mapping per context")
+        rows: dict[int, list[int]] = {}
+        values: dict[int, list[float]] = {}
+        for position, observed in enumerate(rewards):
+            for arm, value in observed.items():
+                index = self._index.get(arm)
+                if index is not None:
+                    rows.setdefault(index, []).append(position)
+                    values.setdefault(index, []).append(value)
+        for index, positions in rows.items():
+            observed_x = x[positions]
+            self._a[index] += observed_x.T @ observed_x
+            self._b[index] += np.asarray(values[index]) @ observed_x
+            self._stale[index] = True
+            self.pulls[self.arms[index]] += len(positions)
 
     def confidence(self, context: ArrayLike, scores: Mapping[str, ArmScore] | None = None) -> float:
         """1 − (width of the best arm) / (its width before any update, α‖x‖), in [0, 1]: 0 when
@@ -125,8 +139,13 @@ class ExplorationSchedule:
 
 def reward(contribution: float, feedback: str, latency_ms: float) -> float:
     """§5.4: contribution to what was used (0–1) + feedback bonus (±0.3) − min(latency/5 s, 0.2)."""
-    penalty = min(latency_ms * LATENCY_PENALTY_PER_MS, MAX_LATENCY_PENALTY)
-    return float(np.clip(contribution + FEEDBACK_BONUS[feedback] - penalty, 0.0, 1.0))
+    return float(rewards(np.asarray(contribution), FEEDBACK_BONUS[feedback], np.asarray(latency_ms)))
+
+
+def rewards(contributions: np.ndarray, bonuses: ArrayLike, latencies_ms: np.ndarray) -> np.ndarray:
+    """`reward` elementwise, the feedback given as its bonus."""
+    penalties = np.minimum(latencies_ms * LATENCY_PENALTY_PER_MS, MAX_LATENCY_PENALTY)
+    return np.clip(contributions + bonuses - penalties, 0.0, 1.0)
 
 
 def contribution(found: Iterable[str], used: Iterable[str]) -> float:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -26,17 +28,33 @@ class NearestValues:
         return self._size
 
     def add(self, embedding: ArrayLike, value: float) -> None:
-        vector = np.asarray(embedding, dtype=self._dtype)
-        if self._size == len(self._values) and self._size < self._capacity:
-            grow = min(max(self.INITIAL_CAPACITY, self._size), self._capacity - self._size)
+        self.add_many([embedding], [value])
+
+    def add_many(
+        self, embeddings: Sequence[ArrayLike] | np.ndarray, values: Sequence[float] | np.ndarray
+    ) -> None:
+        """Rows of `embeddings` with their values, in order (as many `add`s, in one pass)."""
+        vectors = np.asarray(embeddings, dtype=self._dtype)
+        values = np.asarray(values, dtype=float)
+        if not len(values):
+            return
+        # Of more rows than the capacity, only the last `capacity` stay: the others are skipped,
+        # counted as added, so every kept row lands where one `add` at a time would put it.
+        self._added += max(len(values) - self._capacity, 0)
+        vectors, values = vectors[-self._capacity :], values[-self._capacity :]
+        needed = min(self._size + len(values), self._capacity)
+        if needed > len(self._values):
+            length = min(self._capacity, max(needed, 2 * len(self._values), self.INITIAL_CAPACITY))
+            grow = length - len(self._values)
             self._vectors = np.concatenate(
-                [self._vectors.reshape(-1, len(vector)), np.empty((grow, len(vector)), self._dtype)]
+                [self._vectors.reshape(-1, vectors.shape[1]), np.empty((grow, vectors.shape[1]), self._dtype)]
             )
             self._values = np.concatenate([self._values, np.empty(grow)])
-        row = self._added % self._capacity
-        self._vectors[row] = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        self._values[row] = value
-        self._added += 1
+        norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        rows = (self._added + np.arange(len(values))) % self._capacity
+        self._vectors[rows] = vectors / norms
+        self._values[rows] = values
+        self._added += len(values)
         self._size = min(self._added, self._capacity)
 
     def nearest(self, embedding: ArrayLike, count: int) -> np.ndarray:

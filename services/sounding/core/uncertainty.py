@@ -86,6 +86,9 @@ class MissHistory:
     def add(self, embedding: ArrayLike, missed: bool) -> None:
         self._outcomes.add(embedding, float(missed))
 
+    def add_many(self, embeddings: Sequence[ArrayLike] | np.ndarray, missed: Sequence[bool]) -> None:
+        self._outcomes.add_many(embeddings, np.asarray(missed, dtype=float))
+
     def miss_rate(self, embedding: ArrayLike) -> float | None:
         """None before any retrieval was observed."""
         if not len(self._outcomes):

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sounding.core.bandit import contribution, reward
-from sounding.core.plans import plan_rewards
+import numpy as np
+
+from sounding.core.bandit import FEEDBACK_BONUS, contribution
+from sounding.core.bandit import rewards as batch_rewards
+from sounding.core.plans import PlanInputs, plan_rewards_many
 from sounding.learning.protocol import RetrievalOutcome
 from sounding.store.learning import ObservationRecord, RetrievalRecord
 
@@ -23,24 +26,32 @@ def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, flo
     """§5.4 for each arm that ran: the share of the used documents it found, the feedback bonus,
     and its latency penalty, charged on the arm's cost (its latency with cached generations counted
     at their decode time; retrievals logged before costs were kept have only their latency)."""
-    return {
-        arm: reward(
-            contribution(ran["document_ids"], outcome.used_document_ids),
-            outcome.feedback,
-            ran["cost_ms"],
-        )
-        for arm, ran in record.arms.items()
-    }
+    return rewards_many([(record, outcome)])[0]
 
 
-def plan_rewards_of(record: RetrievalRecord, outcome: Mapping) -> dict[str, float]:
-    """Every plan of the arms that ran, rewarded for its fused ranking against the documents the
-    agent used or reported missing; `outcome` as `logged_outcome` writes it."""
-    needed = {*outcome["used_document_ids"], *outcome.get("missed_document_ids", ())}
-    return plan_rewards(
+def rewards_many(observed: Sequence[tuple[RetrievalRecord, RetrievalOutcome]]) -> list[dict[str, float]]:
+    """`rewards` of each (retrieval, outcome), in one array operation."""
+    arms = [
+        (index, arm, ran) for index, (record, _) in enumerate(observed) for arm, ran in record.arms.items()
+    ]
+    found = np.array(
+        [contribution(ran["document_ids"], observed[i][1].used_document_ids) for i, _, ran in arms]
+    )
+    bonuses = np.array([FEEDBACK_BONUS[observed[i][1].feedback] for i, _, _ in arms])
+    costs = np.array([ran["cost_ms"] for _, _, ran in arms], dtype=float)
+    results: list[dict[str, float]] = [{} for _ in observed]
+    for (index, arm, _), value in zip(arms, batch_rewards(found, bonuses, costs).tolist(), strict=True):
+        results[index][arm] = value
+    return results
+
+
+def plan_inputs(record: RetrievalRecord, outcome: Mapping) -> PlanInputs:
+    """What the retrieval's plans are rewarded on: the arms' rankings and costs, the documents the
+    agent used or reported missing, its feedback; `outcome` as `logged_outcome` writes it."""
+    return PlanInputs(
         {arm: ran["document_ids"] for arm, ran in record.arms.items()},
         {arm: ran["cost_ms"] for arm, ran in record.arms.items()},
-        needed,
+        {*outcome["used_document_ids"], *outcome.get("missed_document_ids", ())},
         outcome["feedback"],
     )
 
@@ -50,7 +61,7 @@ def logged_plan_rewards(observation: ObservationRecord, record: RetrievalRecord)
     logged before plan rewards were kept."""
     if observation.plan_rewards is not None:
         return observation.plan_rewards
-    return plan_rewards_of(record, observation.outcome)
+    return plan_rewards_many([plan_inputs(record, observation.outcome)])[0]
 
 
 def invalid(outcome: RetrievalOutcome) -> str:

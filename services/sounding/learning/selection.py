@@ -12,6 +12,15 @@ return (a new query adapter) shows in the baseline within a window. Before any p
 plan lacks; cold start and the periodic forced plans run every arm. A plan's arms are fused with
 equal weights, so a chosen plan ranks exactly as that fixed set of arms would.
 
+Costly arms are explored within a latency budget. An arm is costly when its measured cost (a
+running mean of its runs' `cost_ms`) exceeds `costly_ratio` times the cheapest arm's (at least
+`COST_FLOOR_MS`), or, before its first run, when it is `assumed_costly` (the generating arms:
+seconds a query on CPU). Cold start, forced plans and exploration add a costly arm on only a
+`costly_share` of queries, one at a time (the others run the cheap arms), so the first queries
+of a collection answer at the cheap arms' speed while every arm is still tried and learned; a
+costly arm the bandit finds worth its latency penalty joins the plan it exploits like any other.
+When every arm is costly, none is treated as such.
+
 The selector's state is a pure function of the observation log (replayed in order at startup),
 plus the number of queries it has planned, so a restarted orchestrator plans exactly as before.
 Exploration draws come from a generator seeded by (seed, query index): reproducible too.
@@ -20,13 +29,14 @@ Exploration draws come from a generator seeded by (seed, query index): reproduci
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from sounding.core.bandit import ArmScore, ExplorationSchedule, LinUCB
+from sounding.core.latency import LatencyEstimates
 from sounding.core.neighbours import NearestValues
 from sounding.core.plans import plan_arms, plan_name, plans
 from sounding.learning import features
@@ -35,6 +45,8 @@ from sounding.retrieval.protocol import Plan, PlannedArm
 SIMILAR_QUERIES = 5
 BASELINE_WINDOW = 100
 BASELINE_MIN_REWARDS = 10
+# The cheapest arm's cost counts as at least this much when costly arms are told apart.
+COST_FLOOR_MS = 100.0
 
 
 @dataclass(frozen=True)
@@ -44,12 +56,25 @@ class SelectionConfig:
     seed: int = 0
     # Observed queries the similar-outcomes feature looks among (the most recent).
     history_capacity: int = 20_000
+    # An arm costs too much to explore on every query above this multiple of the cheapest's cost.
+    costly_ratio: float = 10.0
+    # The share of queries on which cold start, forced plans and exploration add a costly arm.
+    costly_share: float = 0.1
 
 
 class StrategySelector:
-    def __init__(self, arms: Sequence[str], config: SelectionConfig = SelectionConfig()):
+    def __init__(
+        self,
+        arms: Sequence[str],
+        config: SelectionConfig = SelectionConfig(),
+        assumed_costly: Collection[str] = (),
+        costs: LatencyEstimates | None = None,
+    ):
         self.arms = tuple(arms)
         self.config = config
+        self.assumed_costly = frozenset(assumed_costly)
+        # Each arm's running cost (ms), measured at every Retrieve that ran it.
+        self.costs = costs if costs is not None else LatencyEstimates()
         self.bandit = LinUCB(plans(self.arms), features.DIMENSION, config.alpha)
         self.queries_planned = 0
         # Observed queries' embeddings with their best plan's reward.
@@ -71,6 +96,18 @@ class StrategySelector:
             return features.NO_HISTORY
         return float(self._outcomes.nearest(embedding, SIMILAR_QUERIES).mean())
 
+    def costly(self) -> frozenset[str]:
+        """The arms whose cost dwarfs the cheapest arm's (module docstring)."""
+        measured = [cost for arm in self.arms if (cost := self.costs.get(arm)) is not None]
+        limit = self.config.costly_ratio * max(min(measured, default=0.0), COST_FLOOR_MS)
+        costly = frozenset(
+            arm
+            for arm in self.arms
+            if ((cost := self.costs.get(arm)) is not None and cost > limit)
+            or (cost is None and arm in self.assumed_costly)
+        )
+        return costly if len(costly) < len(self.arms) else frozenset()
+
     def plan(self, context: np.ndarray, requested: Sequence[str] = ()) -> Plan:
         """Requested arms run as given; otherwise the bandit and the exploration schedule choose.
         Each arm's score is the upper score of the plan it runs in, or, for an arm left out, of
@@ -84,11 +121,27 @@ class StrategySelector:
         self.queries_planned += 1
         rng = np.random.default_rng([self.config.seed, index])
         mode = self.config.schedule.mode(index, confidence, float(rng.random()))
+        costly = self.costly()
+        # The costly arms held back: all of them but, on a costly_share of queries, one.
+        held_back = sorted(costly)
+        if costly and rng.random() < self.config.costly_share:
+            held_back.pop(int(rng.integers(len(held_back))))
         if mode in ("cold_start", "forced_all"):
-            upper = _upper(scores, self.arms)
-            return Plan(index, mode, [PlannedArm(a, True, mode, 1.0, upper) for a in self.arms], confidence)
+            running = [a for a in self.arms if a not in held_back]
+            upper = _upper(scores, running)
+            return Plan(
+                index,
+                mode,
+                [
+                    PlannedArm(a, True, mode, 1.0, upper)
+                    if a in running
+                    else PlannedArm(a, False, "costly", 0.0, _upper(scores, [*running, a]))
+                    for a in self.arms
+                ],
+                confidence,
+            )
         chosen = plan_arms(self._exploit(scores))
-        unchosen = [a for a in self.arms if a not in chosen]
+        unchosen = [a for a in self.arms if a not in chosen and a not in held_back]
         explored = ""
         if mode == "explore" and unchosen:
             explored = unchosen[int(rng.integers(len(unchosen)))]
@@ -115,12 +168,25 @@ class StrategySelector:
 
     def learn(self, context: ArrayLike, embedding: ArrayLike, plan_rewards: Mapping[str, float]) -> None:
         """One observed outcome: each plan made of arms that ran, with the reward of its ranking."""
-        self.bandit.update_many(context, plan_rewards)
-        for name, value in plan_rewards.items():
-            if name in self._recent:
-                self._recent[name].append(value)
-        if plan_rewards:
-            self._outcomes.add(embedding, max(plan_rewards.values()))
+        self.learn_many([context], [embedding], [plan_rewards])
+
+    def learn_many(
+        self,
+        contexts: Sequence[ArrayLike],
+        embeddings: Sequence[ArrayLike],
+        plan_rewards: Sequence[Mapping[str, float]],
+    ) -> None:
+        """Observed outcomes in order, in one pass (as many `learn`s)."""
+        self.bandit.update_batch(contexts, plan_rewards)
+        for rewarded in plan_rewards:
+            for name, value in rewarded.items():
+                if name in self._recent:
+                    self._recent[name].append(value)
+        kept = [i for i, rewarded in enumerate(plan_rewards) if rewarded]
+        if kept:
+            self._outcomes.add_many(
+                [embeddings[i] for i in kept], [max(plan_rewards[i].values()) for i in kept]
+            )
 
 
 def _upper(scores: Mapping[str, ArmScore], arms: Sequence[str]) -> float:

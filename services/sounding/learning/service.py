@@ -2,18 +2,17 @@
 its counter), remembers what each arm found, and turns observed outcomes into rewards for the
 strategy selector (adaptive-strategy spec §5–§6).
 
-- `remember` registers a finished retrieval in memory at once (so an Observe sent right after
-  the Final event finds it) and appends it to the log in the background, batched (at most one
-  commit a second; an Observe waits for the pending ones). A crash can lose the last second of
-  retrievals that nobody observed yet, never an acknowledged observation. A failed append is
-  retried with the next; until a retrieval is in the log, outcomes for it are refused
-  (UNAVAILABLE), so no observation is ever durable for a retrieval that is not.
+- `remember` hands a finished retrieval to `learning.remembered` (held for Observe at once,
+  logged in the background), and measures each arm's cost for the selector and each expansion
+  step's latency for the gate.
 - `observe` validates a stream's outcomes, commits the accepted ones to the log in one append,
   and only then updates the selector and acknowledges; a cancel cannot separate the commit from
-  the update. Unknown or already observed retrievals (the log is asked) are reported back per
-  observation; the others are still recorded.
+  the update. Unknown or already observed retrievals (the log is asked), and those not logged
+  yet (UNAVAILABLE), are reported back per observation; the others are still recorded. The
+  rewards are computed off the event loop and learned in one vectorised pass per stream.
 - `restore` rebuilds the selector by replaying the observation log in order, from the window
-  and without the arms the latest deployed recalibration chose.
+  and without the arms the latest deployed recalibration chose; and the expansion gate
+  (`core.expansion_gate`) from every observed retrieval's expansion steps.
 - `recalibrate` prunes and retrains the selector, deploying it only if it validates (§6.3–§6.4).
 """
 
@@ -22,18 +21,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
+from sounding.core.expansion_gate import ExpansionGate, ExpansionGateConfig
+from sounding.core.plans import plan_rewards_many
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
-from sounding.learning.outcomes import contributions, invalid, logged_outcome, logged_plan_rewards, rewards
+from sounding.learning.outcomes import (
+    contributions,
+    invalid,
+    logged_outcome,
+    logged_plan_rewards,
+    plan_inputs,
+    rewards_many,
+)
 from sounding.learning.protocol import (
     CalibrationProgress,
     CalibrationReport,
@@ -43,6 +50,7 @@ from sounding.learning.protocol import (
 )
 from sounding.learning.query_adapter import QueryAdapters
 from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, recalibrate
+from sounding.learning.remembered import RememberedRetrievals
 from sounding.learning.selection import Plan, SelectionConfig, StrategySelector
 from sounding.runtime import errors, telemetry
 from sounding.runtime.offload import completed
@@ -53,21 +61,19 @@ _METER = telemetry.meter()
 _ARM_RUNS = _METER.create_counter("sounding.retrieval.arm.runs", description="arms run by Retrieve")
 _ARM_LATENCY = _METER.create_histogram("sounding.retrieval.arm.duration", unit="s", description="arm runtime")
 _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", description="observed reward per arm")
-# Retrievals kept in memory for Observe (the others are read back from the log): at most this
-# many, holding at most RECENT_DOCUMENT_IDS document ids together.
-RECENT_RETRIEVALS = 10_000
-RECENT_DOCUMENT_IDS = 1_000_000
-RETRIEVAL_FLUSH_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
 class LearningConfig:
-    """The arms the selector chooses among, how it chooses, and the window of recent
-    observations Calibrate(BANDIT) retrains on."""
+    """The arms the selector chooses among (those assumed costly before their first run), how it
+    chooses, the window of recent observations Calibrate(BANDIT) retrains on, and how the
+    expansion loop's steps are judged."""
 
     arms: tuple[str, ...]
     selection: SelectionConfig = SelectionConfig()
     recalibration_window_s: float = 30 * 24 * 3600.0
+    assumed_costly: tuple[str, ...] = ()
+    expansion_gate: ExpansionGateConfig = ExpansionGateConfig()
 
 
 class LearningService:
@@ -76,20 +82,15 @@ class LearningService:
         self._arms = config.arms
         self._selection = config.selection
         self._recalibration_window_s = config.recalibration_window_s
-        self.selector = StrategySelector(self._arms, self._selection)
+        self._assumed_costly = config.assumed_costly
+        self.selector = StrategySelector(self._arms, self._selection, self._assumed_costly)
+        self.expansion_gate = ExpansionGate(config.expansion_gate)
         self.deployment: Deployment | None = None
         self.miss_rate_calibration: MissRateCalibration | None = None
         self.confidence_calibration: ConfidenceCalibration | None = None
         self.query_adapters = QueryAdapters(log_, self.logged)
         self.miss_history = MissHistory(self._selection.history_capacity)
-        self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
-        self._recent_ids = 0
-        self._unwritten: list[RetrievalRecord] = []
-        # Retrievals remembered but not yet durably in the log.
-        self._unlogged: set[str] = set()
-        self._flusher: asyncio.Task | None = None
-        self._flush_now = asyncio.Event()
-        self._flush_interval_s = RETRIEVAL_FLUSH_INTERVAL_S
+        self.remembered = RememberedRetrievals(log_)
         self._sequence = 0
         self._lock = asyncio.Lock()
 
@@ -134,20 +135,35 @@ class LearningService:
         observations = await self._log.observations()
         logged = await self._logged(observations)
 
-        def replay() -> tuple[StrategySelector, MissHistory]:
-            selector = StrategySelector([a for a in self._arms if a not in pruned], self._selection)
+        def replay() -> tuple[StrategySelector, MissHistory, ExpansionGate]:
+            selector = StrategySelector(
+                [a for a in self._arms if a not in pruned],
+                self._selection,
+                self._assumed_costly,
+                self.selector.costs,
+            )
             history = MissHistory(self._selection.history_capacity)
+            gate = ExpansionGate(self.expansion_gate.config, self.expansion_gate.step_latency)
+            windowed = [(seen, record) for seen, record in logged if seen.create_time_us >= window_start]
+            selector.learn_many(
+                [record.context for _, record in windowed],
+                [record.embedding for _, record in windowed],
+                [logged_plan_rewards(seen, record) for seen, record in windowed],
+            )
+            history.add_many(
+                [record.embedding for _, record in logged],
+                [calibration.reported_missing(seen.outcome) for seen, _ in logged],
+            )
             for seen, record in logged:
-                if seen.create_time_us >= window_start:
-                    selector.learn(record.context, record.embedding, logged_plan_rewards(seen, record))
-                history.add(record.embedding, calibration.reported_missing(seen.outcome))
-            return selector, history
+                gate.learn(record.collection, record.expansions, seen.outcome["used_document_ids"])
+            return selector, history, gate
 
-        selector, history = await asyncio.to_thread(replay)
+        selector, history, gate = await asyncio.to_thread(replay)
         selector.queries_planned = self.selector.queries_planned
         self._sequence = observations[-1].sequence + 1 if observations else 0
         self.selector = selector
         self.miss_history = history
+        self.expansion_gate = gate
 
     async def recalibrate(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
         """§6.3–§6.4: retrain on the recent window without pruned arms, validate on the latest
@@ -155,7 +171,7 @@ class LearningService:
         outcome. FailedPrecondition with too few observations."""
         async with self._lock:
             yield CalibrationProgress("reading the observation log", 0.0)
-            await self.wait_written()
+            await self.remembered.wait_written()
             logged = await self._logged()
             # Every plan's rewards are recomputed from the logged rankings: off the event loop.
             observed = await asyncio.to_thread(lambda: [Observed.of(o, r) for o, r in logged])
@@ -203,7 +219,7 @@ class LearningService:
         than MIN_OUTCOMES usable outcomes."""
         async with self._lock:
             yield CalibrationProgress("reading the observation log", 0.0)
-            await self.wait_written()
+            await self.remembered.wait_written()
             outcomes = [
                 calibration.outcome(r.stated_miss_rate, o.outcome)
                 for o, r in await self._logged()
@@ -234,7 +250,7 @@ class LearningService:
         fewer than MIN_OUTCOMES observed retrievals that stated one and report agent_success."""
         async with self._lock:
             yield CalibrationProgress("reading the observation log", 0.0)
-            await self.wait_written()
+            await self.remembered.wait_written()
             outcomes = [
                 (r.stated_confidence, bool(o.outcome["agent_success"]))
                 for o, r in await self._logged()
@@ -269,12 +285,12 @@ class LearningService:
     async def logged(self) -> list[tuple[ObservationRecord, RetrievalRecord]]:
         """Every logged observation with its retrieval, once the remembered retrievals are written."""
         async with self._lock:
-            await self.wait_written()
+            await self.remembered.wait_written()
             return await self._logged()
 
     async def metrics(self) -> StrategyMetrics:
         """§8 metrics over everything logged so far."""
-        await self.wait_written()
+        await self.remembered.wait_written()
         summaries = await self._log.retrieval_summaries()
         observed = [
             ObservedRun(o.rewards, contributions(r, o.outcome["used_document_ids"]))
@@ -306,68 +322,10 @@ class LearningService:
             }
             _ARM_RUNS.add(1, attributes)
             _ARM_LATENCY.record(ran["latency_ms"] / 1000, {"sounding.arm": arm})
-        self._recent[record.retrieval_id] = record
-        self._recent_ids += _document_ids(record)
-        while len(self._recent) > RECENT_RETRIEVALS or self._recent_ids > RECENT_DOCUMENT_IDS:
-            _, oldest = self._recent.popitem(last=False)
-            self._recent_ids -= _document_ids(oldest)
-        self._unwritten.append(record)
-        self._unlogged.add(record.retrieval_id)
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.ensure_future(self._flush())
-
-    async def _flush(self) -> None:
-        """Writes remembered retrievals in batches, at most one commit per flush interval (a
-        commit per query would compete with the queries), or at once when someone waits. A
-        failed write keeps its retrievals for the next (the oldest are given up beyond
-        RECENT_RETRIEVALS waiting)."""
-        try:
-            await asyncio.wait_for(self._flush_now.wait(), self._flush_interval_s)
-        except TimeoutError:
-            pass
-        self._flush_now.clear()
-        while self._unwritten:
-            batch, self._unwritten = self._unwritten, []
-            try:
-                await self._log.append_retrievals(batch)
-            except Exception:
-                log.exception("could not log %d retrievals; the next write retries them", len(batch))
-                self._unwritten = batch + self._unwritten
-                self._give_up_oldest_unwritten()
-                return
-            self._unlogged.difference_update(r.retrieval_id for r in batch)
-
-    async def _records(self, retrieval_ids: set[str]) -> dict[str, RetrievalRecord]:
-        """The retrievals, from memory (recent, or still waiting to be written) or the log."""
-        held = {r.retrieval_id: r for r in self._unwritten} | self._recent
-        found = {i: held[i] for i in retrieval_ids if i in held}
-        missing = retrieval_ids - set(found)
-        if missing:
-            found.update(await self._log.retrievals(missing))
-        return found
-
-    def _give_up_oldest_unwritten(self) -> None:
-        """Waiting retrievals beyond RECENT_RETRIEVALS, or RECENT_DOCUMENT_IDS ids, are dropped,
-        oldest first (outcomes for them are then NOT_FOUND)."""
-        count, ids = len(self._unwritten), sum(map(_document_ids, self._unwritten))
-        dropped = 0
-        while count - dropped > RECENT_RETRIEVALS or ids > RECENT_DOCUMENT_IDS:
-            ids -= _document_ids(self._unwritten[dropped])
-            dropped += 1
-        for record in self._unwritten[:dropped]:
-            self._unlogged.discard(record.retrieval_id)
-            if self._recent.pop(record.retrieval_id, None) is not None:
-                self._recent_ids -= _document_ids(record)
-        self._unwritten = self._unwritten[dropped:]
-
-    async def wait_written(self) -> None:
-        """Until every remembered retrieval is in the log, or an attempt to write them failed
-        (those stay unlogged, for the next attempt)."""
-        if self._unwritten and (self._flusher is None or self._flusher.done()):
-            self._flusher = asyncio.ensure_future(self._flush())
-        while self._flusher is not None and not self._flusher.done():
-            self._flush_now.set()
-            await asyncio.shield(self._flusher)
+            self.selector.costs.measured(arm, ran["cost_ms"])
+        for step in record.expansions:
+            self.expansion_gate.step_latency.measured(step.strategy, step.latency_ms)
+        self.remembered.add(record)
 
     async def observe(self, outcomes: Sequence[RetrievalOutcome]) -> ObserveResult:
         """Record a stream's retrieval outcomes; rejections name their position in `outcomes`."""
@@ -381,10 +339,10 @@ class LearningService:
                 valid.append((index, outcome))
         async with self._lock:
             # An observation must never be durable while the retrieval it refers to is not.
-            await self.wait_written()
-            records = await self._records({o.retrieval_id for _, o in valid})
+            await self.remembered.wait_written()
+            records = await self.remembered.records({o.retrieval_id for _, o in valid})
             observed = await self._log.observed_retrievals({o.retrieval_id for _, o in valid})
-            accepted: list[tuple[RetrievalOutcome, RetrievalRecord, dict[str, float]]] = []
+            accepted: list[tuple[RetrievalOutcome, RetrievalRecord]] = []
             for index, outcome in valid:
                 record = records.get(outcome.retrieval_id)
                 if record is None:
@@ -399,7 +357,7 @@ class LearningService:
                             f"retrieval {outcome.retrieval_id!r} was already observed",
                         )
                     )
-                elif outcome.retrieval_id in self._unlogged:
+                elif self.remembered.unlogged(outcome.retrieval_id):
                     rejected.append(
                         Rejected(
                             index,
@@ -409,32 +367,49 @@ class LearningService:
                     )
                 else:
                     observed.add(outcome.retrieval_id)
-                    accepted.append((outcome, record, rewards(record, outcome)))
+                    accepted.append((outcome, record))
             await completed(self._commit(accepted))  # the lock is held until the commit is done
         return ObserveResult(len(accepted), sorted(rejected, key=lambda r: r.index))
 
-    async def _commit(
-        self, accepted: list[tuple[RetrievalOutcome, RetrievalRecord, dict[str, float]]]
-    ) -> None:
-        """The accepted outcomes into the log in one append, then into the selector."""
-        entries = [
-            ObservationRecord(self._sequence + i, outcome.retrieval_id, logged_outcome(outcome), arm_rewards)
-            for i, (outcome, _, arm_rewards) in enumerate(accepted)
-        ]
-        records = [record for _, record, _ in accepted]
-        plans = await asyncio.to_thread(list, map(logged_plan_rewards, entries, records))
-        entries = [replace(e, plan_rewards=rewarded) for e, rewarded in zip(entries, plans, strict=True)]
-        await self._log.append_observations(entries)
-        self._sequence += len(entries)
-        for (_, record, arm_rewards), entry, rewarded in zip(accepted, entries, plans, strict=True):
-            for arm, value in arm_rewards.items():
+    async def _commit(self, accepted: list[tuple[RetrievalOutcome, RetrievalRecord]]) -> None:
+        """The accepted outcomes into the log in one append, then into the selector, the miss
+        history and the expansion gate, each in one pass; the rewards are computed off the event
+        loop."""
+        if not accepted:
+            return
+        first = self._sequence
+
+        def entries() -> list[ObservationRecord]:
+            logged = [logged_outcome(outcome) for outcome, _ in accepted]
+            plans = plan_rewards_many([plan_inputs(r, o) for (_, r), o in zip(accepted, logged, strict=True)])
+            arms = rewards_many([(record, outcome) for outcome, record in accepted])
+            return [
+                ObservationRecord(first + i, outcome.retrieval_id, said, arm_rewards, plan_rewards=rewarded)
+                for i, ((outcome, _), said, arm_rewards, rewarded) in enumerate(
+                    zip(accepted, logged, arms, plans, strict=True)
+                )
+            ]
+
+        observations = await asyncio.to_thread(entries)
+        await self._log.append_observations(observations)
+        self._sequence += len(observations)
+        records = [record for _, record in accepted]
+        for entry in observations:
+            for arm, value in entry.rewards.items():
                 _ARM_REWARD.record(value, {"sounding.arm": arm})
-            self.selector.learn(record.context, record.embedding, rewarded)
-            self.miss_history.add(record.embedding, calibration.reported_missing(entry.outcome))
+        self.selector.learn_many(
+            [r.context for r in records],
+            [r.embedding for r in records],
+            [entry.plan_rewards or {} for entry in observations],
+        )
+        self.miss_history.add_many(
+            [r.embedding for r in records],
+            [calibration.reported_missing(entry.outcome) for entry in observations],
+        )
+        for record, entry in zip(records, observations, strict=True):
+            self.expansion_gate.learn(
+                record.collection, record.expansions, entry.outcome["used_document_ids"]
+            )
 
     async def close(self) -> None:
-        await self.wait_written()
-
-
-def _document_ids(record: RetrievalRecord) -> int:
-    return 1 + sum(len(ran["document_ids"]) for ran in record.arms.values())
+        await self.remembered.wait_written()

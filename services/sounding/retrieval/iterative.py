@@ -1,7 +1,10 @@
 """The iterative expansion loop of a Retrieve (retrieval-uncertainty spec, "Iterative Retrieval
 Loop"): while the estimated recall is below the minimum and iterations and budget remain, pick
 the strategy of the most severe open semantic gap, run its expanded queries on the strategy
-workers, and merge their rankings into the result.
+workers, and merge their rankings into the result. A strategy whose step the gate refuses
+(`LoopInputs.refusal`: `core.expansion_gate`, not worth its latency or past the time left) is
+passed over for the next gap's; when every strategy was refused or used, the loop stops with
+the last refusal as its reason.
 
 Merge: the first `protected_head` positions of the result before the loop stay as they are
 (expansions chase recall; the head the caller reads first was ranked by the query itself).
@@ -13,18 +16,21 @@ miss × (1 − added / k) (`core.expansion.miss_rate_after`), crediting what the
 below the head. The loop's recall is 1 − that, or the calibrated recall once Calibrate(MISS_RATE)
 has run; it decides when the loop stops and is streamed in each Expansion event. A step that
 fails or runs past `step_timeout_s` ends the loop (stop reason "step_failed") and is recorded
-in `failures`; the result keeps what earlier steps merged.
+in `failures`; the result keeps what earlier steps merged. Each step's strategy, the documents
+it brought into the result and its latency are kept in `steps` (what the gate learns from).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from sounding.core import expansion as core
+from sounding.core.expansion_gate import ExpansionStep
 from sounding.core.provenance import Provenance
 from sounding.retrieval.fusion import fuse_hits
 from sounding.retrieval.protocol import (
@@ -60,13 +66,15 @@ class LoopState:
     stop_reason: str = ""
     rankings: dict[str, ArmResult] = field(default_factory=dict)
     failures: list[ArmFailure] = field(default_factory=list)
+    steps: list[ExpansionStep] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class LoopInputs:
     """What the loop expands: the query (its collection, result size, deadline and vector), the
-    gaps found in its result, the arms' rankings and fusion weights, and the recall it acts on
-    for a miss rate (`retrieval.uncertainty.loop_recall`)."""
+    gaps found in its result, the arms' rankings and fusion weights, the recall it acts on
+    for a miss rate (`retrieval.uncertainty.loop_recall`), and why a strategy's step should not
+    run now ("" when it should)."""
 
     query: str
     collection: ResourceRef
@@ -78,6 +86,7 @@ class LoopInputs:
     weights: Mapping[str, float]
     fusion_k: float
     recall: Callable[[float], Provenance]
+    refusal: Callable[[str], str]
     flow: str = ""
 
 
@@ -97,6 +106,7 @@ async def run_loop(
     all_weights = dict(weights)
     head = state.fused[: settings.protected_head]
     head_ids = {h.document_id for h in head}
+    refused = ""
     while True:
         reason = core.stop_reason(
             recall(state.miss_rate).value or 0.0,
@@ -108,10 +118,14 @@ async def run_loop(
         )
         choice = None if reason else core.select_strategy(inputs.gaps, settings.strategies, used)
         if reason or choice is None:
-            state.stop_reason = reason or "no_strategy_left"
+            state.stop_reason = reason or refused or "no_strategy_left"
             return
         strategy, gap = choice
         used.append(strategy)
+        refusal = inputs.refusal(strategy)
+        if refusal:
+            refused = refusal
+            continue
         count = min(settings.queries_per_step, settings.budget - spent)
         request = ExpansionRequest(
             inputs.collection,
@@ -123,6 +137,7 @@ async def run_loop(
             inputs.query_vector,
             inputs.flow,
         )
+        step_started = time.perf_counter()
         try:
             async with asyncio.timeout(step_timeout_s):
                 result = await executor.expand(request, carrier)
@@ -145,7 +160,11 @@ async def run_loop(
             )
         merged = fuse_hits({**landed, **state.rankings}, all_weights, inputs.fusion_k, top_k)
         state.fused = [*head, *(h for h in merged if h.document_id not in head_ids)][:top_k]
-        added = len({h.document_id for h in state.fused} - before)
+        added_ids = [h.document_id for h in state.fused if h.document_id not in before]
+        added = len(added_ids)
+        state.steps.append(
+            ExpansionStep(strategy, tuple(added_ids), (time.perf_counter() - step_started) * 1000)
+        )
         state.miss_rate = core.miss_rate_after(state.miss_rate, added, top_k)
         yield ExpansionEvent(
             iteration=iteration,

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sounding.core.calibration import ConfidenceCalibration, MissRateCalibration
+from sounding.core.expansion_gate import ExpansionGate
 from sounding.core.fusion import Contribution
 from sounding.core.provenance import Provenance
 from sounding.runtime import errors
@@ -97,6 +98,13 @@ class ExpansionOptions:
     budget: int | None = None
     strategies: tuple[str, ...] = ()
 
+    @property
+    def requested(self) -> bool:
+        """Whether the request sets any option: the caller asks for the loop on its own terms."""
+        return any(
+            value is not None for value in (self.min_recall, self.max_iterations, self.budget)
+        ) or bool(self.strategies)
+
 
 @dataclass(frozen=True)
 class RetrieveQuery:
@@ -163,8 +171,8 @@ PoolReader = Callable[[Collection[str], int], Awaitable[tuple[np.ndarray, np.nda
 class RetrievalLearner(Protocol):
     """What Retrieve needs of its tenant's learned state (learning.service.LearningService): the
     query's features, a plan of arms, the miss history and calibration behind the stated miss
-    rate, the calibration of the stated confidence, the collection's query adapter, and a record of
-    what ran, kept for Observe."""
+    rate, the calibration of the stated confidence, the collection's query adapter, a record of
+    what ran, kept for Observe, and the gate of the expansion loop's steps."""
 
     @property
     def miss_history(self) -> MissRates: ...
@@ -180,6 +188,9 @@ class RetrievalLearner(Protocol):
     def plan(self, context: np.ndarray, requested: Sequence[str]) -> Plan: ...
 
     def remember(self, record: RetrievalRecord) -> None: ...
+
+    @property
+    def expansion_gate(self) -> ExpansionGate: ...
 
     @property
     def query_adapters(self) -> QueryAdapters: ...

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -250,6 +251,7 @@ class RetrievalService:
             weights=planned.plan.weights,
             fusion_k=run.fusion_k,
             recall=lambda miss_rate: loop_recall(miss_rate, calibration),
+            refusal=self._gate(run),
             flow=run.flow,
         )
         settings = self._loop_settings(query.expansion)
@@ -261,6 +263,23 @@ class RetrievalService:
             yield FusedEvent(loop.fused, [*run.landed, *loop.rankings])
         run.fused = loop.fused
         run.failed.extend(loop.failures)
+
+    def _gate(self, run: _Run) -> Callable[[str], str]:
+        """Why a step of a strategy should not run now (`core.expansion_gate`), the time left
+        being the request's deadline and, unless the request sets expansion options, the default
+        latency budget, both counted from the start of the call."""
+        query = run.query
+        requested = query.expansion.requested
+        budget_ms = math.inf if requested else self._config.expansion.latency_budget_ms
+        deadline_ms = math.inf if query.timeout_s is None else query.timeout_s * 1000
+        rng = np.random.default_rng(int(run.retrieval_id, 16))
+        gate = run.learning.expansion_gate
+
+        def refusal(strategy: str) -> str:
+            remaining_ms = min(budget_ms, deadline_ms) - (time.perf_counter() - run.started) * 1000
+            return gate.refusal(query.collection.key, strategy, remaining_ms, rng, requested)
+
+        return refusal
 
     async def _final(self, run: _Run, planned: _Planned, measured: _Measured) -> FinalEvent:
         """The result with its text, its uncertainty and confidence; what ran is remembered."""
@@ -295,6 +314,7 @@ class RetrievalService:
                 },
                 stated_miss_rate=measured.signals.miss_rate(),
                 stated_confidence=stated_confidence(confidence),
+                expansions=tuple(measured.loop.steps),
             )
         )
         return FinalEvent(

@@ -54,6 +54,9 @@ class Strategy(Protocol):
     # Whether the arm searches with the query's embedding (which the orchestrator computes and
     # passes along); arms that do not can start before it is ready.
     uses_query_vector: bool
+    # Whether the arm decodes with the generator (seconds a query on CPU): the selector counts it
+    # as costly until its cost is measured.
+    generates: bool
 
     async def search(self, request: ArmRequest, models: ModelsClient, reader: ChunkReader) -> Found: ...
 
@@ -69,6 +72,7 @@ class Dense:
 
     name = "dense"
     uses_query_vector = True
+    generates = False
 
     async def search(self, request, models, reader):
         vector = request.query_vector
@@ -82,6 +86,7 @@ class Lexical:
 
     name = "lexical"
     uses_query_vector = False
+    generates = False
 
     async def search(self, request, models, reader):
         return Found(
@@ -111,6 +116,7 @@ async def generate_text(
 class HyDE:
     name = "hyde"
     uses_query_vector = False
+    generates = True
     system = (
         "You are an expert. Write one short, factual paragraph that directly answers the question "
         "or discusses the claim, in the style of a scientific abstract."
@@ -127,6 +133,7 @@ class HyDE:
 class Query2Doc:
     name = "query2doc"
     uses_query_vector = False
+    generates = True
     system = (
         "Expand the user's query with relevant context and terminology. Write two or three "
         "sentences that elaborate on what is asked."
@@ -159,6 +166,7 @@ def parse_variations(text: str, query: str, limit: int) -> list[str]:
 class MultiQuery:
     name = "multi_query"
     uses_query_vector = True
+    generates = True
     variations = 3
     system = (
         "Rewrite the user's query in 3 different ways, each capturing a different aspect or "
@@ -192,6 +200,7 @@ class MultiQuery:
 class Grounded:
     name = "grounded"
     uses_query_vector = True
+    generates = True
     system = (
         "Expand the user's query using ONLY the known and related entities listed. Do not invent "
         "entities. Answer with one or two sentences."

@@ -169,13 +169,18 @@ class SelectionSettings(BaseModel):
     arms: list[str] = ["dense", "lexical", "hyde", "query2doc", "multi_query", "grounded"]
     # LinUCB's exploration parameter α.
     alpha: float = Field(default=1.0, ge=0.0)
-    # The first this many planned queries run every arm.
+    # The first this many planned queries run every arm (a costly one on `costly_share` of them).
     cold_start_queries: int = Field(default=100, ge=0)
     # Every this many planned queries run every arm (0: never).
     force_all_every: int = Field(default=100, ge=0)
     exploration_rate: float = Field(default=0.3, ge=0.0, le=1.0)
     min_exploration_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     exploration_decay: float = Field(default=0.99, gt=0.0, le=1.0)
+    # An arm whose measured cost exceeds this multiple of the cheapest arm's (before its first
+    # run: a generating arm) is costly: cold start, forced plans and exploration add one on
+    # only `costly_share` of queries (learning.selection).
+    costly_ratio: float = Field(default=10.0, gt=1.0)
+    costly_share: float = Field(default=0.1, ge=0.0, le=1.0)
     seed: int = 0
     # Calibrate(BANDIT) retrains on the observations of this many most recent days.
     recalibration_window_days: float = Field(default=30.0, gt=0.0)
@@ -197,6 +202,12 @@ class ExpansionSettings(BaseModel):
     fusion_weight: float = Field(default=0.5, gt=0.0, le=1.0)
     # The loop never reorders this many first positions of the result.
     protected_head: int = Field(default=10, ge=0, le=1000)
+    # A Retrieve that sets no expansion options starts no step that is expected to end later
+    # than this many milliseconds after the call began (core.expansion_gate).
+    latency_budget_ms: float = Field(default=500.0, gt=0.0)
+    # The latency a used document that a step brought into the result is worth: a step runs
+    # when its sampled usefulness rate times this covers its expected latency.
+    used_document_worth_ms: float = Field(default=1000.0, gt=0.0)
 
 
 class RetrievalSettings(BaseModel):

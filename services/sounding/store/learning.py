@@ -24,6 +24,7 @@ import pyarrow as pa
 from lancedb.index import BTree
 from numpy.typing import ArrayLike
 
+from sounding.core.expansion_gate import ExpansionStep
 from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import table_names
 from sounding.store.database import Database
@@ -67,6 +68,7 @@ class RetrievalRecord:
     arms: dict[str, dict]
     stated_miss_rate: float | None = None
     stated_confidence: float | None = None
+    expansions: tuple[ExpansionStep, ...] = ()
     # When it was logged (0 until then).
     create_time_us: int = 0
 
@@ -82,6 +84,14 @@ class RetrievalRecord:
             "create_time_us": self.create_time_us or int(time.time() * 1e6),
             "stated_miss_rate": self.stated_miss_rate,
             "stated_confidence": self.stated_confidence,
+            "expansions": [
+                {
+                    "strategy": step.strategy,
+                    "added_document_ids": list(step.added_document_ids),
+                    "latency_ms": step.latency_ms,
+                }
+                for step in self.expansions
+            ],
         }
 
     @classmethod
@@ -96,6 +106,10 @@ class RetrievalRecord:
             arms=arms_of(row["arms"]),
             stated_miss_rate=row.get("stated_miss_rate"),
             stated_confidence=row.get("stated_confidence"),
+            expansions=tuple(
+                ExpansionStep(step["strategy"], tuple(step["added_document_ids"]), step["latency_ms"])
+                for step in row.get("expansions") or ()
+            ),
             create_time_us=row["create_time_us"],
         )
 
@@ -181,9 +195,12 @@ class LearningLog:
         return log
 
     async def append_retrievals(self, records: Iterable[RetrievalRecord]) -> None:
-        rows = [r.row() for r in records]
-        if rows:
-            await self._retrievals.add(pa.Table.from_pylist(rows, RETRIEVALS_SCHEMA))
+        records = list(records)
+        if records:
+            table = await asyncio.to_thread(
+                lambda: pa.Table.from_pylist([r.row() for r in records], RETRIEVALS_SCHEMA)
+            )
+            await self._retrievals.add(table)
             self.compaction.count()
 
     async def _by_ids(self, table: lancedb.AsyncTable, ids: Iterable[str], columns=None) -> list[pa.Table]:
@@ -238,18 +255,22 @@ class LearningLog:
         if not records:
             return
         now = int(time.time() * 1e6)
-        rows = [
-            {
-                "sequence": r.sequence,
-                "retrieval_id": r.retrieval_id,
-                "outcome": r.outcome,
-                "rewards": r.rewards,
-                "create_time_us": now,
-                "plan_rewards": r.plan_rewards,
-            }
-            for r in records
-        ]
-        await self._observations.add(pa.Table.from_pylist(rows, OBSERVATIONS_SCHEMA))
+
+        def encode() -> pa.Table:  # off the event loop: a stream can carry thousands
+            rows = [
+                {
+                    "sequence": r.sequence,
+                    "retrieval_id": r.retrieval_id,
+                    "outcome": r.outcome,
+                    "rewards": r.rewards,
+                    "create_time_us": now,
+                    "plan_rewards": r.plan_rewards,
+                }
+                for r in records
+            ]
+            return pa.Table.from_pylist(rows, OBSERVATIONS_SCHEMA)
+
+        await self._observations.add(await asyncio.to_thread(encode))
         self.compaction.count()
         await self._durability.sync()
 

@@ -17,6 +17,14 @@ ARM_RUN = pa.struct(
         ("exploration", pa.bool_()),
     ]
 )
+# A step of the expansion loop: its strategy, the documents it brought into the result, its latency.
+EXPANSION_STEP = pa.struct(
+    [
+        ("strategy", pa.string()),
+        ("added_document_ids", pa.list_(pa.string())),
+        ("latency_ms", pa.float64()),
+    ]
+)
 # An outcome as the caller sent it.
 OUTCOME = pa.struct(
     [
@@ -45,6 +53,8 @@ RETRIEVALS_SCHEMA = pa.schema(
         # The conservative confidence it stated, synthesis × (1 − miss rate), before any
         # calibration; null when the request gave no synthesis confidence.
         ("stated_confidence", pa.float64()),
+        # The expansion loop's steps, in order (null in rows logged before they were kept).
+        ("expansions", pa.list_(EXPANSION_STEP)),
     ]
 )
 

@@ -76,4 +76,3 @@ def tenant_table(table: str, tenant: str) -> str:
     if not is_tenant(tenant):
         raise ValueError(f"not a tenant: {tenant[:80]!r}")
     return f"{table}.{tenant}"
-

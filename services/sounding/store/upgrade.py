@@ -1,7 +1,7 @@
 """Tables written by earlier versions, brought to the current schema when they open: structured
 values that were JSON strings (the learning log's `arms_json`, `outcome_json`, `rewards_json`,
 `scores_json`, `pruned_arms_json`; a chunk table's `metadata_json`) become the typed columns that
-replace them, and columns added since (`stated_miss_rate`) are filled with nulls.
+replace them, and columns added since (`stated_miss_rate`, `expansions`) are filled with nulls.
 
 A table is rewritten in one Lance commit (an overwrite is a new version of the same table), so a
 crash during the upgrade leaves the old table whole and the next start upgrades it again. The

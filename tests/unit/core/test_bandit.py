@@ -123,3 +123,21 @@ def test_holdout_score_replays_the_greedy_choice():
     assert holdout_score(bandit, history[:2]) == pytest.approx(0.9)
     untrained = LinUCB(["a", "b"], 2, 0.5)
     assert holdout_score(untrained, history[:2]) == pytest.approx(0.5)
+
+
+def test_a_batch_update_equals_the_updates_one_at_a_time():
+    rng = np.random.default_rng(3)
+    arms = ("a", "b", "a+b")
+    one, batch = LinUCB(arms, 4, 0.5), LinUCB(arms, 4, 0.5)
+    contexts = rng.random((50, 4))
+    rewards = [
+        {arm: float(rng.random()) for arm in arms if rng.random() < 0.6} | {"unknown": 1.0} for _ in contexts
+    ]
+    for context, observed in zip(contexts, rewards, strict=True):
+        one.update_many(context, observed)
+    batch.update_batch(contexts, rewards)
+    probe = rng.random(4)
+    assert one.pulls == batch.pulls and one.pulls["a"] > 0
+    for arm, score in one.scores(probe).items():
+        assert batch.scores(probe)[arm].mean == pytest.approx(score.mean)
+        assert batch.scores(probe)[arm].width == pytest.approx(score.width)

@@ -39,3 +39,18 @@ def test_at_capacity_the_oldest_give_way():
     query = embeddings[10]  # gone: its nearest now comes from the last 100
     unit = embeddings[150:] / np.linalg.norm(embeddings[150:], axis=1, keepdims=True)
     assert history.nearest(query, 1)[0] == 150 + int(np.argmax(unit @ query))
+
+
+@pytest.mark.parametrize("capacity,count", [(100, 37), (8, 37), (64, 64), (5, 3)])
+def test_adding_many_at_once_equals_adding_them_one_at_a_time(capacity, count):
+    rng = np.random.default_rng(capacity + count)
+    first, second = NearestValues(capacity=capacity), NearestValues(capacity=capacity)
+    for batch in (rng.normal(size=(4, 6)), rng.normal(size=(count, 6))):
+        values = rng.random(len(batch))
+        for row, value in zip(batch, values, strict=True):
+            first.add(row, value)
+        second.add_many(batch, values)
+    assert len(first) == len(second) == min(4 + count, capacity)
+    for probe in rng.normal(size=(5, 6)):
+        for k in (1, 3, capacity):
+            assert sorted(first.nearest(probe, k)) == sorted(second.nearest(probe, k))

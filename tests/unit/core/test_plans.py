@@ -2,7 +2,15 @@ import numpy as np
 import pytest
 from sounding.core.bandit import reward
 from sounding.core.fusion import weighted_rrf
-from sounding.core.plans import plan_arms, plan_name, plan_rewards, plans, ranked_contribution
+from sounding.core.plans import (
+    PlanInputs,
+    plan_arms,
+    plan_name,
+    plan_rewards,
+    plan_rewards_many,
+    plans,
+    ranked_contribution,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -56,3 +64,23 @@ def test_plan_rewards_rank_as_the_services_fusion_does():
                 ranked_contribution([f.key for f in fused], needed), "", max(costs[a] for a in members)
             )
             assert rewards[plan] == pytest.approx(expected)
+
+
+def test_rewards_computed_together_equal_each_computed_alone():
+    rng = np.random.default_rng(7)
+    pool = [f"d{i}" for i in range(30)]
+    retrievals = []
+    for index in range(40):
+        arms = ("dense", "lexical", "hyde")[: 1 + index % 3]
+        rankings = {arm: list(rng.choice(pool, size=int(rng.integers(0, 12)))) for arm in arms}
+        costs = {arm: float(rng.uniform(0, 3000)) for arm in arms}
+        needed = set(rng.choice(pool, size=int(rng.integers(0, 4)), replace=False))
+        retrievals.append(PlanInputs(rankings, costs, needed, ("", "helpful", "not_helpful")[index % 3]))
+    retrievals.append(PlanInputs({}, {}, {"d1"}, ""))
+    together = plan_rewards_many(retrievals)
+    for retrieval, rewarded in zip(retrievals, together, strict=True):
+        alone = plan_rewards_many([retrieval])[0]
+        assert rewarded.keys() == alone.keys() == set(plans(sorted(retrieval.rankings)))
+        assert rewarded == pytest.approx(alone)
+    # a retrieval whose arms found nothing earns only what feedback and latency give
+    assert plan_rewards({"dense": []}, {"dense": 0.0}, {"d1"}, "helpful") == {"dense": pytest.approx(0.3)}

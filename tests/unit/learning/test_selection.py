@@ -149,3 +149,64 @@ def test_the_baseline_follows_a_change_within_its_window():
     for i in range(80):  # dense alone improved (say, a new query adapter)
         chooser.learn(context(i), [1.0], {"dense": 1.0, "lexical": 0.5, "dense+lexical": 0.8})
     assert chooser.baseline() == "dense"
+
+
+def costly_selector(
+    arms=("dense", "lexical", "hyde", "multi_query"), share=0.1, **schedule
+) -> StrategySelector:
+    config = SelectionConfig(
+        alpha=0.1,
+        schedule=ExplorationSchedule(**schedule),
+        costly_ratio=10.0,
+        costly_share=share,
+    )
+    return StrategySelector(arms, config, assumed_costly=("hyde", "multi_query"))
+
+
+def test_cold_start_runs_a_costly_arm_on_a_share_of_queries_one_at_a_time():
+    chooser = costly_selector(cold_start_queries=1000, force_all_every=0)
+    plans = [chooser.plan(context(i)) for i in range(1000)]
+    assert {p.mode for p in plans} == {"cold_start"}
+    costly_runs = [set(p.chosen) - {"dense", "lexical"} for p in plans]
+    assert all({"dense", "lexical"} <= set(p.chosen) for p in plans)
+    assert all(len(extra) <= 1 for extra in costly_runs)
+    share = np.mean([bool(extra) for extra in costly_runs])
+    assert 0.07 < share < 0.13
+    # each costly arm is tried
+    assert {arm for extra in costly_runs for arm in extra} == {"hyde", "multi_query"}
+    held_back = next(p for p, extra in zip(plans, costly_runs, strict=True) if not extra)
+    assert {a.reason for a in held_back.arms if not a.chosen} == {"costly"}
+
+
+def test_an_arm_is_costly_by_its_measured_cost_once_it_has_run():
+    chooser = costly_selector()
+    assert chooser.costly() == {"hyde", "multi_query"}
+    chooser.costs.measured("dense", 30.0)
+    chooser.costs.measured("lexical", 5.0)
+    chooser.costs.measured("hyde", 400.0)  # fast generation (a GPU): 400 ms < 10 × max(5, 100) ms
+    chooser.costs.measured("multi_query", 9000.0)
+    assert chooser.costly() == {"multi_query"}
+    for _ in range(30):  # a running mean: dense slows down for good, 1500 ms > 10 × 100 ms
+        chooser.costs.measured("dense", 1500.0)
+    assert chooser.costly() == {"dense", "multi_query"}
+
+
+def test_when_every_arm_is_costly_cold_start_runs_them_all():
+    chooser = costly_selector(arms=("hyde", "multi_query"), cold_start_queries=5)
+    assert chooser.costly() == frozenset()
+    assert all(chooser.plan(context(i)).chosen == ["hyde", "multi_query"] for i in range(5))
+
+
+def test_exploration_adds_a_costly_arm_only_on_its_share():
+    chooser = costly_selector(cold_start_queries=0, force_all_every=0, initial_rate=1.0, min_rate=1.0)
+    for _ in range(50):
+        chooser.learn(context(0), [1.0], {"dense+lexical": 0.9, "dense": 0.5, "lexical": 0.4})
+    plans = [chooser.plan(context(0)) for _ in range(600)]
+    explored = [a.arm for p in plans for a in p.arms if a.exploration]
+    costly = [arm for arm in explored if arm in ("hyde", "multi_query")]
+    assert 0.05 < len(costly) / len(plans) < 0.15
+    # without costly arms every query explores
+    free = costly_selector(share=1.0, cold_start_queries=0, force_all_every=0, initial_rate=1.0, min_rate=1.0)
+    for _ in range(50):
+        free.learn(context(0), [1.0], {"dense+lexical": 0.9, "dense": 0.5, "lexical": 0.4})
+    assert all(any(a.exploration for a in free.plan(context(0)).arms) for _ in range(50))

@@ -3,9 +3,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from sounding.core.expansion_gate import ExpansionStep
 from sounding.learning import features
+from sounding.learning.outcomes import rewards
 from sounding.learning.protocol import RetrievalOutcome
-from sounding.learning.service import LearningConfig, LearningService, rewards
+from sounding.learning.service import LearningConfig, LearningService
 from sounding.store.learning import RetrievalRecord
 
 pytestmark = pytest.mark.unit
@@ -257,3 +259,25 @@ def test_replay_learns_the_logged_plan_rewards_and_computes_those_of_older_rows(
 
 async def replayed_scores(log, context):
     return (await LearningService.restore(log, LearningConfig(ARMS))).selector.bandit.scores(context)
+
+
+def test_observed_expansion_steps_teach_the_gate_and_a_replay_teaches_it_the_same():
+    log = MemoryLog()
+
+    async def run():
+        learning = service(log)
+        for i in range(6):
+            steps = (ExpansionStep("synonym", ("d5",), 80.0), ExpansionStep("hyponym", ("d6",), 120.0))
+            learning.remember(replace(record(f"r{i}", index=i), expansions=steps))
+        await learning.observe([RetrievalOutcome(f"r{i}", ("d1", "d5")) for i in range(6)])
+        replayed = await LearningService.restore(log, LearningConfig(ARMS))
+        return learning, replayed
+
+    learning, replayed = asyncio.run(run())
+    assert learning.expansion_gate.posterior("c", "synonym") == (1.0 + 6, 19.0)
+    assert learning.expansion_gate.posterior("c", "hyponym") == (1.0, 19.0 + 6)
+    assert replayed.expansion_gate.posterior("c", "synonym") == (1.0 + 6, 19.0)
+    assert replayed.expansion_gate.posterior("c", "hyponym") == (1.0, 19.0 + 6)
+    # remembered retrievals measure each step's latency and each arm's cost
+    assert learning.expansion_gate.expected_step_ms("synonym") == pytest.approx(80.0)
+    assert learning.selector.costs.get("lexical") == pytest.approx(1000.0)

@@ -42,7 +42,7 @@ class FakeExecutor:
         )
 
 
-def run(found, miss_rate, settings, top_k=4):
+def run(found, miss_rate, settings, top_k=4, refusal=lambda strategy: ""):
     landed = {"dense": ArmResult("dense", hits("a", "b", "c"), 1.0)}
     state = LoopState(fuse_hits(landed, {"dense": 1.0}, 60, top_k), miss_rate)
     executor = FakeExecutor(found)
@@ -63,6 +63,7 @@ def run(found, miss_rate, settings, top_k=4):
                     weights={"dense": 1.0},
                     fusion_k=60,
                     recall=lambda m: Provenance("derived", value=1 - m),
+                    refusal=refusal,
                 ),
                 settings,
                 executor,
@@ -145,3 +146,29 @@ def test_the_protected_head_keeps_its_order_and_new_documents_join_below_it():
     # d (two expanded queries, half weight each) outranks c (the arm's third) below the head
     assert [h.document_id for h in state.fused] == ["a", "b", "d"]
     assert events[0].new_hits == 1
+
+
+def test_each_step_records_its_strategy_and_the_documents_it_brought_into_the_result():
+    found = {"synonym": [["b", "d"]], "hyponym": [["e"]]}
+    _, state, _ = run(found, 0.9, settings(max_iterations=2), top_k=10)
+    assert [(s.strategy, s.added_document_ids) for s in state.steps] == [
+        ("synonym", ("d",)),
+        ("hyponym", ("e",)),
+    ]
+    assert all(s.latency_ms >= 0 for s in state.steps)
+
+
+def test_a_refused_strategy_is_passed_over_for_the_next_gaps():
+    refused = {"synonym": "no_expected_gain"}
+    found = {"synonym": [["d"]], "hyponym": [["e"]]}
+    events, state, executor = run(
+        found, 0.9, settings(max_iterations=1), refusal=lambda s: refused.get(s, "")
+    )
+    assert [r.strategy for r in executor.requests] == ["hyponym"]
+    assert [e.strategy for e in events] == ["hyponym"] and state.stop_reason == "max_iterations"
+
+
+def test_when_every_strategy_is_refused_the_loop_stops_with_the_refusal():
+    events, state, executor = run({"synonym": [["d"]]}, 0.9, settings(), refusal=lambda s: "latency_budget")
+    assert events == [] and executor.requests == [] and state.steps == []
+    assert state.stop_reason == "latency_budget"

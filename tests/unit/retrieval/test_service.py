@@ -2,6 +2,8 @@ import asyncio
 
 import numpy as np
 import pytest
+from sounding.core.expansion import DEFAULT_STRATEGIES
+from sounding.core.expansion_gate import ExpansionStep
 from sounding.core.provenance import Provenance
 from sounding.learning.query_adapter import QueryAdapter
 from sounding.learning.service import LearningConfig, LearningService
@@ -17,6 +19,7 @@ from sounding.retrieval.protocol import (
 )
 from sounding.retrieval.service import RetrievalConfig, RetrievalService, validate
 from sounding.runtime import errors
+from sounding.settings.config import ExpansionSettings
 from sounding.settings.limits import RetrieveLimits
 from sounding.store.collections import CollectionInfo, CollectionStats
 from sounding.store.reader import ChunkHit
@@ -162,7 +165,7 @@ def test_what_each_arm_found_is_remembered_for_observe():
     async def run():
         service = service_over(executor, log)
         events = await _collect(service, RetrieveQuery(C, "q", 3, arms=("dense", "lexical")))
-        await service.learning.wait_written()
+        await service.learning.remembered.wait_written()
         return events
 
     events = asyncio.run(run())
@@ -284,10 +287,36 @@ def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out()
     assert events[0].query_adapter_version == 7
     assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 3.0, "lexical": 1.0}
     assert executor.vectors["dense"] == pytest.approx([0.0, 1.0, 0.0, 0.0])
-    remembered = tenant.learning._unwritten[-1]
+    remembered = tenant.learning.remembered.unwritten[-1]
     assert list(remembered.embedding) == pytest.approx([1.0, 0.0, 0.0, 0.0]), "outcomes learn from the base"
     base = RetrieveQuery(C, "q", 3, arms=("dense", "lexical"), learned_ranking=False)
     events = asyncio.run(_collect(tenant, base))
     assert events[0].query_adapter_version == 0
     assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 1.0, "lexical": 1.0}
     assert executor.vectors["dense"] == pytest.approx([1.0, 0.0, 0.0, 0.0])
+
+
+def test_the_default_request_expands_only_where_outcomes_show_that_steps_pay():
+    def steps_asked(learn: bool, expansion: ExpansionOptions = ExpansionOptions()) -> list[str]:
+        executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
+        tenant = service_over(executor)
+        # the deployment's default asks for full recall: only the gate can hold the loop back
+        tenant.service = RetrievalService(
+            FakeStore(),
+            executor,
+            FakeModels(),
+            FakeGraphs(),
+            RetrievalConfig(expansion=ExpansionSettings(min_recall=1.0)),
+        )
+        if learn:
+            gate = tenant.learning.expansion_gate
+            for strategy in DEFAULT_STRATEGIES:
+                gate.step_latency.measured(strategy, 1.0)
+                for _ in range(50):
+                    gate.learn(C.key, [ExpansionStep(strategy, ("x",), 1.0)], used=["x"])
+        asyncio.run(_collect(tenant, RetrieveQuery(C, "q", 3, expansion=expansion)))
+        return executor.expansions
+
+    assert steps_asked(learn=False) == []  # no outcomes for the collection: nothing to go on
+    assert steps_asked(learn=False, expansion=ExpansionOptions(max_iterations=2)) != []  # asked for
+    assert steps_asked(learn=True) != []  # steps that surfaced used documents

@@ -160,7 +160,7 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
     assert bare == {"collections", "inquiry_sessions", "inquiry_session_setups", "tenant_keys_moved"}
     assert sorted(records) == ["r0", "r1", "r2"]
     r1 = records["r1"]
-    assert r1.query_index == 1 and r1.stated_miss_rate is None
+    assert r1.query_index == 1 and r1.stated_miss_rate is None and r1.expansions == ()
     assert r1.arms == {
         "dense": {"document_ids": ["d1", "d2"], "latency_ms": 12.5, "cost_ms": 12.5, "exploration": False},
         "lexical": {"document_ids": ["d3"], "latency_ms": 3.0, "cost_ms": 4.0, "exploration": True},
@@ -209,3 +209,33 @@ def test_a_log_round_trips_its_typed_values(tmp_path):
 
     [observation] = asyncio.run(run())
     assert observation.outcome["agent_success"] is True and observation.rewards == {"dense": 1.0}
+
+
+def test_a_retrieval_round_trips_its_expansion_steps(tmp_path):
+    from sounding.core.expansion_gate import ExpansionStep
+    from sounding.store.learning import RetrievalRecord
+
+    steps = (ExpansionStep("synonym", ("d4", "d5"), 81.5), ExpansionStep("hyponym", (), 40.0))
+
+    async def run():
+        log = await LearningLog.open(await Database.open(StoreLocation(str(tmp_path))))
+        arms = {"dense": {"document_ids": ["d1"], "latency_ms": 1.0, "cost_ms": 1.0, "exploration": False}}
+        await log.append_retrievals(
+            [
+                RetrievalRecord(
+                    retrieval_id=name,
+                    collection="default.c",
+                    query_index=0,
+                    mode="requested",
+                    context=[0.0],
+                    embedding=[1.0],
+                    arms=arms,
+                    expansions=expansions,
+                )
+                for name, expansions in (("r", steps), ("none", ()))
+            ]
+        )
+        return await log.retrievals(["r", "none"])
+
+    records = asyncio.run(run())
+    assert records["r"].expansions == steps and records["none"].expansions == ()

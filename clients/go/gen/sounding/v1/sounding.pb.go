@@ -316,7 +316,11 @@ func (x *RetrieveRequest) GetWithoutLearnedRanking() bool {
 
 // While the estimated recall is below `min_recall`, the loop picks the strategy that targets the
 // most severe semantic gap, retrieves with the expanded queries and merges the results, until
-// `max_iterations` iterations or `budget` expanded queries are spent.
+// `max_iterations` iterations or `budget` expanded queries are spent. A request that sets none
+// of these options runs a step only when the collection's observed outcomes show such steps
+// surfacing documents agents use, enough to pay for the step's latency, and only within the
+// deployment's latency budget (README, "The expansion loop"); setting any option asks for the
+// loop on these terms, bounded by the call's deadline alone.
 type ExpansionOptions struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache

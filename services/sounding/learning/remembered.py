@@ -1,0 +1,111 @@
+"""Retrievals remembered for Observe (learning.service): each finished retrieval is held in memory
+at once (so an Observe sent right after the Final event finds it) and appended to the log in the
+background, batched (at most one commit a flush interval; whoever waits for them makes it at
+once). A crash can lose the last interval's retrievals that nobody observed yet, never an
+acknowledged observation. A failed append is retried with the next; until a retrieval is in the
+log it is `unlogged`, and outcomes for it are refused, so no observation is ever durable for a
+retrieval that is not. Memory is bounded: at most RECENT_RETRIEVALS retrievals holding at most
+RECENT_DOCUMENT_IDS document ids together (older ones are read back from the log)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+
+from sounding.store.learning import LearningLog, RetrievalRecord
+
+log = logging.getLogger(__name__)
+RECENT_RETRIEVALS = 10_000
+RECENT_DOCUMENT_IDS = 1_000_000
+RETRIEVAL_FLUSH_INTERVAL_S = 1.0
+
+
+class RememberedRetrievals:
+    def __init__(self, log_: LearningLog):
+        self._log = log_
+        self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
+        self._recent_ids = 0
+        self._unwritten: list[RetrievalRecord] = []
+        # Retrievals remembered but not yet durably in the log.
+        self._unlogged: set[str] = set()
+        self._flusher: asyncio.Task | None = None
+        self._flush_now = asyncio.Event()
+        self.flush_interval_s = RETRIEVAL_FLUSH_INTERVAL_S
+
+    def add(self, record: RetrievalRecord) -> None:
+        self._recent[record.retrieval_id] = record
+        self._recent_ids += _document_ids(record)
+        while len(self._recent) > RECENT_RETRIEVALS or self._recent_ids > RECENT_DOCUMENT_IDS:
+            _, oldest = self._recent.popitem(last=False)
+            self._recent_ids -= _document_ids(oldest)
+        self._unwritten.append(record)
+        self._unlogged.add(record.retrieval_id)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+
+    def unlogged(self, retrieval_id: str) -> bool:
+        """Whether the retrieval is remembered but not yet in the log (its write failed so far)."""
+        return retrieval_id in self._unlogged
+
+    @property
+    def unwritten(self) -> list[RetrievalRecord]:
+        """The retrievals waiting for the next append, oldest first."""
+        return list(self._unwritten)
+
+    async def _flush(self) -> None:
+        """Writes remembered retrievals in batches, at most one commit per flush interval (a
+        commit per query would compete with the queries), or at once when someone waits. A
+        failed write keeps its retrievals for the next (the oldest are given up beyond
+        RECENT_RETRIEVALS waiting)."""
+        try:
+            await asyncio.wait_for(self._flush_now.wait(), self.flush_interval_s)
+        except TimeoutError:
+            pass
+        self._flush_now.clear()
+        while self._unwritten:
+            batch, self._unwritten = self._unwritten, []
+            try:
+                await self._log.append_retrievals(batch)
+            except Exception:
+                log.exception("could not log %d retrievals; the next write retries them", len(batch))
+                self._unwritten = batch + self._unwritten
+                self._give_up_oldest_unwritten()
+                return
+            self._unlogged.difference_update(r.retrieval_id for r in batch)
+
+    async def records(self, retrieval_ids: set[str]) -> dict[str, RetrievalRecord]:
+        """The retrievals, from memory (recent, or still waiting to be written) or the log."""
+        held = {r.retrieval_id: r for r in self._unwritten} | self._recent
+        found = {i: held[i] for i in retrieval_ids if i in held}
+        missing = retrieval_ids - set(found)
+        if missing:
+            found.update(await self._log.retrievals(missing))
+        return found
+
+    def _give_up_oldest_unwritten(self) -> None:
+        """Waiting retrievals beyond RECENT_RETRIEVALS, or RECENT_DOCUMENT_IDS ids, are dropped,
+        oldest first (outcomes for them are then NOT_FOUND)."""
+        count, ids = len(self._unwritten), sum(map(_document_ids, self._unwritten))
+        dropped = 0
+        while count - dropped > RECENT_RETRIEVALS or ids > RECENT_DOCUMENT_IDS:
+            ids -= _document_ids(self._unwritten[dropped])
+            dropped += 1
+        for record in self._unwritten[:dropped]:
+            self._unlogged.discard(record.retrieval_id)
+            if self._recent.pop(record.retrieval_id, None) is not None:
+                self._recent_ids -= _document_ids(record)
+        self._unwritten = self._unwritten[dropped:]
+
+    async def wait_written(self) -> None:
+        """Until every remembered retrieval is in the log, or an attempt to write them failed
+        (those stay unlogged, for the next attempt)."""
+        if self._unwritten and (self._flusher is None or self._flusher.done()):
+            self._flusher = asyncio.ensure_future(self._flush())
+        while self._flusher is not None and not self._flusher.done():
+            self._flush_now.set()
+            await asyncio.shield(self._flusher)
+
+
+def _document_ids(record: RetrievalRecord) -> int:
+    return 1 + sum(len(ran["document_ids"]) for ran in record.arms.values())
