@@ -146,6 +146,38 @@ def test_observe_reports_each_rejection_at_its_stream_position(stack):
     ]
 
 
+def test_batched_and_single_observations_share_the_stream_positions(client, demo_collection, stack):
+    from sounding_api.sounding.v1 import sounding_pb2, sounding_pb2_grpc
+
+    found = client.retrieve_final("demo", "how deep is the water under a ship", top_k=3)
+
+    def outcome(retrieval_id: str) -> sounding_pb2.RetrievalOutcome:
+        return sounding_pb2.RetrievalOutcome(retrieval_id=retrieval_id)
+
+    stream = [
+        sounding_pb2.ObserveRequest(retrieval_outcome=outcome("nope")),
+        sounding_pb2.ObserveRequest(
+            batch=sounding_pb2.ObservationBatch(
+                observations=[
+                    sounding_pb2.Observation(retrieval_outcome=outcome(found.retrieval_id)),
+                    sounding_pb2.Observation(),
+                    sounding_pb2.Observation(retrieval_outcome=outcome("nope either")),
+                ]
+            )
+        ),
+        sounding_pb2.ObserveRequest(retrieval_outcome=outcome(found.retrieval_id)),
+    ]
+    with grpc.insecure_channel(stack.settings.address) as channel:
+        response = sounding_pb2_grpc.SoundingServiceStub(channel).Observe(iter(stream), timeout=30)
+    assert response.recorded == 1
+    assert [(r.index, r.code) for r in response.rejected] == [
+        (0, "NOT_FOUND"),
+        (2, "INVALID_ARGUMENT"),
+        (3, "NOT_FOUND"),
+        (4, "ALREADY_EXISTS"),
+    ]
+
+
 @pytest.mark.parametrize("score", [float("nan"), float("inf")])
 def test_calibrate_refuses_a_state_that_is_not_finite(client, stack, score):
     from sounding_client import CalibrationState

@@ -122,7 +122,7 @@ class AsyncClient(AsyncConnection):
         acknowledgement means the recorded ones are durable; those not recorded are listed with
         a reason. (An agent reporting tool uses on its turn's path uses a `ToolUseObserver` or
         an `AsyncToolUseObserver`.)"""
-        requests = [_requests.observe_request(o) for o in outcomes]
+        requests = _requests.observe_requests(outcomes)
         response = await self._unary(self._sounding.Observe, iter(requests), timeout)
         return _convert.observe_result(response)
 

@@ -10,6 +10,10 @@ from sounding_client import inquiry
 from sounding_client import types as t
 from sounding_client._convert import CALIBRATION_TARGETS
 
+# An Observe stream's messages carry at most this many observations, of about this many bytes.
+OBSERVE_BATCH = 1000
+OBSERVE_BATCH_BYTES = 1 << 20
+
 DocumentLike = common_pb2.Document | Mapping[str, object]
 
 
@@ -128,9 +132,29 @@ _FEEDBACK = {
 }
 
 
-def observe_request(
-    outcome: t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse,
-) -> sounding_pb2.ObserveRequest:
+def observe_requests(
+    outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse],
+) -> list[sounding_pb2.ObserveRequest]:
+    """The stream's messages: the observations in order, in batches of at most OBSERVE_BATCH of
+    them and about OBSERVE_BATCH_BYTES each (one message per observation would cost far more)."""
+    requests: list[sounding_pb2.ObserveRequest] = []
+    batch: list[sounding_pb2.Observation] = []
+    size = 0
+    for outcome in outcomes:
+        item = _observation(outcome)
+        if batch and (len(batch) >= OBSERVE_BATCH or size + item.ByteSize() > OBSERVE_BATCH_BYTES):
+            requests.append(
+                sounding_pb2.ObserveRequest(batch=sounding_pb2.ObservationBatch(observations=batch))
+            )
+            batch, size = [], 0
+        batch.append(item)
+        size += item.ByteSize()
+    if batch:
+        requests.append(sounding_pb2.ObserveRequest(batch=sounding_pb2.ObservationBatch(observations=batch)))
+    return requests
+
+
+def _observation(outcome: t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse) -> sounding_pb2.Observation:
     if isinstance(outcome, t.ToolUse):
         use = sounding_pb2.ToolUseEvent(
             toolset=outcome.toolset,
@@ -140,9 +164,9 @@ def observe_request(
         )
         if outcome.success is not None:
             use.success = outcome.success
-        return sounding_pb2.ObserveRequest(tool_use=use)
+        return sounding_pb2.Observation(tool_use=use)
     if isinstance(outcome, t.InquiryOutcome):
-        return sounding_pb2.ObserveRequest(
+        return sounding_pb2.Observation(
             inquiry_outcome=sounding_pb2.InquiryOutcome(
                 session_id=outcome.session_id, ground_truth=outcome.ground_truth
             )
@@ -158,7 +182,7 @@ def observe_request(
     )
     if outcome.agent_success is not None:
         message.agent_success = outcome.agent_success
-    return sounding_pb2.ObserveRequest(retrieval_outcome=message)
+    return sounding_pb2.Observation(retrieval_outcome=message)
 
 
 def calibrate_request(target: str, **options) -> sounding_pb2.CalibrateRequest:

@@ -176,7 +176,7 @@ class ToolUseObserver(_Observer):
         return batch
 
     def _send(self, batch: list[t.ToolUse]) -> None:
-        requests = [_requests.observe_request(use) for use in batch]
+        requests = _requests.observe_requests(batch)
         for attempt in range(self._max_attempts):
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:

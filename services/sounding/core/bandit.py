@@ -85,20 +85,23 @@ class LinUCB:
         x = np.asarray(contexts, dtype=float).reshape(-1, self.dimension)
         if len(x) != len(rewards):
             raise ValueError("one reward mapping per context")
-        rows: dict[int, list[int]] = {}
-        values: dict[int, list[float]] = {}
+        # Rows rewarding the same arms share their contexts' outer-product sum.
+        groups: dict[tuple[str, ...], list[int]] = {}
         for position, observed in enumerate(rewards):
-            for arm, value in observed.items():
-                index = self._index.get(arm)
-                if index is not None:
-                    rows.setdefault(index, []).append(position)
-                    values.setdefault(index, []).append(value)
-        for index, positions in rows.items():
+            groups.setdefault(tuple(observed), []).append(position)
+        for names, positions in groups.items():
+            known = [(column, self._index[arm]) for column, arm in enumerate(names) if arm in self._index]
+            if not known:
+                continue
             observed_x = x[positions]
-            self._a[index] += observed_x.T @ observed_x
-            self._b[index] += np.asarray(values[index]) @ observed_x
-            self._stale[index] = True
-            self.pulls[self.arms[index]] += len(positions)
+            values = np.array([[rewards[p][name] for name in names] for p in positions])
+            gram = observed_x.T @ observed_x
+            weighted = values.T @ observed_x  # arms × dimension: Σ r x per arm
+            for column, index in known:
+                self._a[index] += gram
+                self._b[index] += weighted[column]
+                self._stale[index] = True
+                self.pulls[self.arms[index]] += len(positions)
 
     def confidence(self, context: ArrayLike, scores: Mapping[str, ArmScore] | None = None) -> float:
         """1 − (width of the best arm) / (its width before any update, α‖x‖), in [0, 1]: 0 when

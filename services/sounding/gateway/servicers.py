@@ -73,14 +73,16 @@ class SoundingServicer:
         size, limits = 0, self._config.observe
         async for message in request_iterator:
             size += message.ByteSize()
-            if len(observations) >= limits.max_messages or size > limits.max_stream_bytes:
-                raise errors.ResourceExhausted(
-                    f"an Observe stream carries at most {limits.max_messages} observations and "
-                    f"{limits.max_stream_bytes} bytes; nothing of this stream was recorded",
-                    reason="OBSERVE_STREAM_TOO_LONG",
-                    field=f"messages[{len(observations)}]",
-                )
-            observations.append(learning_messages.observation(message, len(observations), limits))
+            batched = message.WhichOneof("observation") == "batch"
+            for item in message.batch.observations if batched else (message,):
+                if len(observations) >= limits.max_messages or size > limits.max_stream_bytes:
+                    raise errors.ResourceExhausted(
+                        f"an Observe stream carries at most {limits.max_messages} observations and "
+                        f"{limits.max_stream_bytes} bytes; nothing of this stream was recorded",
+                        reason="OBSERVE_STREAM_TOO_LONG",
+                        field=f"messages[{len(observations)}]",
+                    )
+                observations.append(learning_messages.observation(item, len(observations), limits))
         learned = await self._tenants.of(context.principal.tenant)
         return learning_messages.observe_response(await learned.observe(observations))
 

@@ -33,7 +33,11 @@ class Recorder:
 
     def observe(self, request_iterator, context):
         self.calls += 1
-        received = [m.tool_use.request for m in request_iterator]
+        received = [
+            item.tool_use.request
+            for m in request_iterator
+            for item in (m.batch.observations if m.WhichOneof("observation") == "batch" else (m,))
+        ]
         self.release.wait()
         self.requests.extend(received)
         return sounding_pb2.ObserveResponse(recorded=len(received))

@@ -14,7 +14,9 @@ _FEEDBACK = {
 }
 
 
-def observation(message: sounding_pb2.ObserveRequest, index: int, limits: ObserveLimits):
+def observation(
+    message: sounding_pb2.ObserveRequest | sounding_pb2.Observation, index: int, limits: ObserveLimits
+):
     """A RetrievalOutcome, InquiryOutcome or ToolUse, or a Rejected entry for an observation that
     is malformed or over a limit."""
     from sounding.learning.inquiry import InquiryOutcome

@@ -580,6 +580,24 @@ class InquiryTrace(_message.Message):
     def __init__(self, entropy_bits: _Optional[_Iterable[float]] = ..., predicted_gain: _Optional[_Iterable[float]] = ..., actual_gain: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ObserveRequest(_message.Message):
+    __slots__ = ("retrieval_outcome", "inquiry_outcome", "tool_use", "batch")
+    RETRIEVAL_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    INQUIRY_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    retrieval_outcome: RetrievalOutcome
+    inquiry_outcome: InquiryOutcome
+    tool_use: ToolUseEvent
+    batch: ObservationBatch
+    def __init__(self, retrieval_outcome: _Optional[_Union[RetrievalOutcome, _Mapping]] = ..., inquiry_outcome: _Optional[_Union[InquiryOutcome, _Mapping]] = ..., tool_use: _Optional[_Union[ToolUseEvent, _Mapping]] = ..., batch: _Optional[_Union[ObservationBatch, _Mapping]] = ...) -> None: ...
+
+class ObservationBatch(_message.Message):
+    __slots__ = ("observations",)
+    OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    observations: _containers.RepeatedCompositeFieldContainer[Observation]
+    def __init__(self, observations: _Optional[_Iterable[_Union[Observation, _Mapping]]] = ...) -> None: ...
+
+class Observation(_message.Message):
     __slots__ = ("retrieval_outcome", "inquiry_outcome", "tool_use")
     RETRIEVAL_OUTCOME_FIELD_NUMBER: _ClassVar[int]
     INQUIRY_OUTCOME_FIELD_NUMBER: _ClassVar[int]
