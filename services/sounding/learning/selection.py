@@ -21,9 +21,10 @@ of a collection answer at the cheap arms' speed while every arm is still tried a
 costly arm the bandit finds worth its latency penalty joins the plan it exploits like any other.
 When every arm is costly, none is treated as such.
 
-The selector's state is a pure function of the observation log (replayed in order at startup),
-plus the number of queries it has planned, so a restarted orchestrator plans exactly as before.
-Exploration draws come from a generator seeded by (seed, query index): reproducible too.
+The bandit's state is a pure function of the observation log (replayed in order at startup),
+plus the number of queries it has planned; exploration draws come from a generator seeded by
+(seed, query index). The arms' costs are measured since the process started, so after a restart
+the costly-arm rule starts again from `assumed_costly` until the arms have run.
 """
 
 from __future__ import annotations
