@@ -6,7 +6,7 @@
 - `ExplorationSchedule`: cold start runs every arm for the first N queries (§6.1); afterwards an
   exploration rate max(min_rate, rate·decayᵗ), doubled when the bandit is unsure, adds one arm
   the bandit did not choose; every N-th query runs all arms (§5.5).
-- `reward`: contribution + feedback bonus − latency penalty, clamped to [0, 1] (§5.4).
+- `rewards`: contribution + feedback bonus − latency penalty, clamped to [0, 1] (§5.4).
 - `should_prune` (§6.3) and `holdout_score` for the gated recalibration (§6.4).
 """
 
@@ -140,15 +140,11 @@ class ExplorationSchedule:
         return "explore" if draw < self.rate(query_index, bandit_confidence) else "exploit"
 
 
-def reward(contribution: float, feedback: str, latency_ms: float) -> float:
-    """§5.4: contribution to what was used (0–1) + feedback bonus (±0.3) − min(latency/5 s, 0.2)."""
-    return float(rewards(np.asarray(contribution), FEEDBACK_BONUS[feedback], np.asarray(latency_ms)))
-
-
-def rewards(contributions: np.ndarray, bonuses: ArrayLike, latencies_ms: np.ndarray) -> np.ndarray:
-    """`reward` elementwise, the feedback given as its bonus."""
-    penalties = np.minimum(latencies_ms * LATENCY_PENALTY_PER_MS, MAX_LATENCY_PENALTY)
-    return np.clip(contributions + bonuses - penalties, 0.0, 1.0)
+def rewards(contributions: ArrayLike, bonuses: ArrayLike, latencies_ms: ArrayLike) -> np.ndarray:
+    """§5.4, elementwise: contribution to what was used (0–1) + the feedback's bonus
+    (`FEEDBACK_BONUS`, ±0.3) − min(latency/5 s, 0.2), clamped to [0, 1]."""
+    penalties = np.minimum(np.asarray(latencies_ms) * LATENCY_PENALTY_PER_MS, MAX_LATENCY_PENALTY)
+    return np.clip(np.asarray(contributions) + bonuses - penalties, 0.0, 1.0)
 
 
 def contribution(found: Iterable[str], used: Iterable[str]) -> float:

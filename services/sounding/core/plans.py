@@ -43,16 +43,6 @@ def plans(arms: Sequence[str]) -> list[str]:
     return [plan_name(c) for size in range(1, len(arms) + 1) for c in itertools.combinations(arms, size)]
 
 
-def ranked_contribution(ranking: Sequence[str], needed: Collection[str], depth: int = REWARD_DEPTH) -> float:
-    """nDCG@depth of `ranking` with `needed` as the relevant documents (binary gains)."""
-    needed = set(needed)
-    if not needed:
-        return 0.0
-    gains = [1 / np.log2(rank + 2) for rank, doc in enumerate(ranking[:depth]) if doc in needed]
-    ideal = sum(1 / np.log2(rank + 2) for rank in range(min(len(needed), depth)))
-    return float(sum(gains) / ideal)
-
-
 @functools.lru_cache(maxsize=64)
 def _plan_masks(arms: tuple[str, ...]) -> tuple[list[str], np.ndarray]:
     """The plans of `arms` and which arms each holds (arms × plans, 1 where it does)."""

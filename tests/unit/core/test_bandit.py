@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 from sounding.core.bandit import (
+    FEEDBACK_BONUS,
     ArmScore,
     ArmStats,
     ExplorationSchedule,
@@ -8,7 +9,7 @@ from sounding.core.bandit import (
     Replay,
     contribution,
     holdout_score,
-    reward,
+    rewards,
     should_prune,
     train,
 )
@@ -96,7 +97,7 @@ def test_exploration_schedule():
     ],
 )
 def test_reward(contribution_, feedback, latency_ms, expected):
-    assert reward(contribution_, feedback, latency_ms) == pytest.approx(expected)
+    assert rewards(contribution_, FEEDBACK_BONUS[feedback], latency_ms) == pytest.approx(expected)
 
 
 def test_contribution_is_the_share_of_used_documents_found():

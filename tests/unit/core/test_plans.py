@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from sounding.core.bandit import reward
+from sounding.core.bandit import FEEDBACK_BONUS, rewards
 from sounding.core.fusion import weighted_rrf
 from sounding.core.plans import (
     PlanInputs,
@@ -9,10 +9,20 @@ from sounding.core.plans import (
     plan_rewards,
     plan_rewards_many,
     plans,
-    ranked_contribution,
 )
 
 pytestmark = pytest.mark.unit
+
+
+def ranked_contribution(ranking, needed, depth=10) -> float:
+    """The reference: nDCG@depth of `ranking` with `needed` as the relevant documents (binary
+    gains), what a plan's contribution is (core.plans)."""
+    needed = set(needed)
+    if not needed:
+        return 0.0
+    gains = [1 / np.log2(rank + 2) for rank, doc in enumerate(ranking[:depth]) if doc in needed]
+    ideal = sum(1 / np.log2(rank + 2) for rank in range(min(len(needed), depth)))
+    return float(sum(gains) / ideal)
 
 
 def test_plans_are_every_nonempty_set_named_by_sorted_arms():
@@ -56,14 +66,16 @@ def test_plan_rewards_rank_as_the_services_fusion_does():
         rankings = {a: [f"d{i}" for i in rng.permutation(60)[:30]] for a in arms}
         costs = {a: float(rng.uniform(0, 2000)) for a in arms}
         needed = {f"d{i}" for i in rng.permutation(60)[:4]}
-        rewards = plan_rewards(rankings, costs, needed, "")
+        rewarded = plan_rewards(rankings, costs, needed, "")
         for plan in plans(arms):
             members = plan_arms(plan)
             fused = weighted_rrf({a: [(d, 0.0) for d in rankings[a]] for a in members}, limit=10)
-            expected = reward(
-                ranked_contribution([f.key for f in fused], needed), "", max(costs[a] for a in members)
+            expected = rewards(
+                ranked_contribution([f.key for f in fused], needed),
+                FEEDBACK_BONUS[""],
+                max(costs[a] for a in members),
             )
-            assert rewards[plan] == pytest.approx(expected)
+            assert rewarded[plan] == pytest.approx(expected)
 
 
 def test_rewards_computed_together_equal_each_computed_alone():
