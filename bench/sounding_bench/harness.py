@@ -64,6 +64,7 @@ PACKAGES = (
     "torch",
     "transformers",
     "lancedb",
+    "onnxruntime",
     "ray",
     "grpcio",
 )

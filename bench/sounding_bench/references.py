@@ -71,10 +71,10 @@ class LanceHybrid:
 
 
 def _embedder():
-    from sounding.models.embedder import Embedder
+    from sounding.models.embedder import TorchEmbedder
     from sounding.models.server import select_device
 
-    return Embedder(select_device("auto"))
+    return TorchEmbedder(select_device("auto"))
 
 
 def encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarray]:

@@ -141,7 +141,7 @@ def claim_pairs(data: Path, claims: list[Claim], hard_negatives: int) -> list[Pa
     documents = read_documents(data)
     uncited = None
     if hard_negatives:
-        from sounding.models.embedder import Embedder
+        from sounding.models.embedder import TorchEmbedder
 
-        uncited = nearest_uncited(claims, documents, Embedder("cpu").encode, hard_negatives)
+        uncited = nearest_uncited(claims, documents, TorchEmbedder("cpu").encode, hard_negatives)
     return nli_pairs(claims, documents, uncited=uncited)

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_embed_matches_the_in_process_model_and_batches_concurrent_callers(stack):
-    from sounding.models.embedder import Embedder
+    from sounding.models.embedder import TorchEmbedder
 
     texts = [f"sentence number {i} about ocean depth" for i in range(40)]
 
@@ -21,7 +21,7 @@ def test_embed_matches_the_in_process_model_and_batches_concurrent_callers(stack
             await models.close()
 
     vectors, (model, dimension) = asyncio.run(run())
-    reference = Embedder("cpu").encode(texts)
+    reference = TorchEmbedder("cpu").encode(texts)
     assert vectors.shape == (40, 384) == (len(texts), dimension)
     assert "MiniLM" in model
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

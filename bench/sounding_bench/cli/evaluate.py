@@ -19,6 +19,7 @@ from sounding_bench.cli.eval_choices import (
     ToolConfig,
 )
 from sounding_bench.cli.evaluate_arbench import eval_arbench, eval_arbench_compare
+from sounding_bench.cli.evaluate_encoder import eval_encoder
 from sounding_bench.cli.evaluate_flood import eval_flood
 from sounding_bench.cli.evaluate_generation import eval_generation
 from sounding_bench.cli.evaluate_nli import eval_nli
@@ -30,6 +31,7 @@ from sounding_bench.harness import own_settings
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)
 eval_app.command("arbench-compare")(eval_arbench_compare)
+eval_app.command("encoder")(eval_encoder)
 eval_app.command("flood")(eval_flood)
 eval_app.command("generation")(eval_generation)
 eval_app.command("nli")(eval_nli)

@@ -11,7 +11,8 @@ from grpc_health.v1 import health, health_pb2
 
 from sounding.models.batching import MicroBatcher
 from sounding.models.client import SERVICE_NAME, sidecar_token
-from sounding.models.embedder import Embedder
+from sounding.models.embedder import MODEL_NAME, TextEncoder, TorchEmbedder, model_dir
+from sounding.models.onnx_embedder import OnnxEmbedder, UnsupportedModel, exported
 from sounding.models.server import (
     MODEL_SERVICE,
     ModelServicer,
@@ -21,7 +22,7 @@ from sounding.models.server import (
 )
 from sounding.runtime import allocator, telemetry
 from sounding.serving import admission, auth, rpc
-from sounding.settings.config import Settings
+from sounding.settings.config import ModelsSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,31 @@ def model_servicer_config(settings: Settings) -> ModelServicerConfig:
         models=settings.models,
         limits=settings.limits.models,
         generation_cache_file=settings.cache_dir / "generations.sqlite",
+    )
+
+
+def load_embedder(models: ModelsSettings, device: str) -> TextEncoder:
+    """The embedder `models.embedder.backend` names; `auto` is ONNX Runtime on CPU for a model it
+    can export, else torch (the GPU's runtime)."""
+    embedder = models.embedder
+    backend = embedder.backend
+    if backend == "auto":
+        backend = "onnx" if device == "cpu" else "torch"
+    if backend == "onnx":
+        try:
+            return OnnxEmbedder(
+                exported(model_dir(embedder.model), models.cache_dir),
+                embedder.model or MODEL_NAME,
+                embedder.forward_batch_size,
+                embedder.single_thread_max_texts,
+                models.torch_threads,
+            )
+        except UnsupportedModel as refusal:
+            if embedder.backend == "onnx":
+                raise
+            log.info("embedder on torch: %s", refusal)
+    return TorchEmbedder(
+        device, embedder.forward_batch_size, embedder.single_thread_max_texts, embedder.model
     )
 
 
@@ -59,12 +85,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     device = select_device(settings.models.device)
     encode_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
     embedder = await asyncio.get_running_loop().run_in_executor(
-        encode_thread,
-        Embedder,
-        device,
-        settings.models.embedder.forward_batch_size,
-        settings.models.embedder.single_thread_max_texts,
-        settings.models.embedder.model,
+        encode_thread, load_embedder, settings.models, device
     )
     batcher = MicroBatcher(
         embedder.encode,

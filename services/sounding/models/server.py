@@ -18,7 +18,7 @@ from sounding.api.sounding.models.v1 import models_pb2
 from sounding.core import clustering
 from sounding.models.batching import MicroBatcher
 from sounding.models.client import FLOW_METADATA_KEY
-from sounding.models.embedder import Embedder
+from sounding.models.embedder import TextEncoder
 from sounding.models.generation_cache import CachedGenerator
 from sounding.models.generators import GenerationParams, Generator, OpenAIGenerator
 from sounding.models.local_generator import LocalGenerator
@@ -60,7 +60,7 @@ class ModelServicerConfig:
 class ModelServicer:
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: TextEncoder,
         batcher: MicroBatcher,
         encode_thread: ThreadPoolExecutor,
         config: ModelServicerConfig,

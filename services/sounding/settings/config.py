@@ -87,6 +87,10 @@ class EmbedderSettings(BaseModel):
     # A sentence-transformers model (a directory, or a hub id in the local cache); empty: the bundled
     # all-MiniLM-L6-v2. Collections keep the model they were made with.
     model: str = ""
+    # What runs it: ONNX Runtime (the model exported once into `ModelsSettings.cache_dir`; a
+    # transformer, mean pooling, normalisation model only) or torch. `auto`: ONNX Runtime on CPU
+    # where the model allows it, else torch. Both give the same vectors to float precision.
+    backend: Literal["auto", "onnx", "torch"] = "auto"
     max_batch_size: int = Field(default=64, ge=1, le=4096)
     # How long the first request of a batch waits for company before the batch runs. With 0 a
     # lone request runs at once, and requests arriving while a batch encodes still form the next.
@@ -94,7 +98,7 @@ class EmbedderSettings(BaseModel):
     # Texts per forward pass within a batch: a pass's memory grows with texts x length^2, so
     # long texts in large passes make the sidecar's resident memory spike.
     forward_batch_size: int = Field(default=8, ge=1, le=4096)
-    # Batches of at most this many texts encode on one CPU thread (see models.embedder.Embedder).
+    # Batches of at most this many texts encode on one CPU thread (see models.embedder.TorchEmbedder).
     single_thread_max_texts: int = Field(default=4, ge=0, le=4096)
 
 
@@ -156,7 +160,9 @@ class ModelsSettings(BaseModel):
     # Converted model copies (e.g. the de-quantised SmolLM2), shared by every data directory.
     cache_dir: Path = Path.home() / ".cache" / "sounding" / "models"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    torch_threads: int = Field(default=0, ge=0, description="0 keeps torch's default")
+    torch_threads: int = Field(
+        default=0, ge=0, description="CPU threads of torch and of the ONNX embedder; 0: their defaults"
+    )
     embedder: EmbedderSettings = EmbedderSettings()
     generator: GeneratorSettings = GeneratorSettings()
     nli: NliSettings = NliSettings()

@@ -2,7 +2,7 @@ import threading
 
 import numpy as np
 import pytest
-from sounding.models.embedder import Embedder
+from sounding.models.embedder import TorchEmbedder
 
 # The [models] extra's torch: absent where the unit tests run without it (make test-newer-python).
 torch = pytest.importorskip("torch")
@@ -28,7 +28,7 @@ class ThreadCountRecorder:
 
 @pytest.fixture(scope="module")
 def embedder():
-    return Embedder("cpu", single_thread_max_texts=2)
+    return TorchEmbedder("cpu", single_thread_max_texts=2)
 
 
 def test_small_calls_encode_on_one_thread_and_nothing_else_changes(embedder):
@@ -57,7 +57,7 @@ def test_a_model_named_by_path_is_loaded_and_reported_by_that_name():
     from sounding.models.embedder import MODEL_NAME, bundled_model_dir
 
     path = str(bundled_model_dir())
-    named, bundled = Embedder("cpu", model=path), Embedder("cpu")
+    named, bundled = TorchEmbedder("cpu", model=path), TorchEmbedder("cpu")
     assert named.model_name == path and bundled.model_name == MODEL_NAME
     assert named.dimension == 384
     assert np.allclose(named.encode(["depth of water"]), bundled.encode(["depth of water"]), atol=1e-5)
