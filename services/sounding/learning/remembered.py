@@ -5,7 +5,9 @@ once). A crash can lose the last interval's retrievals that nobody observed yet,
 acknowledged observation. A failed append is retried with the next; until a retrieval is in the
 log it is `unlogged`, and outcomes for it are refused, so no observation is ever durable for a
 retrieval that is not. Memory is bounded: at most RECENT_RETRIEVALS retrievals holding at most
-RECENT_DOCUMENT_IDS document ids together (older ones are read back from the log)."""
+RECENT_DOCUMENT_IDS document ids together (older ones are read back from the log). Which recent
+retrievals have an acknowledged observation is known here too, so Observe asks the log only about
+the others."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ class RememberedRetrievals:
         self._log = log_
         self._recent: OrderedDict[str, RetrievalRecord] = OrderedDict()
         self._recent_ids = 0
+        # Recent retrievals with an observation in the log (a subset of `_recent`'s keys).
+        self._observed: set[str] = set()
         self._unwritten: list[RetrievalRecord] = []
         # Retrievals remembered but not yet durably in the log.
         self._unlogged: set[str] = set()
@@ -38,11 +42,27 @@ class RememberedRetrievals:
         self._recent_ids += _document_ids(record)
         while len(self._recent) > RECENT_RETRIEVALS or self._recent_ids > RECENT_DOCUMENT_IDS:
             _, oldest = self._recent.popitem(last=False)
-            self._recent_ids -= _document_ids(oldest)
+            self._forget(oldest)
         self._unwritten.append(record)
         self._unlogged.add(record.retrieval_id)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush())
+
+    def _forget(self, record: RetrievalRecord) -> None:
+        self._recent_ids -= _document_ids(record)
+        self._observed.discard(record.retrieval_id)
+
+    def mark_observed(self, retrieval_ids: list[str]) -> None:
+        """These retrievals' observations are now durably in the log."""
+        self._observed.update(i for i in retrieval_ids if i in self._recent)
+
+    async def observed(self, retrieval_ids: set[str]) -> set[str]:
+        """The retrievals among these that have an observation in the log: recent ones from
+        memory (one orchestrator writes a data directory, and it records every observation of a
+        retrieval it remembers), the others from the log."""
+        recent = {i for i in retrieval_ids if i in self._recent}
+        older = retrieval_ids - recent
+        return (recent & self._observed) | (await self._log.observed_retrievals(older) if older else set())
 
     def unlogged(self, retrieval_id: str) -> bool:
         """Whether the retrieval is remembered but not yet in the log (its write failed so far)."""
@@ -94,7 +114,7 @@ class RememberedRetrievals:
         for record in self._unwritten[:dropped]:
             self._unlogged.discard(record.retrieval_id)
             if self._recent.pop(record.retrieval_id, None) is not None:
-                self._recent_ids -= _document_ids(record)
+                self._forget(record)
         self._unwritten = self._unwritten[dropped:]
 
     async def wait_written(self) -> None:

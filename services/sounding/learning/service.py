@@ -341,7 +341,7 @@ class LearningService:
             # An observation must never be durable while the retrieval it refers to is not.
             await self.remembered.wait_written()
             records = await self.remembered.records({o.retrieval_id for _, o in valid})
-            observed = await self._log.observed_retrievals({o.retrieval_id for _, o in valid})
+            observed = await self.remembered.observed({o.retrieval_id for _, o in valid})
             accepted: list[tuple[RetrievalOutcome, RetrievalRecord]] = []
             for index, outcome in valid:
                 record = records.get(outcome.retrieval_id)
@@ -392,6 +392,7 @@ class LearningService:
 
         observations = await asyncio.to_thread(entries)
         await self._log.append_observations(observations)
+        self.remembered.mark_observed([entry.retrieval_id for entry in observations])
         self._sequence += len(observations)
         records = [record for _, record in accepted]
         for entry in observations:

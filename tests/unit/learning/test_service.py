@@ -24,6 +24,7 @@ class MemoryLog:
         self.fail_observations = False
         self.fail_retrievals = False
         self.append_delay = 0.0
+        self.observed_asked: list[set[str]] = []
 
     async def append_retrievals(self, records):
         if self.fail_retrievals:
@@ -31,6 +32,7 @@ class MemoryLog:
         self.retrieval_rows.update({r.retrieval_id: r for r in records})
 
     async def observed_retrievals(self, ids):
+        self.observed_asked.append(set(ids))
         return {o.retrieval_id for o in self.observation_rows} & set(ids)
 
     async def retrievals(self, ids):
@@ -154,7 +156,28 @@ def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
     assert set(log.retrieval_rows) == {"r1", "r2"}  # written before the observations
 
 
-def test_a_failed_append_teaches_the_selector_nothing():
+def test_a_second_outcome_is_refused_from_memory_for_recent_retrievals_and_from_the_log_for_others():
+    log = MemoryLog()
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1"))
+        learning.remember(record("r2", index=1))
+        await learning.observe([RetrievalOutcome("r1", ("d1",))])
+        again = await learning.observe([RetrievalOutcome("r1", ("d1",)), RetrievalOutcome("r2", ("d3",))])
+        asked_while_recent = list(log.observed_asked)
+        restarted = await LearningService.restore(log, LearningConfig(ARMS))
+        after_restart = await restarted.observe([RetrievalOutcome("r1", ("d1",))])
+        return again, asked_while_recent, after_restart
+
+    again, asked_while_recent, after_restart = asyncio.run(run())
+    assert again.recorded == 1 and [(r.index, r.code) for r in again.rejected] == [(0, "ALREADY_EXISTS")]
+    assert asked_while_recent == []
+    assert [r.code for r in after_restart.rejected] == ["ALREADY_EXISTS"]
+    assert log.observed_asked == [{"r1"}]
+
+
+def test_a_failed_append_teaches_nothing_and_the_outcome_is_accepted_when_sent_again():
     log = MemoryLog()
     log.fail_observations = True
 
@@ -163,10 +186,14 @@ def test_a_failed_append_teaches_the_selector_nothing():
         learning.remember(record("r1"))
         with pytest.raises(OSError):
             await learning.observe([RetrievalOutcome("r1", ("d1",))])
-        return learning
+        untaught = set(learning.selector.bandit.pulls.values())
+        log.fail_observations = False
+        return untaught, await learning.observe([RetrievalOutcome("r1", ("d1",))])
 
-    learning = asyncio.run(run())
-    assert set(learning.selector.bandit.pulls.values()) == {0}
+    untaught, result = asyncio.run(run())
+    assert untaught == {0}
+    assert result.recorded == 1 and not result.rejected
+    assert [o.retrieval_id for o in log.observation_rows] == ["r1"]
 
 
 def test_outcomes_for_a_retrieval_whose_log_write_failed_are_refused_until_it_is_written():

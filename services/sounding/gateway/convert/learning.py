@@ -51,7 +51,7 @@ def observation(
         ("used_document_ids", o.used_document_ids),
         ("missed_document_ids", o.missed_document_ids),
     ):
-        if len(ids) > limits.max_document_ids or any(len(i) > limits.max_id_chars for i in ids):
+        if len(ids) > limits.max_document_ids or max(map(len, ids), default=0) > limits.max_id_chars:
             return Rejected(
                 index,
                 "INVALID_ARGUMENT",
