@@ -134,55 +134,64 @@ _FEEDBACK = {
 
 def observe_requests(
     outcomes: Iterable[t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse],
-) -> list[sounding_pb2.ObserveRequest]:
+) -> Iterator[sounding_pb2.ObserveRequest]:
     """The stream's messages: the observations in order, in batches of at most OBSERVE_BATCH of
-    them and about OBSERVE_BATCH_BYTES each (one message per observation would cost far more)."""
-    requests: list[sounding_pb2.ObserveRequest] = []
-    batch: list[sounding_pb2.Observation] = []
-    size = 0
+    them and about OBSERVE_BATCH_BYTES each (one message per observation would cost far more).
+    The observations are checked at once (ValueError); each message is built when the stream
+    takes it, so the first is on its way while the others are built."""
+    outcomes = list(outcomes)
     for outcome in outcomes:
-        item = _observation(outcome)
-        if batch and (len(batch) >= OBSERVE_BATCH or size + item.ByteSize() > OBSERVE_BATCH_BYTES):
-            requests.append(
-                sounding_pb2.ObserveRequest(batch=sounding_pb2.ObservationBatch(observations=batch))
-            )
-            batch, size = [], 0
-        batch.append(item)
+        if isinstance(outcome, t.RetrievalOutcome) and outcome.feedback not in _FEEDBACK:
+            raise ValueError(f"feedback must be one of {sorted(_FEEDBACK)}")
+    return _batches(outcomes)
+
+
+def _batches(
+    outcomes: list[t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse],
+) -> Iterator[sounding_pb2.ObserveRequest]:
+    """Each observation is written in place into its batch (building it apart and copying it in
+    would cost twice)."""
+    request, size = sounding_pb2.ObserveRequest(), 0
+    items = request.batch.observations
+    for outcome in outcomes:
+        if len(items) >= OBSERVE_BATCH:
+            yield request
+            request, size = sounding_pb2.ObserveRequest(), 0
+            items = request.batch.observations
+        item = items.add()
+        _fill(item, outcome)
         size += item.ByteSize()
-    if batch:
-        requests.append(sounding_pb2.ObserveRequest(batch=sounding_pb2.ObservationBatch(observations=batch)))
-    return requests
+        if size > OBSERVE_BATCH_BYTES and len(items) > 1:  # the batch is full without it: it opens the next
+            moved = sounding_pb2.Observation()
+            moved.CopyFrom(item)
+            del items[-1]
+            yield request
+            request, size = sounding_pb2.ObserveRequest(), moved.ByteSize()
+            items = request.batch.observations
+            items.append(moved)
+    if items:
+        yield request
 
 
-def _observation(outcome: t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse) -> sounding_pb2.Observation:
+def _fill(item: sounding_pb2.Observation, outcome: t.RetrievalOutcome | t.InquiryOutcome | t.ToolUse) -> None:
     if isinstance(outcome, t.ToolUse):
-        use = sounding_pb2.ToolUseEvent(
-            toolset=outcome.toolset,
-            request=outcome.request,
-            used_tool=outcome.used_tool,
-            offered_tools=list(outcome.offered_tools),
-        )
+        use = item.tool_use
+        use.toolset, use.request, use.used_tool = outcome.toolset, outcome.request, outcome.used_tool
+        use.offered_tools.extend(outcome.offered_tools)
         if outcome.success is not None:
             use.success = outcome.success
-        return sounding_pb2.Observation(tool_use=use)
-    if isinstance(outcome, t.InquiryOutcome):
-        return sounding_pb2.Observation(
-            inquiry_outcome=sounding_pb2.InquiryOutcome(
-                session_id=outcome.session_id, ground_truth=outcome.ground_truth
-            )
-        )
-    if outcome.feedback not in _FEEDBACK:
-        raise ValueError(f"feedback must be one of {sorted(_FEEDBACK)}")
-    message = sounding_pb2.RetrievalOutcome(
-        retrieval_id=outcome.retrieval_id,
-        used_document_ids=list(outcome.used_document_ids),
-        feedback=_FEEDBACK[outcome.feedback],
-        found_missing_content=outcome.found_missing_content,
-        missed_document_ids=list(outcome.missed_document_ids),
-    )
-    if outcome.agent_success is not None:
-        message.agent_success = outcome.agent_success
-    return sounding_pb2.Observation(retrieval_outcome=message)
+    elif isinstance(outcome, t.InquiryOutcome):
+        inquired = item.inquiry_outcome
+        inquired.session_id, inquired.ground_truth = outcome.session_id, outcome.ground_truth
+    else:
+        message = item.retrieval_outcome
+        message.retrieval_id = outcome.retrieval_id
+        message.used_document_ids.extend(outcome.used_document_ids)
+        message.feedback = _FEEDBACK[outcome.feedback]
+        message.found_missing_content = outcome.found_missing_content
+        message.missed_document_ids.extend(outcome.missed_document_ids)
+        if outcome.agent_success is not None:
+            message.agent_success = outcome.agent_success
 
 
 def calibrate_request(target: str, **options) -> sounding_pb2.CalibrateRequest:

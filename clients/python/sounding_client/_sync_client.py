@@ -117,7 +117,7 @@ class Client(Connection):
         a reason. (An agent reporting tool uses on its turn's path uses a `ToolUseObserver` or
         an `AsyncToolUseObserver`.)"""
         requests = _requests.observe_requests(outcomes)
-        response = self._unary(self._sounding.Observe, iter(requests), timeout)
+        response = self._unary(self._sounding.Observe, requests, timeout)
         return _convert.observe_result(response)
 
     def put_tools(self, toolset: str, tools: Iterable[t.Tool]) -> tuple[int, int]:

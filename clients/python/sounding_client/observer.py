@@ -176,7 +176,7 @@ class ToolUseObserver(_Observer):
         return batch
 
     def _send(self, batch: list[t.ToolUse]) -> None:
-        requests = _requests.observe_requests(batch)
+        requests = list(_requests.observe_requests(batch))  # sent again by each attempt
         for attempt in range(self._max_attempts):
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:

@@ -37,7 +37,7 @@ from sounding.learning.tenants import TenantLearning, Tenants
 from sounding.models.client import ModelsClient
 from sounding.retrieval.executors import RayExecutor
 from sounding.retrieval.service import RetrievalService
-from sounding.runtime import allocator, telemetry
+from sounding.runtime import allocator, collector, telemetry
 from sounding.serving import admission, auth, rpc
 from sounding.settings.config import Settings
 from sounding.settings.limits import LimitsSettings
@@ -129,6 +129,7 @@ async def serve(settings: Settings) -> None:
     refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
     telemetry.setup("sounding-orchestrator")
     allocator.configure()
+    collector.configure()
     authenticator = auth.Authenticator(
         settings.auth.tokens, settings.auth.tokens_file, settings.auth.keep_last_good_tokens
     )
@@ -189,6 +190,7 @@ async def serve(settings: Settings) -> None:
     expiry = asyncio.ensure_future(inquiry.expire_idle_sessions())
     try:
         await readiness.start()
+        collector.freeze()
         serving.set()
         log.info("orchestrator serving on %s (store %s)", settings.address, settings.store_location.uri)
         await graph_builder.catch_up()

@@ -10,16 +10,16 @@ from numpy.typing import ArrayLike
 
 
 class NearestValues:
-    """Unit vectors with one value each, at most `capacity` of them (the most recent: once full,
-    each new one replaces the oldest), in buffers that grow by doubling up to the capacity: a
-    lookup is one matrix-vector product over the rows in use, never a copy of the history."""
+    """Unit vectors (float32, as the encoder gives them) with one value each, at most `capacity`
+    of them (the most recent: once full, each new one replaces the oldest), in buffers that grow
+    by doubling up to the capacity: a lookup is one matrix-vector product over the rows in use,
+    never a copy of the history."""
 
     INITIAL_CAPACITY = 64
 
-    def __init__(self, dtype: type = np.float64, capacity: int = 20_000) -> None:
-        self._dtype = dtype
+    def __init__(self, capacity: int = 20_000) -> None:
         self._capacity = capacity
-        self._vectors = np.empty((0, 0), dtype=dtype)
+        self._vectors = np.empty((0, 0), dtype=np.float32)
         self._values = np.empty(0)
         self._size = 0
         self._added = 0
@@ -34,7 +34,7 @@ class NearestValues:
         self, embeddings: Sequence[ArrayLike] | np.ndarray, values: Sequence[float] | np.ndarray
     ) -> None:
         """Rows of `embeddings` with their values, in order (as many `add`s, in one pass)."""
-        vectors = np.asarray(embeddings, dtype=self._dtype)
+        vectors = np.asarray(embeddings, dtype=np.float32)
         values = np.asarray(values, dtype=float)
         if not len(values):
             return
@@ -47,7 +47,7 @@ class NearestValues:
             length = min(self._capacity, max(needed, 2 * len(self._values), self.INITIAL_CAPACITY))
             grow = length - len(self._values)
             self._vectors = np.concatenate(
-                [self._vectors.reshape(-1, vectors.shape[1]), np.empty((grow, vectors.shape[1]), self._dtype)]
+                [self._vectors.reshape(-1, vectors.shape[1]), np.empty((grow, vectors.shape[1]), np.float32)]
             )
             self._values = np.concatenate([self._values, np.empty(grow)])
         norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -62,6 +62,6 @@ class NearestValues:
         broken arbitrarily but deterministically)."""
         if self._size <= count:
             return self._values[: self._size].copy()
-        query = np.asarray(embedding, dtype=self._dtype)
+        query = np.asarray(embedding, dtype=np.float32)
         similarity = self._vectors[: self._size] @ (query / max(float(np.linalg.norm(query)), 1e-12))
         return self._values[np.argpartition(-similarity, count - 1)[:count]]

@@ -78,7 +78,7 @@ class MissHistory:
     PRIOR_WEIGHT = 2.0
 
     def __init__(self, capacity: int = 20_000) -> None:
-        self._outcomes = NearestValues(np.float32, capacity)
+        self._outcomes = NearestValues(capacity)
 
     def __len__(self) -> int:
         return len(self._outcomes)

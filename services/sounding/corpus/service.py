@@ -162,7 +162,8 @@ class CorpusManager:
     ) -> AsyncGenerator[IngestProgress, None]:
         """One stream of (collection, documents) batches into one collection (a batch after the
         first may name none). Each batch is prepared (validated, chunked,
-        embedded) while the previous one is written, and acknowledged in order once written. A
+        embedded) while the previous one is written, and acknowledged in order once written (the
+        last once the collection's full-text index holds every chunk). A
         batch that is invalid, or fails to read, ends the stream after the earlier ones were
         acknowledged, with nothing of it written."""
         started = time.perf_counter()
@@ -171,8 +172,13 @@ class CorpusManager:
         writing: asyncio.Task[BatchWritten] | None = None
         batch_index = 0
 
-        async def acknowledge(task: asyncio.Task[BatchWritten], index: int) -> IngestProgress:
+        async def acknowledge(
+            task: asyncio.Task[BatchWritten], index: int, last: bool = False
+        ) -> IngestProgress:
             written = await task
+            if last and collection is not None:  # the stream's last batch: everything indexed
+                async with self._store.lock(collection):
+                    await self._store.index(collection)
             totals[0] += written.documents
             totals[1] += written.chunks
             elapsed = time.perf_counter() - started
@@ -218,7 +224,7 @@ class CorpusManager:
                 writing = asyncio.ensure_future(self.write_batch(collection, prepared))
                 batch_index += 1
             if writing is not None:
-                yield await acknowledge(writing, batch_index - 1)
+                yield await acknowledge(writing, batch_index - 1, last=True)
                 writing = None
         finally:
             if writing is not None:  # the stream failed or was cancelled: let the commit settle

@@ -73,16 +73,17 @@ class SoundingServicer:
         size, limits = 0, self._config.observe
         async for message in request_iterator:
             size += message.ByteSize()
-            batched = message.WhichOneof("observation") == "batch"
-            for item in message.batch.observations if batched else (message,):
-                if len(observations) >= limits.max_messages or size > limits.max_stream_bytes:
-                    raise errors.ResourceExhausted(
-                        f"an Observe stream carries at most {limits.max_messages} observations and "
-                        f"{limits.max_stream_bytes} bytes; nothing of this stream was recorded",
-                        reason="OBSERVE_STREAM_TOO_LONG",
-                        field=f"messages[{len(observations)}]",
-                    )
-                observations.append(learning_messages.observation(item, len(observations), limits))
+            carried = len(message.batch.observations) if message.WhichOneof("observation") == "batch" else 1
+            if len(observations) + carried > limits.max_messages or size > limits.max_stream_bytes:
+                # The first observation past a limit: this message's first, or the one past the count.
+                over = len(observations) if size > limits.max_stream_bytes else limits.max_messages
+                raise errors.ResourceExhausted(
+                    f"an Observe stream carries at most {limits.max_messages} observations and "
+                    f"{limits.max_stream_bytes} bytes; nothing of this stream was recorded",
+                    reason="OBSERVE_STREAM_TOO_LONG",
+                    field=f"messages[{over}]",
+                )
+            observations += learning_messages.observations(message, len(observations), limits)
         learned = await self._tenants.of(context.principal.tenant)
         return learning_messages.observe_response(await learned.observe(observations))
 

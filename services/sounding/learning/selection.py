@@ -174,7 +174,7 @@ class StrategySelector:
     def learn_many(
         self,
         contexts: Sequence[ArrayLike],
-        embeddings: Sequence[ArrayLike],
+        embeddings: Sequence[ArrayLike] | np.ndarray,
         plan_rewards: Sequence[Mapping[str, float]],
     ) -> None:
         """Observed outcomes in order, in one pass (as many `learn`s)."""
@@ -186,7 +186,7 @@ class StrategySelector:
         kept = [i for i, rewarded in enumerate(plan_rewards) if rewarded]
         if kept:
             self._outcomes.add_many(
-                [embeddings[i] for i in kept], [max(plan_rewards[i].values()) for i in kept]
+                np.asarray(embeddings, dtype=np.float32)[kept], [max(plan_rewards[i].values()) for i in kept]
             )
 
 

@@ -398,14 +398,14 @@ class LearningService:
         for entry in observations:
             for arm, value in entry.rewards.items():
                 _ARM_REWARD.record(value, {"sounding.arm": arm})
+        embeddings = np.asarray([r.embedding for r in records], dtype=np.float32)
         self.selector.learn_many(
             [r.context for r in records],
-            [r.embedding for r in records],
+            embeddings,
             [entry.plan_rewards or {} for entry in observations],
         )
         self.miss_history.add_many(
-            [r.embedding for r in records],
-            [calibration.reported_missing(entry.outcome) for entry in observations],
+            embeddings, [calibration.reported_missing(entry.outcome) for entry in observations]
         )
         for record, entry in zip(records, observations, strict=True):
             self.expansion_gate.learn(

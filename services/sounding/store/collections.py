@@ -6,7 +6,10 @@ Write rules that keep every acknowledged batch whole:
   unregistered before its table is dropped; tables nobody registered are dropped on open;
 - a batch of documents becomes one merge-insert commit that also deletes the stale chunks of
   re-ingested documents, so a batch is visible entirely or not at all;
-- the full-text index is optimised after each batch, so new chunks are indexed.
+- the table is optimised (compacted, new chunks added to the full-text index) when the chunks
+  not yet indexed reach a share of the indexed ones, and at the end of an ingest stream: an
+  optimisation rewrites the table, so one per batch would make ingesting quadratic in the
+  collection's size. Chunks not yet indexed are still found: full-text search scans them.
 
 A chunk table written by an earlier version is rewritten into the current schema on open
 (`store.upgrade`), and its full-text index rebuilt.
@@ -39,6 +42,10 @@ from sounding.store.tenant_keys import qualify_default_tenant
 from sounding.store.upgrade import upgrade
 
 log = logging.getLogger(__name__)
+# A batch optimises the table when the chunks not yet full-text indexed reach this share of the
+# indexed ones (and of REINDEX_MIN_ROWS): optimisations then cost time linear in the table's size.
+REINDEX_SHARE = 0.25
+REINDEX_MIN_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -214,7 +221,8 @@ class Store(SessionTables):
         return table
 
     async def write_documents(self, collection: ResourceRef, rows: pa.Table, document_ids: list[str]) -> None:
-        """Replace the given documents by `rows` (their chunks) in one commit, then index them."""
+        """Replace the given documents by `rows` (their chunks) in one commit; optimise the table
+        when the chunks not yet full-text indexed reach REINDEX_SHARE of the indexed ones."""
         table = await self.chunks(collection)
         stale = " OR ".join(
             f"document_id IN ({', '.join(schema.sql_string(d) for d in document_ids[i : i + 500])})"
@@ -227,8 +235,22 @@ class Store(SessionTables):
             .when_not_matched_by_source_delete(stale)
             .execute(rows)
         )
-        await compact(table)  # also indexes the new chunks for full-text search
+        index = await table.index_stats(schema.TEXT_INDEX)
+        if index is None or index.num_unindexed_rows >= REINDEX_SHARE * max(
+            index.num_indexed_rows, REINDEX_MIN_ROWS
+        ):
+            await compact(table)
         await self._durability.sync()
+
+    async def index(self, collection: ResourceRef) -> None:
+        """Optimise the collection's table if it holds chunks not yet full-text indexed (an
+        ingest stream's end)."""
+        async with self._gone_is_not_found(collection):
+            table = await self.chunks(collection)
+            index = await table.index_stats(schema.TEXT_INDEX)
+            if index is None or index.num_unindexed_rows:
+                await compact(table)
+                await self._durability.sync()
 
     async def stats(self, collection: ResourceRef) -> CollectionStats:
         """Document, chunk and indexed-chunk counts of the table's current version (cached per

@@ -216,15 +216,20 @@ class ToolStore:
         await self._durability.sync()
 
     async def _commit_events(self, batches: list[Sequence[ToolUseRecord]]) -> None:
-        now = _now_us()
-        rows = [
-            {**asdict(r), "offered_tools": list(r.offered_tools), "create_time_us": now}
-            for b in batches
-            for r in b
-        ]
-        if rows:
-            await self._tables[EVENTS_TABLE].add(pa.Table.from_pylist(rows, EVENTS_SCHEMA))
-            self.compaction.count()
+        records = [r for b in batches for r in b]
+        if not records:
+            return
+
+        def encode() -> pa.Table:
+            columns = {
+                name: [getattr(r, name) for r in records]
+                for name in ("sequence", "toolset", "request", "used_tool", "offered_tools", "success")
+            }
+            columns["create_time_us"] = [_now_us()] * len(records)
+            return pa.Table.from_pydict(columns, EVENTS_SCHEMA)
+
+        await self._tables[EVENTS_TABLE].add(await asyncio.to_thread(encode))
+        self.compaction.count()
 
     async def last_sequence(self) -> int:
         """The highest event sequence recorded (-1 for none)."""

@@ -14,7 +14,7 @@ def test_observations_go_in_order_in_batches_of_at_most_the_batch_size():
         for i in range(2 * _requests.OBSERVE_BATCH + 5)
     ]
     outcomes.append(InquiryOutcome("s1", "the answer"))
-    requests = _requests.observe_requests(outcomes)
+    requests = list(_requests.observe_requests(outcomes))
     assert [len(r.batch.observations) for r in requests] == [_requests.OBSERVE_BATCH] * 2 + [6]
     sent = observations(requests)
     assert [item.WhichOneof("observation") for item in sent[:4]] == [
@@ -29,10 +29,10 @@ def test_observations_go_in_order_in_batches_of_at_most_the_batch_size():
 def test_a_batch_is_closed_before_it_grows_past_the_byte_budget():
     long_ids = tuple(f"document-{i:06d}" for i in range(1000))
     outcomes = [RetrievalOutcome(f"r{i}", long_ids) for i in range(200)]
-    requests = _requests.observe_requests(outcomes)
+    requests = list(_requests.observe_requests(outcomes))
     assert len(requests) > 1 and all(r.ByteSize() <= _requests.OBSERVE_BATCH_BYTES + 100 for r in requests)
     assert [o.retrieval_outcome.retrieval_id for o in observations(requests)] == [f"r{i}" for i in range(200)]
 
 
 def test_no_observations_make_no_message():
-    assert _requests.observe_requests([]) == []
+    assert list(_requests.observe_requests([])) == []

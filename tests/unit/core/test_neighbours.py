@@ -5,11 +5,10 @@ from sounding.core.neighbours import NearestValues
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_nearest_values_match_a_full_sort_across_buffer_growth(dtype):
+def test_nearest_values_match_a_full_sort_across_buffer_growth():
     rng = np.random.default_rng(3)
     embeddings, values = rng.normal(size=(200, 6)), rng.uniform(size=200)
-    history = NearestValues(dtype)
+    history = NearestValues()
     for count, (embedding, value) in enumerate(zip(embeddings, values, strict=True), start=1):
         history.add(embedding * rng.uniform(0.5, 3.0), value)  # the scale must not matter
         if count in (1, 5, 64, 65, 200):

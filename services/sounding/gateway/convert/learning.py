@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from sounding_api.sounding.v1 import sounding_pb2
 
+from sounding.learning.inquiry import InquiryOutcome
+from sounding.learning.protocol import Rejected, RetrievalOutcome
 from sounding.runtime import errors
 from sounding.settings.limits import ObserveLimits
+from sounding.tools.protocol import ToolUse
 
 _FEEDBACK = {
     sounding_pb2.FEEDBACK_UNSPECIFIED: "",
@@ -14,14 +17,54 @@ _FEEDBACK = {
 }
 
 
-def observation(
-    message: sounding_pb2.ObserveRequest | sounding_pb2.Observation, index: int, limits: ObserveLimits
-):
-    """A RetrievalOutcome, InquiryOutcome or ToolUse, or a Rejected entry for an observation that
-    is malformed or over a limit."""
-    from sounding.learning.inquiry import InquiryOutcome
-    from sounding.learning.protocol import Rejected, RetrievalOutcome
+def observations(message: sounding_pb2.ObserveRequest, first: int, limits: ObserveLimits) -> list:
+    """The observations one Observe message carries (a batch of them, or one), numbered in the
+    stream from `first`: each a RetrievalOutcome, InquiryOutcome or ToolUse, or a Rejected entry
+    for one that is malformed or over a limit."""
+    items = message.batch.observations if message.WhichOneof("observation") == "batch" else (message,)
+    # An outcome of at most this many bytes holds no id longer than max_id_chars (a character
+    # takes at least a byte) and no more than max_document_ids ids (an id takes at least two).
+    small = min(limits.max_id_chars, 2 * limits.max_document_ids)
+    converted: list = []
+    for index, item in enumerate(items, first):
+        if item.WhichOneof("observation") != "retrieval_outcome":
+            converted.append(_observation(item, index, limits))
+            continue
+        o = item.retrieval_outcome
+        problem = _outcome_problem(o, limits) if o.ByteSize() > small else ""
+        converted.append(
+            Rejected(index, "INVALID_ARGUMENT", problem)
+            if problem
+            else RetrievalOutcome(
+                retrieval_id=o.retrieval_id,
+                used_document_ids=tuple(o.used_document_ids),
+                feedback=_FEEDBACK[o.feedback],
+                agent_success=o.agent_success if o.HasField("agent_success") else None,
+                found_missing_content=o.found_missing_content,
+                missed_document_ids=tuple(o.missed_document_ids),
+            )
+        )
+    return converted
 
+
+def _outcome_problem(o: sounding_pb2.RetrievalOutcome, limits: ObserveLimits) -> str:
+    for name, ids in (
+        ("used_document_ids", o.used_document_ids),
+        ("missed_document_ids", o.missed_document_ids),
+    ):
+        if len(ids) > limits.max_document_ids or max(map(len, ids), default=0) > limits.max_id_chars:
+            return (
+                f"retrieval_outcome.{name}: at most {limits.max_document_ids} ids of at most "
+                f"{limits.max_id_chars} characters"
+            )
+    if len(o.retrieval_id) > limits.max_id_chars:
+        return f"retrieval_outcome.retrieval_id is longer than {limits.max_id_chars}"
+    return ""
+
+
+def _observation(
+    message: sounding_pb2.Observation | sounding_pb2.ObserveRequest, index: int, limits: ObserveLimits
+):
     kind = message.WhichOneof("observation")
     if kind == "inquiry_outcome":
         o = message.inquiry_outcome
@@ -34,8 +77,6 @@ def observation(
             )
         return InquiryOutcome(o.session_id, o.ground_truth)
     if kind == "tool_use":
-        from sounding.tools.protocol import ToolUse
-
         u = message.tool_use
         return ToolUse(
             toolset=u.toolset,
@@ -44,32 +85,7 @@ def observation(
             offered_tools=tuple(u.offered_tools),
             success=u.success if u.HasField("success") else None,
         )
-    if kind != "retrieval_outcome":
-        return Rejected(index, "INVALID_ARGUMENT", "an empty observation: set one of its kinds")
-    o = message.retrieval_outcome
-    for name, ids in (
-        ("used_document_ids", o.used_document_ids),
-        ("missed_document_ids", o.missed_document_ids),
-    ):
-        if len(ids) > limits.max_document_ids or max(map(len, ids), default=0) > limits.max_id_chars:
-            return Rejected(
-                index,
-                "INVALID_ARGUMENT",
-                f"retrieval_outcome.{name}: at most {limits.max_document_ids} ids of at most "
-                f"{limits.max_id_chars} characters",
-            )
-    if len(o.retrieval_id) > limits.max_id_chars:
-        return Rejected(
-            index, "INVALID_ARGUMENT", f"retrieval_outcome.retrieval_id is longer than {limits.max_id_chars}"
-        )
-    return RetrievalOutcome(
-        retrieval_id=o.retrieval_id,
-        used_document_ids=tuple(o.used_document_ids),
-        feedback=_FEEDBACK[o.feedback],
-        agent_success=o.agent_success if o.HasField("agent_success") else None,
-        found_missing_content=o.found_missing_content,
-        missed_document_ids=tuple(o.missed_document_ids),
-    )
+    return Rejected(index, "INVALID_ARGUMENT", "an empty observation: set one of its kinds")
 
 
 def observe_response(result) -> sounding_pb2.ObserveResponse:
