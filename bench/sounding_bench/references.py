@@ -20,6 +20,7 @@ from lancedb.rerankers import RRFReranker
 from rich.console import Console
 from sounding.core.fusion import weighted_rrf
 from sounding.runtime.progress import progress_bar
+from sounding.settings.config import ModelsSettings
 
 from sounding_bench import beir
 from sounding_bench.harness import INGEST_BATCH
@@ -70,18 +71,20 @@ class LanceHybrid:
         return [row["id"] for row in rows]
 
 
-def _embedder():
-    from sounding.models.embedder import TorchEmbedder
+def _embedder(models: ModelsSettings):
+    """The encoder the models sidecar runs on these settings (`assembly.sidecar.load_embedder`:
+    ONNX Runtime on CPU by default), here in this process."""
+    from sounding.assembly.sidecar import load_embedder
     from sounding.models.server import select_device
 
-    return TorchEmbedder(select_device("auto"))
+    return load_embedder(models, select_device(models.device))
 
 
-def encode_corpus(dataset, stem: Path, fresh, console) -> tuple[dict, np.ndarray]:
+def encode_corpus(dataset, stem: Path, fresh, console, models: ModelsSettings) -> tuple[dict, np.ndarray]:
     vectors_path, record = stem.with_suffix(".npy"), stem.with_suffix(".json")
     if not fresh and vectors_path.exists() and record.exists():
         return {**json.loads(record.read_text()), "cached": True}, np.load(vectors_path)
-    embedder = _embedder()
+    embedder = _embedder(models)
     texts = [beir.document_text(d) for d in dataset.corpus]
     parts = []
     with progress_bar(console) as progress:
@@ -105,11 +108,18 @@ class References:
 
     names = ("ref_bm25s", "ref_minilm", "ref_rrf", "ref_lancedb_hybrid")
 
-    def __init__(self, dataset: beir.BeirDataset, corpus_vectors: np.ndarray, hybrid_directory: Path, k: int):
+    def __init__(
+        self,
+        dataset: beir.BeirDataset,
+        corpus_vectors: np.ndarray,
+        hybrid_directory: Path,
+        k: int,
+        models: ModelsSettings,
+    ):
         import bm25s
 
         self._bm25s = bm25s
-        self._embedder = _embedder()
+        self._embedder = _embedder(models)
         self._vectors = corpus_vectors
         self._ids = [d["_id"] for d in dataset.corpus]
         texts = [beir.document_text(d) for d in dataset.corpus]
@@ -169,9 +179,16 @@ class References:
 
 
 def references_for(
-    dataset: beir.BeirDataset, cache: Path, collection: str, k: int, fresh: bool, console: Console
+    dataset: beir.BeirDataset,
+    cache: Path,
+    collection: str,
+    k: int,
+    fresh: bool,
+    console: Console,
+    models: ModelsSettings,
 ) -> tuple[dict, References]:
-    """The corpus encoded in this process (cached under `cache`; with `fresh`, again) and the
-    references ranking `k` ids over it; with the encode's record."""
-    encode, vectors = encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console)
-    return encode, References(dataset, vectors, cache / f"{collection}-lancedb-hybrid", k)
+    """The corpus encoded in this process with the sidecar's encoder on `models` (cached under
+    `cache`; with `fresh`, again) and the references ranking `k` ids over it; with the encode's
+    record."""
+    encode, vectors = encode_corpus(dataset, cache / f"{collection}-minilm", fresh, console, models)
+    return encode, References(dataset, vectors, cache / f"{collection}-lancedb-hybrid", k, models)

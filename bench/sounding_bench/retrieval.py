@@ -117,7 +117,9 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
             client, collection, dataset, cache / f"{collection}-ingest.json", spec.fresh, console
         )
         # a corpus smaller than TOP_K + 1 is ranked whole
-        encode, references = references_for(dataset, cache, collection, TOP_K + 1, spec.fresh, console)
+        encode, references = references_for(
+            dataset, cache, collection, TOP_K + 1, spec.fresh, console, settings.models
+        )
         ingest_record["inprocess_encode_docs_per_s"] = encode["docs_per_s"]
         ingest_record["service_over_inprocess"] = round(ingest_record["docs_per_s"] / encode["docs_per_s"], 3)
         ingest_record["inprocess_encode_cached"] = encode["cached"]

@@ -213,7 +213,7 @@ def run(
     with own_stack(
         settings, "throughput", dataset, console, include_calibrations=True, address=spec.address
     ) as (client, collection):
-        _, references = references_for(dataset, cache, collection, TOP_K, False, console)
+        _, references = references_for(dataset, cache, collection, TOP_K, False, console, settings.models)
         loop_off = ExpansionOptions(max_iterations=0)
         calls: dict[str, Callable[[str], object]] = {
             "sounding_default": lambda q: client.retrieve_final(
