@@ -57,15 +57,26 @@ def _plan_masks(arms: tuple[str, ...]) -> tuple[list[str], np.ndarray]:
     return names, masks
 
 
+class FusedTops(NamedTuple):
+    """What one retrieval's rankings say about its plans, whatever the outcome: its documents
+    (every arm's, distinct, in id order) and, for each plan (`plans` order), the positions in
+    `documents` of the plan's fused top `depth`, best first (-1 past the documents with a positive
+    fused score)."""
+
+    documents: list[str]
+    top: np.ndarray  # plans × depth
+
+
 class PlanInputs(NamedTuple):
     """What one observed retrieval says about its plans: each arm's documents (best first; a
     document repeated by an arm counts at its first rank), each arm's cost, the documents the
-    agent needed, and its feedback."""
+    agent needed, its feedback, and (if known already) `fused_tops` of its rankings."""
 
     rankings: Mapping[str, Sequence[str]]
     costs_ms: Mapping[str, float]
     needed: AbstractSet[str]
     feedback: str
+    tops: FusedTops | None = None
 
 
 def plan_rewards(
@@ -84,38 +95,62 @@ def plan_rewards_many(
     retrievals: Sequence[PlanInputs], rrf_k: float = DEFAULT_RRF_K, depth: int = REWARD_DEPTH
 ) -> list[dict[str, float]]:
     """`plan_rewards` of each retrieval, computed together for the retrievals that ran the same
-    arms: array operations over as many at a time as keep their fused rankings (retrievals ×
-    documents × plans) within `CHUNK_CELLS`."""
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for index, retrieval in enumerate(retrievals):
-        groups.setdefault(tuple(sorted(retrieval.rankings)), []).append(index)
+    arms; `fused_tops` only for those that do not carry theirs."""
     results: list[dict[str, float]] = [{} for _ in retrievals]
-    for arms, members in groups.items():
-        if not arms:
-            continue
-        widest = max(sum(len(retrievals[i].rankings[arm]) for arm in arms) for i in members)
-        chunk = max(1, CHUNK_CELLS // max(1, widest * (2 ** len(arms) - 1)))
-        for start in range(0, len(members), chunk):
-            part = members[start : start + chunk]
-            rewarded = _group_rewards(arms, [retrievals[i] for i in part], rrf_k, depth)
-            for index, plan_rewarded in zip(part, rewarded, strict=True):
-                results[index] = plan_rewarded
+    for arms, members in _groups([r.rankings for r in retrievals]).items():
+        missing = [i for i in members if retrievals[i].tops is None]
+        computed = dict(
+            zip(missing, fused_tops([retrievals[i].rankings for i in missing], rrf_k, depth), strict=True)
+        )
+        group = [retrievals[i] for i in members]
+        tops = [r.tops if r.tops is not None else computed[i] for i, r in zip(members, group, strict=True)]
+        for index, rewarded in zip(members, _rewards(arms, group, tops, depth), strict=True):
+            results[index] = rewarded
     return results
 
 
-def _group_rewards(
-    arms: tuple[str, ...], retrievals: Sequence[PlanInputs], rrf_k: float, depth: int
-) -> list[dict[str, float]]:
-    names, masks = _plan_masks(arms)
-    count, arm_count = len(retrievals), len(arms)
+def fused_tops(
+    rankings: Sequence[Mapping[str, Sequence[str]]], rrf_k: float = DEFAULT_RRF_K, depth: int = REWARD_DEPTH
+) -> list[FusedTops]:
+    """`FusedTops` of each retrieval's rankings (a plan fuses its arms' rankings by RRF with
+    equal weights, ties in id order), in array operations over the retrievals that ran the same
+    arms, as many at a time as keep their fused rankings (retrievals × documents × plans) within
+    `CHUNK_CELLS`. A retrieval that ran no arm has no documents and no plans."""
+    results: list[FusedTops] = [FusedTops([], np.zeros((0, depth), np.int32)) for _ in rankings]
+    for arms, members in _groups(rankings).items():
+        widest = max(sum(len(rankings[i][arm]) for arm in arms) for i in members)
+        chunk = max(1, CHUNK_CELLS // max(1, widest * (2 ** len(arms) - 1)))
+        for start in range(0, len(members), chunk):
+            part = members[start : start + chunk]
+            for index, tops in zip(
+                part, _group_tops(arms, [rankings[i] for i in part], rrf_k, depth), strict=True
+            ):
+                results[index] = tops
+    return results
+
+
+def _groups(rankings: Sequence[Mapping[str, Sequence[str]]]) -> dict[tuple[str, ...], list[int]]:
+    """The positions of the retrievals that ran each set of arms (none for those that ran none)."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for index, ranked in enumerate(rankings):
+        if ranked:
+            groups.setdefault(tuple(sorted(ranked)), []).append(index)
+    return groups
+
+
+def _group_tops(
+    arms: tuple[str, ...], rankings: Sequence[Mapping[str, Sequence[str]]], rrf_k: float, depth: int
+) -> list[FusedTops]:
+    _, masks = _plan_masks(arms)
+    count, arm_count = len(rankings), len(arms)
     # The arms' rankings, retrieval-major, flattened; documents coded in id order.
-    rankings = [r.rankings[arm] for r in retrievals for arm in arms]
-    lengths = np.fromiter(map(len, rankings), dtype=np.int64, count=len(rankings))
-    flat = list(itertools.chain.from_iterable(rankings))
+    flat_rankings = [r[arm] for r in rankings for arm in arms]
+    lengths = np.fromiter(map(len, flat_rankings), dtype=np.int64, count=len(flat_rankings))
+    flat = list(itertools.chain.from_iterable(flat_rankings))
     vocabulary = sorted(set(flat))
     code = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
     codes = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat))
-    ranking_of = np.repeat(np.arange(len(rankings)), lengths)
+    ranking_of = np.repeat(np.arange(len(flat_rankings)), lengths)
     # A document repeated by an arm counts at its first rank; ranks count first occurrences only.
     first = np.zeros(len(flat), dtype=bool)
     first[np.unique(ranking_of * len(vocabulary) + codes, return_index=True)[1]] = True
@@ -125,40 +160,53 @@ def _group_rewards(
     ranking_of, codes = ranking_of[first], codes[first]
     retrieval_of, arm_of = ranking_of // arm_count, ranking_of % arm_count
     # Each retrieval's documents are its columns, in id order (ties keep that order), padded with
-    # zero columns (never counted: only positive scores are).
+    # zero columns (never in a top: only positive scores are).
     keys = retrieval_of * len(vocabulary) + codes
     columns, column_of = np.unique(keys, return_inverse=True)
     starts = np.searchsorted(columns, np.arange(count) * len(vocabulary))
-    width = int(np.diff(np.append(starts, len(columns))).max(initial=0))
+    ends = np.append(starts[1:], len(columns))
+    width = int((ends - starts).max(initial=0))
     reciprocal = np.zeros((count, width, arm_count))  # 1 / (k + rank of a document in an arm)
     reciprocal[retrieval_of, column_of - starts[retrieval_of], arm_of] = 1 / (rrf_k + rank)
-    needed = [r.needed for r in retrievals]
-    needed_counts = np.fromiter(map(len, needed), dtype=np.int64, count=count)
-    needed_of = np.repeat(np.arange(count), needed_counts)
-    needed_codes = np.fromiter(
-        (code.get(doc, -1) for docs in needed for doc in docs), dtype=np.int64, count=len(needed_of)
-    )
-    ranked = needed_codes >= 0
-    needed_of, needed_keys = needed_of[ranked], needed_of[ranked] * len(vocabulary) + needed_codes[ranked]
-    at = np.minimum(np.searchsorted(columns, needed_keys), len(columns) - 1)
-    hit = columns[at] == needed_keys
-    relevant = np.zeros((count, width), dtype=bool)
-    relevant[needed_of[hit], at[hit] - starts[needed_of[hit]]] = True
     fused = reciprocal @ masks  # retrievals × documents × plans
     top = np.argsort(-fused, axis=1, kind="stable")[:, :depth]
-    counted = np.take_along_axis(relevant[:, :, None], top, axis=1) & (
-        np.take_along_axis(fused, top, axis=1) > 0
-    )
-    # nDCG@depth of each plan's fused ranking (binary gains), 0 where nothing was needed.
-    discounts = 1 / np.log2(np.arange(top.shape[1]) + 2)
-    ideal = np.concatenate([[0.0], np.cumsum(1 / np.log2(np.arange(depth) + 2))])[
-        np.minimum(needed_counts, depth)
+    top = np.where(np.take_along_axis(fused, top, axis=1) > 0, top, -1).transpose(0, 2, 1)
+    top = np.pad(top, ((0, 0), (0, 0), (0, depth - top.shape[2])), constant_values=-1).astype(np.int32)
+    documents = [vocabulary[c] for c in (columns % len(vocabulary)).tolist()]
+    return [
+        FusedTops(documents[start:end], top[r])
+        for r, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
     ]
-    dcg = np.einsum("rdp,d->rp", counted, discounts)
+
+
+def _rewards(
+    arms: tuple[str, ...], retrievals: Sequence[PlanInputs], tops: Sequence[FusedTops], depth: int
+) -> list[dict[str, float]]:
+    """§5.4 for each plan of each retrieval, from its fused top and the documents needed."""
+    names, masks = _plan_masks(arms)
+    count = len(retrievals)
+    lengths = np.fromiter((len(t.documents) for t in tops), dtype=np.int64, count=count)
+    # relevant[r, d]: document d of retrieval r was needed; one column more, never relevant, for
+    # the tops' -1 entries.
+    relevant = np.zeros((count, int(lengths.max(initial=0)) + 1), dtype=bool)
+    flags = np.fromiter(
+        (doc in r.needed for r, t in zip(retrievals, tops, strict=True) for doc in t.documents),
+        dtype=bool,
+        count=int(lengths.sum()),
+    )
+    retrieval_of = np.repeat(np.arange(count), lengths)
+    relevant[retrieval_of, np.arange(len(flags)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flags
+    top = np.stack([t.top for t in tops])  # retrievals × plans × depth
+    counted = np.take_along_axis(relevant[:, None, :], top, axis=2)
+    # nDCG@depth of each plan's fused ranking (binary gains), 0 where nothing was needed.
+    discounts = 1 / np.log2(np.arange(depth) + 2)
+    needed_counts = np.fromiter((len(r.needed) for r in retrievals), dtype=np.int64, count=count)
+    ideal = np.concatenate([[0.0], np.cumsum(discounts)])[np.minimum(needed_counts, depth)]
+    dcg = counted @ discounts
     contributions = np.divide(dcg, ideal[:, None], out=np.zeros_like(dcg), where=ideal[:, None] > 0)
     costs = np.fromiter(
-        (r.costs_ms[arm] for r in retrievals for arm in arms), dtype=float, count=count * arm_count
-    ).reshape(count, arm_count)
+        (r.costs_ms[arm] for r in retrievals for arm in arms), dtype=float, count=count * len(arms)
+    ).reshape(count, len(arms))
     latencies = np.where(masks[None] > 0, costs[:, :, None], -np.inf).max(axis=1)  # a plan's slowest arm
     bonuses = np.fromiter((FEEDBACK_BONUS[r.feedback] for r in retrievals), dtype=float, count=count)
     rewarded = rewards(contributions, bonuses[:, None], latencies)

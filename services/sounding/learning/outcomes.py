@@ -11,7 +11,7 @@ import numpy as np
 
 from sounding.core.bandit import FEEDBACK_BONUS, contribution
 from sounding.core.bandit import rewards as batch_rewards
-from sounding.core.plans import PlanInputs, plan_rewards_many
+from sounding.core.plans import FusedTops, PlanInputs, plan_rewards_many
 from sounding.learning.protocol import RetrievalOutcome
 from sounding.store.learning import ObservationRecord, RetrievalRecord
 
@@ -49,14 +49,21 @@ def rewards_many(observed: Sequence[tuple[RetrievalRecord, RetrievalOutcome]]) -
     return results
 
 
-def plan_inputs(record: RetrievalRecord, outcome: Mapping) -> PlanInputs:
+def rankings(record: RetrievalRecord) -> dict[str, list[str]]:
+    """Each arm's documents, best first."""
+    return {arm: ran["document_ids"] for arm, ran in record.arms.items()}
+
+
+def plan_inputs(record: RetrievalRecord, outcome: Mapping, tops: FusedTops | None = None) -> PlanInputs:
     """What the retrieval's plans are rewarded on: the arms' rankings and costs, the documents the
-    agent used or reported missing, its feedback; `outcome` as `logged_outcome` writes it."""
+    agent used or reported missing, its feedback; `outcome` as `logged_outcome` writes it, `tops`
+    the rankings' `fused_tops` if known."""
     return PlanInputs(
-        {arm: ran["document_ids"] for arm, ran in record.arms.items()},
+        rankings(record),
         {arm: ran["cost_ms"] for arm, ran in record.arms.items()},
         {*outcome["used_document_ids"], *outcome.get("missed_document_ids", ())},
         outcome["feedback"],
+        tops,
     )
 
 

@@ -7,7 +7,9 @@ log it is `unlogged`, and outcomes for it are refused, so no observation is ever
 retrieval that is not. Memory is bounded: at most RECENT_RETRIEVALS retrievals holding at most
 RECENT_DOCUMENT_IDS document ids together (older ones are read back from the log). Which recent
 retrievals have an acknowledged observation is known here too, so Observe asks the log only about
-the others."""
+the others. With each batch it writes, it works out the batch's fused plan rankings
+(`core.plans.fused_tops`, off the event loop), so that Observe rewards a remembered retrieval's
+plans without ranking them again."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import asyncio
 import logging
 from collections import OrderedDict
 
+from sounding.core.plans import FusedTops, fused_tops
+from sounding.learning.outcomes import rankings
 from sounding.store.learning import LearningLog, RetrievalRecord
 
 log = logging.getLogger(__name__)
@@ -33,6 +37,8 @@ class RememberedRetrievals:
         self._unwritten: list[RetrievalRecord] = []
         # Retrievals remembered but not yet durably in the log.
         self._unlogged: set[str] = set()
+        # The fused plan rankings of recent retrievals (those written so far).
+        self._tops: dict[str, FusedTops] = {}
         self._flusher: asyncio.Task | None = None
         self._flush_now = asyncio.Event()
         self.flush_interval_s = RETRIEVAL_FLUSH_INTERVAL_S
@@ -51,6 +57,7 @@ class RememberedRetrievals:
     def _forget(self, record: RetrievalRecord) -> None:
         self._recent_ids -= _document_ids(record)
         self._observed.discard(record.retrieval_id)
+        self._tops.pop(record.retrieval_id, None)
 
     def mark_observed(self, retrieval_ids: list[str]) -> None:
         """These retrievals' observations are now durably in the log."""
@@ -63,6 +70,10 @@ class RememberedRetrievals:
         recent = {i for i in retrieval_ids if i in self._recent}
         older = retrieval_ids - recent
         return (recent & self._observed) | (await self._log.observed_retrievals(older) if older else set())
+
+    def tops(self, retrieval_id: str) -> FusedTops | None:
+        """The retrieval's fused plan rankings, if it is recent and was written."""
+        return self._tops.get(retrieval_id)
 
     def unlogged(self, retrieval_id: str) -> bool:
         """Whether the retrieval is remembered but not yet in the log (its write failed so far)."""
@@ -85,6 +96,12 @@ class RememberedRetrievals:
         self._flush_now.clear()
         while self._unwritten:
             batch, self._unwritten = self._unwritten, []
+            tops = await asyncio.to_thread(fused_tops, [rankings(r) for r in batch])
+            self._tops.update(
+                (r.retrieval_id, t)
+                for r, t in zip(batch, tops, strict=True)
+                if r.retrieval_id in self._recent
+            )
             try:
                 await self._log.append_retrievals(batch)
             except Exception:

@@ -378,10 +378,13 @@ class LearningService:
         if not accepted:
             return
         first = self._sequence
+        tops = [self.remembered.tops(record.retrieval_id) for _, record in accepted]
 
         def entries() -> list[ObservationRecord]:
             logged = [logged_outcome(outcome) for outcome, _ in accepted]
-            plans = plan_rewards_many([plan_inputs(r, o) for (_, r), o in zip(accepted, logged, strict=True)])
+            plans = plan_rewards_many(
+                [plan_inputs(r, o, t) for (_, r), o, t in zip(accepted, logged, tops, strict=True)]
+            )
             arms = rewards_many([(record, outcome) for outcome, record in accepted])
             return [
                 ObservationRecord(first + i, outcome.retrieval_id, said, arm_rewards, plan_rewards=rewarded)

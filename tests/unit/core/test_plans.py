@@ -4,6 +4,7 @@ from sounding.core.bandit import FEEDBACK_BONUS, rewards
 from sounding.core.fusion import weighted_rrf
 from sounding.core.plans import (
     PlanInputs,
+    fused_tops,
     plan_arms,
     plan_name,
     plan_rewards,
@@ -96,3 +97,32 @@ def test_rewards_computed_together_equal_each_computed_alone():
         assert rewarded == pytest.approx(alone)
     # a retrieval whose arms found nothing earns only what feedback and latency give
     assert plan_rewards({"dense": []}, {"dense": 0.0}, {"d1"}, "helpful") == {"dense": pytest.approx(0.3)}
+
+
+def test_rewards_from_known_fused_tops_equal_those_ranked_again_and_use_them():
+    rng = np.random.default_rng(5)
+    pool = [f"d{i}" for i in range(40)]
+    retrievals = [
+        PlanInputs(
+            {arm: list(rng.choice(pool, size=int(rng.integers(0, 15)))) for arm in ("dense", "lexical")},
+            {"dense": float(rng.uniform(0, 900)), "lexical": float(rng.uniform(0, 900))},
+            set(rng.choice(pool, size=3, replace=False)),
+            "",
+        )
+        for _ in range(30)
+    ]
+    tops = fused_tops([r.rankings for r in retrievals])
+    known = plan_rewards_many([r._replace(tops=t) for r, t in zip(retrievals, tops, strict=True)])
+    assert known == plan_rewards_many(retrievals)
+    # Another retrieval's tops give other rewards: the known tops are what is rewarded.
+    swapped = [r._replace(tops=t) for r, t in zip(retrievals, tops[1:] + tops[:1], strict=True)]
+    assert plan_rewards_many(swapped) != plan_rewards_many(retrievals)
+
+
+def test_fused_tops_are_each_plans_fused_ranking_by_position():
+    rankings = {"dense": ["d3", "d1", "d3"], "lexical": ["d2", "d1"]}
+    (tops,) = fused_tops([rankings], rrf_k=60, depth=3)
+    assert tops.documents == ["d1", "d2", "d3"]
+    # plans: dense, lexical, dense+lexical; -1 past the documents a plan ranks.
+    assert tops.top.tolist() == [[2, 0, -1], [1, 0, -1], [0, 1, 2]]  # d2 and d3 tie: id order
+    assert fused_tops([{}])[0].documents == []

@@ -3,6 +3,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from sounding.core import plans
 from sounding.core.expansion_gate import ExpansionStep
 from sounding.learning import features
 from sounding.learning.outcomes import rewards
@@ -308,3 +309,32 @@ def test_observed_expansion_steps_teach_the_gate_and_a_replay_teaches_it_the_sam
     # remembered retrievals measure each step's latency and each arm's cost
     assert learning.expansion_gate.expected_step_ms("synonym") == pytest.approx(80.0)
     assert learning.selector.costs.get("lexical") == pytest.approx(1000.0)
+
+
+def test_a_written_retrieval_is_rewarded_from_its_fused_rankings_without_ranking_again(monkeypatch):
+    log = MemoryLog()
+    ranked: list[int] = []
+    original = plans.fused_tops
+
+    def counted(rankings, *args):
+        ranked.append(len(rankings))
+        return original(rankings, *args)
+
+    monkeypatch.setattr(plans, "fused_tops", counted)
+
+    async def run():
+        learning = service(log)
+        learning.remember(record("r1"))
+        unwritten = learning.remembered.tops("r1")
+        await learning.remembered.wait_written()
+        tops = learning.remembered.tops("r1")
+        await learning.observe([RetrievalOutcome("r1", ("d1",), missed_document_ids=("d3",))])
+        return unwritten, tops
+
+    unwritten, tops = asyncio.run(run())
+    assert unwritten is None and tops is not None and tops.documents == ["d1", "d2", "d3"]
+    assert sum(ranked) == 0  # the outcome's plans were rewarded from the remembered tops
+    expected = plans.plan_rewards(
+        {"dense": ["d1", "d2"], "lexical": ["d3"]}, {"dense": 0.0, "lexical": 1000.0}, {"d1", "d3"}, ""
+    )
+    assert log.observation_rows[0].plan_rewards == pytest.approx(expected)
