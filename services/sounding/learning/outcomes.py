@@ -31,21 +31,17 @@ def rewards(record: RetrievalRecord, outcome: RetrievalOutcome) -> dict[str, flo
 
 def rewards_many(observed: Sequence[tuple[RetrievalRecord, RetrievalOutcome]]) -> list[dict[str, float]]:
     """`rewards` of each (retrieval, outcome), in one array operation."""
-    found: list[float] = []
-    bonuses: list[float] = []
-    costs: list[float] = []
-    for record, outcome in observed:
-        used = set(outcome.used_document_ids)
-        bonus = FEEDBACK_BONUS[outcome.feedback]
-        for ran in record.arms.values():
-            found.append(contribution(ran["document_ids"], used))
-            bonuses.append(bonus)
-            costs.append(ran["cost_ms"])
-    rewarded = batch_rewards(np.array(found), np.array(bonuses), np.array(costs, dtype=float)).tolist()
-    results, start = [], 0
-    for record, _ in observed:
-        results.append(dict(zip(record.arms, rewarded[start : start + len(record.arms)], strict=True)))
-        start += len(record.arms)
+    arms = [
+        (index, arm, ran) for index, (record, _) in enumerate(observed) for arm, ran in record.arms.items()
+    ]
+    found = np.array(
+        [contribution(ran["document_ids"], observed[i][1].used_document_ids) for i, _, ran in arms]
+    )
+    bonuses = np.array([FEEDBACK_BONUS[observed[i][1].feedback] for i, _, _ in arms])
+    costs = np.array([ran["cost_ms"] for _, _, ran in arms], dtype=float)
+    results: list[dict[str, float]] = [{} for _ in observed]
+    for (index, arm, _), value in zip(arms, batch_rewards(found, bonuses, costs).tolist(), strict=True):
+        results[index][arm] = value
     return results
 
 
