@@ -149,8 +149,8 @@ def rewards(contributions: ArrayLike, bonuses: ArrayLike, latencies_ms: ArrayLik
 
 def contribution(found: Iterable[str], used: Iterable[str]) -> float:
     """Share of the used documents that the arm found."""
-    used = set(used)
-    return len(used & set(found)) / len(used) if used else 0.0
+    used = used if isinstance(used, (set, frozenset)) else set(used)
+    return len(used.intersection(found)) / len(used) if used else 0.0
 
 
 @dataclass(frozen=True)

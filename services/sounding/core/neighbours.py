@@ -50,10 +50,15 @@ class NearestValues:
                 [self._vectors.reshape(-1, vectors.shape[1]), np.empty((grow, vectors.shape[1]), np.float32)]
             )
             self._values = np.concatenate([self._values, np.empty(grow)])
-        norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        rows = (self._added + np.arange(len(values))) % self._capacity
-        self._vectors[rows] = vectors / norms
-        self._values[rows] = values
+        norms = np.sqrt(np.maximum(np.einsum("ij,ij->i", vectors, vectors), 1e-24))[:, None]
+        # The rows land from the oldest one on, wrapping around to the buffers' start once.
+        start = self._added % self._capacity
+        for rows, part in (
+            (slice(start, start + len(values)), slice(0, self._capacity - start)),
+            (slice(0, max(start + len(values) - self._capacity, 0)), slice(self._capacity - start, None)),
+        ):
+            np.divide(vectors[part], norms[part], out=self._vectors[rows])
+            self._values[rows] = values[part]
         self._added += len(values)
         self._size = min(self._added, self._capacity)
 

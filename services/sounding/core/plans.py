@@ -16,6 +16,7 @@ the bandit about every subset of what ran.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
@@ -69,8 +70,9 @@ class FusedTops(NamedTuple):
 
 class PlanInputs(NamedTuple):
     """What one observed retrieval says about its plans: each arm's documents (best first; a
-    document repeated by an arm counts at its first rank), each arm's cost, the documents the
-    agent needed, its feedback, and (if known already) `fused_tops` of its rankings."""
+    document repeated by an arm counts at its first rank), each arm's cost (its keys are the arms
+    that ran), the documents the agent needed, its feedback, and (if known already) `fused_tops`
+    of its rankings, which then stand for the rankings (they may be left empty)."""
 
     rankings: Mapping[str, Sequence[str]]
     costs_ms: Mapping[str, float]
@@ -97,7 +99,7 @@ def plan_rewards_many(
     """`plan_rewards` of each retrieval, computed together for the retrievals that ran the same
     arms; `fused_tops` only for those that do not carry theirs."""
     results: list[dict[str, float]] = [{} for _ in retrievals]
-    for arms, members in _groups([r.rankings for r in retrievals]).items():
+    for arms, members in _groups([r.costs_ms for r in retrievals]).items():
         missing = [i for i in members if retrievals[i].tops is None]
         computed = dict(
             zip(missing, fused_tops([retrievals[i].rankings for i in missing], rrf_k, depth), strict=True)
@@ -129,12 +131,13 @@ def fused_tops(
     return results
 
 
-def _groups(rankings: Sequence[Mapping[str, Sequence[str]]]) -> dict[tuple[str, ...], list[int]]:
-    """The positions of the retrievals that ran each set of arms (none for those that ran none)."""
+def _groups(by_arm: Sequence[Mapping[str, object]]) -> dict[tuple[str, ...], list[int]]:
+    """The positions of the retrievals that ran each set of arms (the keys of each one's mapping
+    by arm; none for those that ran none)."""
     groups: dict[tuple[str, ...], list[int]] = {}
-    for index, ranked in enumerate(rankings):
-        if ranked:
-            groups.setdefault(tuple(sorted(ranked)), []).append(index)
+    for index, ran in enumerate(by_arm):
+        if ran:
+            groups.setdefault(tuple(sorted(ran)), []).append(index)
     return groups
 
 
@@ -185,17 +188,18 @@ def _rewards(
     """§5.4 for each plan of each retrieval, from its fused top and the documents needed."""
     names, masks = _plan_masks(arms)
     count = len(retrievals)
-    lengths = np.fromiter((len(t.documents) for t in tops), dtype=np.int64, count=count)
-    # relevant[r, d]: document d of retrieval r was needed; one column more, never relevant, for
-    # the tops' -1 entries.
-    relevant = np.zeros((count, int(lengths.max(initial=0)) + 1), dtype=bool)
-    flags = np.fromiter(
-        (doc in r.needed for r, t in zip(retrievals, tops, strict=True) for doc in t.documents),
-        dtype=bool,
-        count=int(lengths.sum()),
-    )
-    retrieval_of = np.repeat(np.arange(count), lengths)
-    relevant[retrieval_of, np.arange(len(flags)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flags
+    # relevant[r, d]: document d of retrieval r was needed (found by bisection: the documents are
+    # in id order); one column more, never relevant, for the tops' -1 entries.
+    relevant = np.zeros((count, max((len(t.documents) for t in tops), default=0) + 1), dtype=bool)
+    found = [
+        (row, position)
+        for row, (r, t) in enumerate(zip(retrievals, tops, strict=True))
+        for doc in r.needed
+        if (position := bisect.bisect_left(t.documents, doc)) < len(t.documents)
+        and t.documents[position] == doc
+    ]
+    if found:
+        relevant[tuple(np.array(found).T)] = True
     top = np.stack([t.top for t in tops])  # retrievals × plans × depth
     counted = np.take_along_axis(relevant[:, None, :], top, axis=2)
     # nDCG@depth of each plan's fused ranking (binary gains), 0 where nothing was needed.

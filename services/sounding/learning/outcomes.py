@@ -34,9 +34,8 @@ def rewards_many(observed: Sequence[tuple[RetrievalRecord, RetrievalOutcome]]) -
     arms = [
         (index, arm, ran) for index, (record, _) in enumerate(observed) for arm, ran in record.arms.items()
     ]
-    found = np.array(
-        [contribution(ran["document_ids"], observed[i][1].used_document_ids) for i, _, ran in arms]
-    )
+    used = [frozenset(outcome.used_document_ids) for _, outcome in observed]
+    found = np.array([contribution(ran["document_ids"], used[i]) for i, _, ran in arms])
     bonuses = np.array([FEEDBACK_BONUS[observed[i][1].feedback] for i, _, _ in arms])
     costs = np.array([ran["cost_ms"] for _, _, ran in arms], dtype=float)
     results: list[dict[str, float]] = [{} for _ in observed]
@@ -51,11 +50,11 @@ def rankings(record: RetrievalRecord) -> dict[str, list[str]]:
 
 
 def plan_inputs(record: RetrievalRecord, outcome: Mapping, tops: FusedTops | None = None) -> PlanInputs:
-    """What the retrieval's plans are rewarded on: the arms' rankings and costs, the documents the
-    agent used or reported missing, its feedback; `outcome` as `logged_outcome` writes it, `tops`
-    the rankings' `fused_tops` if known."""
+    """What the retrieval's plans are rewarded on: the arms' rankings (or `tops`, their
+    `fused_tops`, if known) and costs, the documents the agent used or reported missing, its
+    feedback; `outcome` as `logged_outcome` writes it."""
     return PlanInputs(
-        rankings(record),
+        rankings(record) if tops is None else {},
         {arm: ran["cost_ms"] for arm, ran in record.arms.items()},
         {*outcome["used_document_ids"], *outcome.get("missed_document_ids", ())},
         outcome["feedback"],
