@@ -42,10 +42,12 @@ def test_an_acknowledged_observation_survives_kill_9_and_the_selector_state_is_r
     used = tuple(h.document_id for h in final.hits[:2])
     assert client.observe([RetrievalOutcome(final.retrieval_id, used, feedback="helpful")]).recorded == 1
     learned = plan_scores(client, QUERY)
-    assert learned != pytest.approx(before), "the observation changed the arms' scores"
+    assert learned != pytest.approx(before, rel=1e-4), "the observation changed the arms' scores"
     stack.kill_orchestrator()
     stack.start_orchestrator()
-    assert plan_scores(client, QUERY) == pytest.approx(learned, rel=1e-9)
+    # The same state scores the query alike, up to the float32 precision of its embedding (the
+    # encoder's micro-batches may pad it differently from one call to the next).
+    assert plan_scores(client, QUERY) == pytest.approx(learned, rel=1e-6)
     again = client.observe([RetrievalOutcome(final.retrieval_id, used)])
     assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"], "the restart remembers it was observed"
 
