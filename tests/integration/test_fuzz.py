@@ -7,7 +7,7 @@ from rich.console import Console
 from sounding.settings.config import ModelsSettings, Settings
 from sounding_bench import fuzz
 
-from .conftest import free_port
+from .conftest import SLOW_MACHINE_DEADLINES, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -15,6 +15,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_a_thousand_generated_requests_end_in_canonical_codes_and_nothing_dies(tmp_path, monkeypatch):
     # A stack of its own (fuzzing changes what is global: stop thresholds, the selector).
     monkeypatch.setenv("SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES", "1")
+    # Health must read SERVING however busy the machine: a peer's probe may take longer than 2 s.
+    readiness = "SOUNDING_LIMITS__DEADLINES__READINESS_PROBE_S"
+    monkeypatch.setenv(readiness, SLOW_MACHINE_DEADLINES[readiness])
     settings = Settings(
         data_dir=tmp_path / "fuzz",
         address=f"127.0.0.1:{free_port()}",

@@ -176,12 +176,14 @@ class ToolUseObserver(_Observer):
         return batch
 
     def _send(self, batch: list[t.ToolUse]) -> None:
-        requests = list(_requests.observe_requests(batch))  # sent again by each attempt
+        requests: list | None = None
         for attempt in range(self._max_attempts):
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:
                 self._drop(len(batch))
                 return
+            if requests is None:  # built once (not past the deadline), sent again by each attempt
+                requests = list(_requests.observe_requests(batch))
             timeout = self._call_timeout_s if remaining is None else min(self._call_timeout_s, remaining)
             call = self._client.observe_future(iter(requests), timeout)
             with self._call_lock:

@@ -17,14 +17,16 @@ ARMS = ("dense", "lexical")
 
 class MemoryLog:
     """The LearningLog contract in memory; `fail_observations` and `fail_retrievals` make the
-    appends fail; `append_delay` slows the observation append."""
+    appends fail; with `hold_appends` an observation append sets `appending` and waits for
+    `release`."""
 
     def __init__(self):
         self.retrieval_rows: dict[str, RetrievalRecord] = {}
         self.observation_rows: list = []
         self.fail_observations = False
         self.fail_retrievals = False
-        self.append_delay = 0.0
+        self.hold_appends = False
+        self.appending, self.release = asyncio.Event(), asyncio.Event()
         self.observed_asked: list[set[str]] = []
 
     async def append_retrievals(self, records):
@@ -45,7 +47,9 @@ class MemoryLog:
     async def append_observations(self, records):
         if self.fail_observations:
             raise OSError("disk full")
-        await asyncio.sleep(self.append_delay)
+        if self.hold_appends:
+            self.appending.set()
+            await self.release.wait()
         self.observation_rows.extend(records)
 
     async def observations(self):
@@ -217,15 +221,17 @@ def test_outcomes_for_a_retrieval_whose_log_write_failed_are_refused_until_it_is
 
 def test_a_cancelled_observe_still_commits_and_learns_together():
     log = MemoryLog()
-    log.append_delay = 0.05
+    log.hold_appends = True
 
     async def run():
         learning = service(log)
         learning.remember(record("r1"))
         task = asyncio.ensure_future(learning.observe([RetrievalOutcome("r1", ("d1",))]))
-        await asyncio.sleep(0.02)  # inside the append
+        await log.appending.wait()  # inside the append
         task.cancel()
         again = asyncio.ensure_future(learning.observe([RetrievalOutcome("r1", ("d1",))]))  # meanwhile
+        await asyncio.sleep(0)
+        log.release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
         return learning, await again

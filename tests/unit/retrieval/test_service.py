@@ -47,10 +47,12 @@ class FakeStore:
 
 
 class FakeExecutor:
-    """Arms answer after the given delays with fixed rankings; records cancellations."""
+    """Arms answer after the given delays with fixed rankings (a `held` arm only once `release`d
+    too); records cancellations."""
 
-    def __init__(self, delays, rankings, failing=()):
+    def __init__(self, delays, rankings, failing=(), held=()):
         self.delays, self.rankings, self.failing = delays, rankings, set(failing)
+        self.held = {arm: asyncio.Event() for arm in held}
         self.cancelled: list[str] = []
         self.expansions: list[str] = []
         self.vectors: dict[str, list[float] | None] = {}
@@ -58,6 +60,8 @@ class FakeExecutor:
     async def run(self, arm, request, trace_carrier):
         self.vectors[arm] = None if request.query_vector is None else list(request.query_vector)
         try:
+            if arm in self.held:
+                await self.held[arm].wait()
             await asyncio.sleep(self.delays[arm])
         except asyncio.CancelledError:
             self.cancelled.append(arm)
@@ -71,6 +75,9 @@ class FakeExecutor:
         """No expansion finds anything here (the loop's own tests are in test_iterative)."""
         self.expansions.append(request.strategy)
         return ExpansionResult(request.strategy, [], [], 0.0)
+
+    def release(self, arm):
+        self.held[arm].set()
 
 
 class FakeModels:
@@ -114,8 +121,19 @@ async def _collect(service, query):
 
 
 def test_streams_plan_results_in_landing_order_fused_then_final():
-    executor = FakeExecutor({"dense": 0.05, "lexical": 0.0}, {"dense": ["a", "b"], "lexical": ["b", "c"]})
-    events = asyncio.run(_collect(service_over(executor), RetrieveQuery(C, "q", 3)))
+    executor = FakeExecutor(
+        {"dense": 0.05, "lexical": 0.0}, {"dense": ["a", "b"], "lexical": ["b", "c"]}, held=["dense"]
+    )
+
+    async def collect():  # dense lands only once lexical's result is out, however slow the machine
+        events = []
+        async for event in service_over(executor).retrieve(RetrieveQuery(C, "q", 3)):
+            events.append(event)
+            if isinstance(event, StrategyResultEvent):
+                executor.release("dense")
+        return events
+
+    events = asyncio.run(asyncio.wait_for(collect(), 60))  # a stream that waits for dense fails
     kinds = [type(e) for e in events]
     assert kinds == [PlanEvent, StrategyResultEvent, StrategyResultEvent, FusedEvent, FinalEvent]
     assert [e.result.arm for e in events if isinstance(e, StrategyResultEvent)] == [
@@ -300,13 +318,14 @@ def test_the_default_request_expands_only_where_outcomes_show_that_steps_pay():
     def steps_asked(learn: bool, expansion: ExpansionOptions = ExpansionOptions()) -> list[str]:
         executor = FakeExecutor({"dense": 0.0, "lexical": 0.0}, {"dense": ["a"], "lexical": ["b"]})
         tenant = service_over(executor)
-        # the deployment's default asks for full recall: only the gate can hold the loop back
+        # the deployment's default asks for full recall and its latency budget cannot run out
+        # however slow the machine: only the gate's evidence can hold the loop back
         tenant.service = RetrievalService(
             FakeStore(),
             executor,
             FakeModels(),
             FakeGraphs(),
-            RetrievalConfig(expansion=ExpansionSettings(min_recall=1.0)),
+            RetrievalConfig(expansion=ExpansionSettings(min_recall=1.0, latency_budget_ms=1e9)),
         )
         if learn:
             gate = tenant.learning.expansion_gate
