@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -105,6 +105,14 @@ def play(client, models, task: str, episode: dict, policy, parameters: dict, loo
         "seconds": round(time.perf_counter() - started, 1),
         "_truth": episode["truth"],
     }
+
+
+def means(records: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """Each field's mean over the records that carry a value for it (None where none does: a
+    diagnostic a state did not compute)."""
+    fields = dict.fromkeys(key for record in records for key in record)
+    values = {key: [v for r in records if (v := r.get(key)) is not None] for key in fields}
+    return {key: round(float(np.mean(v)), 4) if v else None for key, v in values.items()}
 
 
 def _score(task: str, answer: str, truth: str, choices: Sequence[str]) -> float:
@@ -352,10 +360,6 @@ def run(spec: ArbenchRun, settings: Settings, console: Console) -> dict:
         loop.close()
     outcomes_per_episode = per_episode(spec.task, played, episodes, rules)
     states = [s for p in played for s in p["states"]]
-    homogeneity = {
-        key: round(float(np.mean([s["homogeneity"][key] for s in states if s["homogeneity"]])), 4)
-        for key in (states[0]["homogeneity"] if states and states[0]["homogeneity"] else {})
-    }
     buckets = {b: sum(s["bucket"] == b for s in states) for b in ("high", "medium", "low")}
     return {
         "task": spec.task,
@@ -370,13 +374,10 @@ def run(spec: ArbenchRun, settings: Settings, console: Console) -> dict:
         "rules": judge(spec.task, played, episodes, rules, outcomes_per_episode),
         "per_episode": outcomes_per_episode,
         "by_bucket": by_bucket(spec.task, played, episodes, rules),
-        "homogeneity_mean": homogeneity,
+        "homogeneity_mean": means([s["homogeneity"] for s in states]),
         "homogeneity_buckets": buckets,
         "question_redundancy_rate": redundancy,
-        "task_functional_diversity": {
-            key: round(float(np.mean([p["task_functional_diversity"][key] for p in played])), 4)
-            for key in (played[0]["task_functional_diversity"] if played else {})
-        },
+        "task_functional_diversity": means([p["task_functional_diversity"] for p in played]),
         "outcomes_recorded_through_observe": sum(p["outcome_recorded"] for p in played),
         "mean_episode_seconds": round(float(np.mean([p["seconds"] for p in played])), 1) if played else None,
         "trajectories": [{k: v for k, v in p.items() if k != "_truth"} for p in played],

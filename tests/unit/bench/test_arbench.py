@@ -92,3 +92,14 @@ def test_by_bucket_reports_where_each_rule_answered_and_its_score_error_correlat
     assert found["high"]["mi_only"]["answered"] == 0
     # High states: mi_only 0.9 (wrong), 0.2 and 0.1 (right): the score tracks the error.
     assert found["high"]["mi_only"]["spearman_score_error"] > 0.8
+
+
+def test_means_skip_what_a_state_did_not_compute():
+    states = [
+        {"p_max": 0.5, "effective_rank": None},
+        {"p_max": 1.0, "effective_rank": 2.0},
+        {},
+        {"p_max": None, "effective_rank": None, "trigram_jaccard": None},
+    ]
+    assert arbench.means(states) == {"p_max": 0.75, "effective_rank": 2.0, "trigram_jaccard": None}
+    assert arbench.means([]) == {}

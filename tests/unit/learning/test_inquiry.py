@@ -83,6 +83,40 @@ class Log:
         self.states.extend(states)
 
 
+class CalibrationLog(Log):
+    """The log's part that Calibrate(STOP_THRESHOLD) reads and writes, in memory."""
+
+    def __init__(self, states):
+        super().__init__()
+        self.states = list(states)
+        self.calibrations: list[tuple[str, int, dict, dict]] = []
+
+    async def inquiry_states(self, task, regime, bucket=""):
+        return [s for s in self.states if (s.task, s.regime) == (task, regime)]
+
+    async def calibrations_with_prefix(self, prefix):
+        return {}
+
+    async def append_calibration(self, target, version, params, report):
+        self.calibrations.append((target, version, params, report))
+
+
+def test_an_episode_level_calibration_fits_one_state_of_each_recorded_session():
+    # 12 sessions of 4 turns: 48 states, 12 sessions.
+    states = [state(f"s{i}", t) for i in range(12) for t in range(4)]
+
+    async def fitted(one_per_episode: bool) -> int:
+        learning = InquiryLearning(CalibrationLog(states), Sessions(), CorpusLearner())  # type: ignore[arg-type]
+        request = StopThresholdRequest(
+            "gn", "normal", stop_rule="mi_only", one_state_per_session=one_per_episode
+        )
+        events = [event async for event in learning.calibrate(request)]
+        return events[-1].sample_size
+
+    assert asyncio.run(fitted(False)) == 48
+    assert asyncio.run(fitted(True)) == 12
+
+
 class CorpusLearner:
     def __init__(self):
         self.verdicts: list[tuple[str, str, str]] = []

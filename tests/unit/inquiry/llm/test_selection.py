@@ -116,6 +116,35 @@ def test_without_dpp_the_slate_is_the_first_candidates_listed():
     )
 
 
+class RephrasingBackend(FakeBackend):
+    """`decisive_alice`, listing nine rephrasings of the question to Bruno before the one to
+    Alice; a rephrasing embeds as its question does (questions to one suspect, one vector)."""
+
+    def __init__(self):
+        reply = decisive_alice()
+        rephrased = [{"suspect": "Bruno Baker", "question": f"Did you see it, {n}?"} for n in range(9)]
+        listed = json.dumps([*rephrased, {"suspect": "Alice Archer", "question": "Where were you?"}])
+        super().__init__(
+            lambda messages, n: listed if "JSON list" in messages[-1]["content"] else reply(messages, n)
+        )
+
+    async def embed(self, texts):
+        return await super().embed([text.split(":")[0] for text in texts])
+
+
+def test_the_dpp_slate_keeps_one_of_many_rephrasings_and_the_distinct_question_listed_after_them():
+    settings = SamplingSettings(samples=4, max_tries=2)
+    chosen = asyncio.run(
+        selection.value_of_information(
+            RephrasingBackend(), DC, [], settings, random.Random(0), quantile=0.8, cost=0.0
+        )
+    )
+    # The rephrasings add no volume after the first: the slate is it and Alice's question, listed
+    # tenth, past a slate of the first eight; of the two, Alice's settles the answer.
+    assert sorted(c.question for c in chosen.scored) == [ASK_ALICE, "Bruno Baker: Did you see it, 0?"]
+    assert chosen.question == ASK_ALICE
+
+
 def test_imagined_outcomes_are_canonical_and_unparsed_ones_left_out():
     gn = tasks.Problem(tasks.TASK_SPECS["gn"], "")
     replies = itertools.cycle(["1A2B", "1 bull and 2 cows", "no idea", "0A0B"])
