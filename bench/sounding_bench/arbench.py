@@ -48,6 +48,7 @@ from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 from sounding_bench.arbench_episodes import load_episodes, npc_reply
+from sounding_bench.harness import serving
 from sounding_bench.journal import append_journal, read_journal
 
 # A stack of the harness's own keeps greedy NPC replies in its generation cache.
@@ -289,7 +290,6 @@ def run(spec: ArbenchRun, settings: Settings, console: Console) -> dict:
     a journal, is appended to it; a later run with the same settings and journal plays only the
     episodes it lacks (so a long run can stop and resume, and `limit` can grow)."""
     from sounding.models.client import ModelsClient
-    from sounding.stack import serving
     from sounding_client import Client, InquiryOutcome, InquiryPolicy
 
     episodes = load_episodes(spec.task, spec.data, spec.limit)
@@ -337,7 +337,7 @@ def run(spec: ArbenchRun, settings: Settings, console: Console) -> dict:
     played = []
     try:
         with (
-            serving(settings, spec.address, NPC_CACHE) as address,
+            serving(settings, spec.address, console, NPC_CACHE) as address,
             Client(address, timeout=3600) as client,
             progress_bar(console) as progress,
         ):

@@ -63,11 +63,13 @@ def successor(stack, what: str, killed: int, before: set[int]) -> bool:
 def _serving(address: str, tls) -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
-    from sounding.serving.rpc import channel_credentials
+    from sounding.stack import self_check
 
-    credentials = channel_credentials(tls)
+    credentials, options = self_check(tls)
     channel = (
-        grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+        grpc.insecure_channel(address, options)
+        if credentials is None
+        else grpc.secure_channel(address, credentials, options)
     )
     with channel:
         try:

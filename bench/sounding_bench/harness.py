@@ -10,6 +10,7 @@ import os
 import platform
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -116,6 +117,7 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
         "started": started["date"],
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "seed": seed,
+        "stacks": list(_stacks),
         "settings": settings.model_dump(mode="json"),
         "models": {
             "embedder": settings.models.embedder.model or "all-MiniLM-L6-v2",
@@ -133,6 +135,58 @@ def provenance(settings: Settings, seed: int | None = None) -> dict:
 def own_settings(settings: Settings, name: str) -> Settings:
     """`settings` with a harness's own data directory, `<cache>/eval/<name>`."""
     return settings.model_copy(update={"data_dir": settings.cache_dir / "eval" / name})
+
+
+def run_settings(address: str | None = None) -> Settings:
+    """The settings of an evaluation run. Given `address` (a stack started elsewhere), as
+    configured: its sidecar is where the configuration says. Otherwise for the stack the run starts
+    itself, whose orchestrator and sidecar take loopback ports free now, whatever the environment
+    says: a harness never meets another stack on the default (or any configured) ports."""
+    settings = Settings()
+    if address:
+        return settings
+    return settings.model_copy(
+        update={
+            "address": f"127.0.0.1:{free_port()}",
+            "models": settings.models.model_copy(update={"address": f"127.0.0.1:{free_port()}"}),
+        }
+    )
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# The stacks a run used (`serving`, `fresh_stack`), which its provenance names.
+_stacks: list[dict] = []
+
+
+@contextmanager
+def serving(
+    settings: Settings, address: str | None, console: Console, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """The address of a running orchestrator: `address` if given (said on the console and in
+    the result's provenance: its data and its code's version are its own), otherwise that of a
+    stack started here on `settings` (with `env` added to this environment; logs under the data
+    directory) and stopped on exit."""
+    from sounding.stack import Stack
+
+    if address:
+        _stacks.append({"own": False, "address": address})
+        console.print(f"on the stack at {address}, started elsewhere (its own data and code version)")
+        yield address
+        return
+    _stacks.append({"own": True, "address": settings.address, "data_dir": str(settings.data_dir)})
+    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
+    try:  # an interrupt while starting stops what had started
+        with console.status(f"starting a stack of this run's own on {settings.address}"):
+            stack.start()
+        yield settings.address
+    finally:
+        stack.stop()
 
 
 def error_kind(error: Exception) -> str:
@@ -161,7 +215,6 @@ def own_stack(
     empty, with `dataset`'s corpus ingested (once; later runs reuse it) and its graph built; or,
     given `address`, the stack there as it is, with the corpus ingested into it the same way.
     Yields the client and the collection's name."""
-    from sounding.stack import serving
     from sounding_client import Client
 
     run_settings = own_settings(settings, name)
@@ -170,7 +223,7 @@ def own_stack(
     run_settings.data_dir.mkdir(parents=True, exist_ok=True)
     collection = collection_of(dataset)
     record = run_settings.data_dir / f"{collection}-ingest.json"
-    with serving(run_settings, address, env) as address, Client(address) as client:
+    with serving(run_settings, address, console, env) as address, Client(address) as client:
         ingested(client, collection, dataset, record, False, console)
         yield client, collection
 
@@ -185,9 +238,10 @@ def fresh_stack(
     from sounding.stack import Stack
 
     shutil.rmtree(settings.data_dir, ignore_errors=True)
+    _stacks.append({"own": True, "address": settings.address, "data_dir": str(settings.data_dir)})
     stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
     try:  # an interrupt while starting stops what had started
-        with console.status("starting the stack"):
+        with console.status(f"starting a stack of this run's own on {settings.address}"):
             stack.start()
         if supervised:
             stack.supervise()

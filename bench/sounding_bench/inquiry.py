@@ -27,6 +27,7 @@ from sounding.inquiry.domains import bulls_and_cows as bc
 from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
+from sounding_bench.harness import serving
 from sounding_bench.metrics import percentiles
 
 HYPOTHESES_POLICIES = ("eig", "fixed_order", "fixed_order_informative")
@@ -62,10 +63,9 @@ class HypothesesRun:
 def run(spec: BullsAndCowsRun | HypothesesRun, settings: Settings, console: Console) -> dict:
     """The result JSON of the game `spec` describes, played on the stack at `spec.address`, or
     one started on `settings`."""
-    from sounding.stack import serving
     from sounding_client import Client
 
-    with serving(settings, spec.address) as address, Client(address, timeout=600) as client:
+    with serving(settings, spec.address, console) as address, Client(address, timeout=600) as client:
         if isinstance(spec, BullsAndCowsRun):
             return bulls_and_cows(client, spec, console)
         return hypotheses(client, spec, console)

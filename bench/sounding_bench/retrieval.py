@@ -40,7 +40,7 @@ from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 from sounding_bench import beir, busy_host
-from sounding_bench.harness import calibration_record, collection_of, ingested
+from sounding_bench.harness import calibration_record, collection_of, ingested, serving
 from sounding_bench.journal import append_journal, read_journal
 from sounding_bench.metrics import beir_scores, percentiles, without_self
 from sounding_bench.references import references_for
@@ -93,7 +93,6 @@ def fit_queries(queries: dict[str, str], limit: int, handling: str) -> tuple[dic
 
 def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
     """The result JSON (the protocol above)."""
-    from sounding.stack import serving
     from sounding_client import Client, ExpansionOptions, Final
 
     dataset = beir.load(spec.data, spec.split)
@@ -112,7 +111,7 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
     cache = settings.cache_dir / "eval"
     cache.mkdir(parents=True, exist_ok=True)
 
-    with serving(settings, spec.address) as address, Client(address) as client:
+    with serving(settings, spec.address, console) as address, Client(address) as client:
         ingest_record = ingested(
             client, collection, dataset, cache / f"{collection}-ingest.json", spec.fresh, console
         )

@@ -3,25 +3,34 @@ Ray). Used by `sounding up`, the evaluation harness and the integration tests.""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import uuid
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sounding.serving.rpc import channel_credentials
+from sounding.serving import rpc
 from sounding.settings import extras
-from sounding.settings.config import Settings
+from sounding.settings.config import Settings, TlsSettings
 
 log = logging.getLogger(__name__)
+
+
+class StackError(RuntimeError):
+    """A process of the stack did not start; the message names the cause and the fix."""
+
+
+class NotOurs(RuntimeError):
+    """Another server answers at the address a process was started to serve on."""
 
 
 def wait_serving(
@@ -29,11 +38,17 @@ def wait_serving(
     timeout_s: float,
     process: subprocess.Popen | None = None,
     credentials: grpc.ChannelCredentials | None = None,
+    service: str = "",
+    options: tuple[tuple[str, str], ...] = (),
 ) -> None:
-    """Block until the gRPC health service at `address` reports SERVING."""
+    """Block until the gRPC health service at `address` reports `service` SERVING. RuntimeError
+    at once if `process` exits; `NotOurs` if the server there does not know `service` (another
+    server holds the port); TimeoutError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     channel = (
-        grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+        grpc.insecure_channel(address, options)
+        if credentials is None
+        else grpc.secure_channel(address, credentials, options)
     )
     with channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -41,13 +56,83 @@ def wait_serving(
             if process is not None and process.poll() is not None:
                 raise RuntimeError(f"process for {address} exited with code {process.returncode}")
             try:
-                status = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0).status
+                status = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1.0).status
                 if status == health_pb2.HealthCheckResponse.SERVING:
                     return
-            except grpc.RpcError:
-                pass
+            except grpc.RpcError as error:
+                if service and error.code() == grpc.StatusCode.NOT_FOUND:  # pyright: ignore[reportAttributeAccessIssue]
+                    raise NotOurs(f"another server answers at {address}") from None
             time.sleep(0.2)
     raise TimeoutError(f"{address} was not serving after {timeout_s:.0f} s")
+
+
+def self_check(tls: TlsSettings) -> tuple[grpc.ChannelCredentials | None, tuple[tuple[str, str], ...]]:
+    """The credentials and channel options with which a stack checks its own server under these
+    TLS settings: plaintext when the port is; else TLS verified against `ca_file` when given,
+    otherwise against the server's own certificate file (a self-signed one, or a chain ending in
+    its CA) and the public roots grpc trusts, for a name the certificate holds; with the client
+    certificate a mutual-TLS port asks for."""
+    if tls.cert_file is None:
+        return None, ()
+    if tls.client_ca_file is not None and tls.client_cert_file is None:
+        raise StackError(
+            "the port requires client certificates (client_ca_file), so the stack's own readiness "
+            "check needs one: set client_cert_file, client_key_file and ca_file in the same TLS settings"
+        )
+    certificate = tls.cert_file.read_bytes()
+    public = Path(grpc.__file__).parent / "_cython" / "_credentials" / "roots.pem"
+    roots = tls.ca_file.read_bytes() if tls.ca_file is not None else certificate + b"\n" + public.read_bytes()
+    key, chain = (
+        (tls.client_key_file.read_bytes(), tls.client_cert_file.read_bytes())
+        if tls.client_cert_file is not None and tls.client_key_file is not None
+        else (None, None)
+    )
+    credentials = grpc.ssl_channel_credentials(roots, key, chain)
+    return credentials, (("grpc.ssl_target_name_override", certificate_name(certificate)),)
+
+
+def certificate_name(pem: bytes) -> str:
+    """A name the (first) certificate in `pem` is valid for: its first DNS or IP subject
+    alternative name, else its common name."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    certificate = x509.load_pem_x509_certificate(pem)
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        for kind in (x509.DNSName, x509.IPAddress):
+            found = names.get_values_for_type(kind)
+            if found:
+                return str(found[0])
+    except x509.ExtensionNotFound:
+        pass
+    common = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(common[0].value) if common else ""
+
+
+def refuse_taken(address: str, variable: str) -> None:
+    """StackError naming the port and the fix when something already listens on `address`."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        family = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][0]
+    except (OSError, ValueError):
+        return  # not resolvable here: the process's own bind reports it
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc binds: TIME_WAIT is no owner
+        try:
+            probe.bind((host, int(port)))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise StackError(_taken(address, variable)) from None
+
+
+def _taken(address: str, variable: str) -> str:
+    port = address.rpartition(":")[2]
+    return (
+        f"port {port} ({address}) is in use: is another Sounding stack running (`sounding up`, "
+        f"`sounding demo`)? Stop it, or set {variable} to a free address"
+    )
 
 
 # How long a started process may take to serve: a bound on a hang only (a process that exits
@@ -56,12 +141,16 @@ START_TIMEOUT_S = 600.0
 
 
 class Stack:
-    """The sidecar and orchestrator as child processes sharing one environment. With
-    `supervise()`, a process that exits unasked is started again (as Kubernetes restarts a
-    container), until `stop()`; `restarts` lists (time, name) of each restart."""
+    """The sidecar and orchestrator as child processes sharing one environment. Each is started
+    on a port nothing else holds and is known to be up only when its own health answers for the
+    instance id it was given (`wait_serving`): a stranger on the port ends the start with a
+    `StackError`, never a stack that talks to someone else's processes. With `supervise()`, a
+    process that exits unasked is started again (as Kubernetes restarts a container), until
+    `stop()`; `restarts` lists (time, name) of each restart."""
 
     def __init__(self, settings: Settings, env: dict[str, str] | None = None, log_dir: Path | None = None):
         self.settings = settings
+        self.instance_id = uuid.uuid4().hex
         self.restarts: list[tuple[float, str]] = []
         self._stopping = threading.Event()
         self._restarting = threading.Lock()
@@ -72,6 +161,7 @@ class Stack:
             "SOUNDING_DATA_DIR": str(settings.data_dir),
             "SOUNDING_ADDRESS": settings.address,
             "SOUNDING_MODELS__ADDRESS": settings.models.address,
+            "SOUNDING_INSTANCE_ID": self.instance_id,
         }
         self.log_dir = log_dir
         self.models: subprocess.Popen | None = None
@@ -87,18 +177,47 @@ class Stack:
                 command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
 
+    def _start(self, name: str, address: str, tls: TlsSettings, variable: str, timeout_s: float) -> None:
+        """Start `name` ("models" or "orchestrator") and wait until it serves, or end with a
+        StackError (the process stopped) naming why."""
+        refuse_taken(address, variable)
+        credentials, options = self_check(tls)
+        process = self._spawn(name, *(["models"] if name == "models" else []))
+        setattr(self, name, process)
+        what = "models sidecar" if name == "models" else "orchestrator"
+        service = rpc.instance_health_name(self.instance_id)
+        try:
+            wait_serving(address, timeout_s, process, credentials, service, options)
+        except NotOurs:
+            _stop(process, signal.SIGKILL)
+            raise StackError(_taken(address, variable)) from None
+        except RuntimeError:
+            raise StackError(
+                f"the {what} exited with code {process.returncode} while starting{self._last_line(name)}"
+            ) from None
+        except TimeoutError:
+            _stop(process, signal.SIGKILL)
+            raise StackError(
+                f"the {what} was not serving on {address} after {timeout_s:.0f} s{self._last_line(name)}"
+            ) from None
+
+    def _last_line(self, name: str) -> str:
+        """': <the last line of the process's log> (log: <path>)', or '' without a log."""
+        if self.log_dir is None:
+            return ""
+        path = self.log_dir / f"{name}.log"
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+        return f": {last[:300]} (log: {path})" if last else f" (log: {path})"
+
     def start_models(self, timeout_s: float = START_TIMEOUT_S) -> None:
         extras.require(extras.MODELS_SIDECAR)
-        self.models = self._spawn("models", "models")
-        credentials = channel_credentials(self.settings.models.tls)
-        wait_serving(self.settings.models.address, timeout_s, self.models, credentials)
+        models = self.settings.models
+        self._start("models", models.address, models.tls, "SOUNDING_MODELS__ADDRESS", timeout_s)
 
     def start_orchestrator(self, timeout_s: float = START_TIMEOUT_S) -> None:
         extras.require(extras.ORCHESTRATOR)
-        self.orchestrator = self._spawn("orchestrator")
-        wait_serving(
-            self.settings.address, timeout_s, self.orchestrator, channel_credentials(self.settings.tls)
-        )
+        self._start("orchestrator", self.settings.address, self.settings.tls, "SOUNDING_ADDRESS", timeout_s)
 
     def start(self) -> Stack:
         self.start_models()
@@ -183,21 +302,3 @@ def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30.0) -
     except ProcessLookupError:
         pass
     process.wait()
-
-
-@contextmanager
-def serving(
-    settings: Settings, address: str | None = None, env: dict[str, str] | None = None
-) -> Iterator[str]:
-    """The address of a running orchestrator: `address` if given, otherwise that of a stack
-    started here (with `env` added to this environment; logs under the data directory) and
-    stopped on exit."""
-    if address:
-        yield address
-        return
-    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
-    try:  # an interrupt while starting stops what had started
-        stack.start()
-        yield settings.address
-    finally:
-        stack.stop()

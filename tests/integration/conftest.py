@@ -51,6 +51,41 @@ def write_tokens(path: Path, grants) -> dict[str, str]:
     return tokens
 
 
+def self_signed_certificate(directory: Path, name: str = "localhost") -> tuple[Path, Path]:
+    """A self-signed server certificate for `name` (what `openssl req -x509` makes), and its key:
+    (certificate file, key file) in `directory`."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / f"{name}.pem", directory / f"{name}-key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
 def tls_environment(prefix: str, tls) -> dict[str, str]:
     """The environment variables setting `tls` (TlsSettings) under `prefix`."""
     return {prefix + key.upper(): str(value) for key, value in tls.model_dump().items() if value}
@@ -143,6 +178,8 @@ SLOW_MACHINE_DEADLINES = {
     "SOUNDING_LIMITS__DEADLINES__READINESS_PROBE_S": "30",
 }
 CALL_TIMEOUT_S = 900  # the client fixture's deadline, for a whole stream
+# The NLI model a fresh machine trains on first use, kept short (about a minute on two idle cores).
+SHORT_NLI_TRAINING = {"SOUNDING_MODELS__NLI__TRAIN_STEPS": "60"}
 
 
 @pytest.fixture(scope="session")
@@ -160,9 +197,9 @@ def stack(tmp_path_factory, span_collector):
         "OTEL_METRIC_EXPORT_INTERVAL": "500",
         # Plans choose between the fast arms; tests that need the generating arms name them.
         "SOUNDING_RETRIEVAL__SELECTION__ARMS": '["dense", "lexical"]',
-        # A fresh machine trains the NLI model on first use; a minute keeps the suite short (a
-        # copy trained with a larger budget, if cached, is used as it is).
-        "SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES": "1",
+        # A fresh machine trains the NLI model on first use; a short training keeps the suite
+        # short (a copy trained for longer, if cached, is used as it is).
+        **SHORT_NLI_TRAINING,
         **SLOW_MACHINE_DEADLINES,
     }
     running = Stack(settings, env=env, log_dir=data_dir / "logs")

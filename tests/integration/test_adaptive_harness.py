@@ -9,7 +9,7 @@ from rich.console import Console
 from sounding.settings.config import ModelsSettings, Settings
 from sounding_bench import adaptive
 
-from .conftest import free_port, write_tiny_corpus
+from .conftest import SHORT_NLI_TRAINING, free_port, write_tiny_corpus
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,8 @@ def test_the_adaptive_harness_measures_regret_against_every_fixed_plan(tmp_path,
     monkeypatch.setenv("SOUNDING_RETRIEVAL__SELECTION__COLD_START_QUERIES", "1")
     # No arm is held back as costly whatever their measured latencies (a busy machine's).
     monkeypatch.setenv("SOUNDING_RETRIEVAL__SELECTION__COSTLY_RATIO", "1e9")
-    monkeypatch.setenv("SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES", "1")
+    for key, value in SHORT_NLI_TRAINING.items():
+        monkeypatch.setenv(key, value)
     data = tmp_path / "tinybeir"
     write_beir(data)
     settings = Settings(

@@ -7,14 +7,15 @@ from rich.console import Console
 from sounding.settings.config import ModelsSettings, Settings
 from sounding_bench import fuzz
 
-from .conftest import SLOW_MACHINE_DEADLINES, free_port
+from .conftest import SHORT_NLI_TRAINING, SLOW_MACHINE_DEADLINES, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_a_thousand_generated_requests_end_in_canonical_codes_and_nothing_dies(tmp_path, monkeypatch):
     # A stack of its own (fuzzing changes what is global: stop thresholds, the selector).
-    monkeypatch.setenv("SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES", "1")
+    for key, value in SHORT_NLI_TRAINING.items():
+        monkeypatch.setenv(key, value)
     # Health must read SERVING however busy the machine: a peer's probe may take longer than 2 s.
     readiness = "SOUNDING_LIMITS__DEADLINES__READINESS_PROBE_S"
     monkeypatch.setenv(readiness, SLOW_MACHINE_DEADLINES[readiness])

@@ -15,7 +15,7 @@ from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import Ask, Belief, Client, Final, SoundingError, StrategyResult
 
-from .conftest import DEMO_CORPUS, free_port
+from .conftest import DEMO_CORPUS, SHORT_NLI_TRAINING, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,7 +86,7 @@ def stalled_generator_stack(tmp_path):
         "SOUNDING_MODELS__GENERATOR__BACKEND": "openai",
         "SOUNDING_MODELS__GENERATOR__OPENAI_BASE_URL": upstream.base_url,
         # The session stack's budget: its trained copy is reused (the NLI model is not used here).
-        "SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES": "1",
+        **SHORT_NLI_TRAINING,
         "SOUNDING_LIMITS__RETRIEVE__ARM_TIMEOUT_S": "30",
     }
     running = Stack(settings, env=env, log_dir=tmp_path / "logs")

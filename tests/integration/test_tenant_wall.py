@@ -28,7 +28,7 @@ from sounding.stack import Stack
 from sounding_client import Client, SoundingError, Tool
 
 from . import raw_http2
-from .conftest import SLOW_MACHINE_DEADLINES, free_port, tls_environment, write_tokens
+from .conftest import SHORT_NLI_TRAINING, SLOW_MACHINE_DEADLINES, free_port, tls_environment, write_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +118,7 @@ def wall(tmp_path_factory):
         "SOUNDING_MODELS__GENERATOR__BACKEND": "openai",
         "SOUNDING_MODELS__GENERATOR__OPENAI_BASE_URL": f"http://127.0.0.1:{upstream.server_address[1]}/v1",
         "SOUNDING_MODELS__GENERATOR__OPENAI_API_KEY_FILE": str(files["upstream_key"]),
-        "SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES": "1",
+        **SHORT_NLI_TRAINING,
         **SLOW_MACHINE_DEADLINES,
         **tls_environment("SOUNDING_MODELS__TLS__", sidecar_tls),
     }

@@ -5,97 +5,118 @@ from __future__ import annotations
 import functools
 import json
 import time
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 from sounding.cli.common import console, read_documents, start_stack
 from sounding.cli.show import print_calibration, print_retrieve
-from sounding.runtime.progress import progress_bar
+from sounding.runtime.progress import StepProgress, progress_bar
 from sounding.settings.config import Settings
 
-from sounding_bench.harness import DEMO_CORPUS
+from sounding_bench.harness import DEMO_CORPUS, run_settings
+
+
+class Step(StrEnum):
+    retrieval = "retrieval"
+    bulls_and_cows = "bulls-and-cows"
+    llm = "llm"
+    stop_threshold = "stop-threshold"
+    tools = "tools"
+    corpus = "corpus"
 
 
 def demo(
     data_dir: Path = typer.Option(
         None, help="where the demo keeps its LanceDB and logs (default: demo/ under SOUNDING_DATA_DIR)"
     ),
+    only: list[Step] = typer.Option(None, help="run only these steps (repeatable); default: all, in order"),
 ) -> None:
-    """Start the stack, ingest the bundled demo corpus, stream Retrieves, report their outcomes
-    with Observe, recalibrate the strategy selector, the miss rate, the confidence and the query
-    adapter from them, play an Inquire game, verify a claim against the corpus, let Sounding's
-    model work a detective case, fit stop thresholds from simulated guessing games, route requests to tools
-    and learn from a mis-route, stop the stack."""
+    """Start a stack of its own (on free ports, beside any other), ingest the bundled demo
+    corpus, and show every RPC doing its job, step by step: stream Retrieves, report their
+    outcomes with Observe, recalibrate the strategy selector, the miss rate, the confidence and
+    the query adapter from them (retrieval); play an Inquire game (bulls-and-cows); let
+    Sounding's model work a detective case (llm); fit stop thresholds from simulated guessing
+    games (stop-threshold); route requests to tools and learn from a mis-route (tools); verify a
+    claim against the corpus (corpus: on a machine's first run, after training the NLI model it
+    reads sentences with). Stop the stack."""
     from sounding.stack import Stack
-    from sounding_client import Client, RetrievalOutcome
+    from sounding_client import Client
 
-    corpus = DEMO_CORPUS
-    settings = Settings()
-    settings = Settings(data_dir=data_dir or settings.data_dir / "demo")
+    settings = run_settings()
+    settings = settings.model_copy(update={"data_dir": data_dir or settings.data_dir / "demo"})
+    chosen = set(only or Step)
+    steps = {
+        Step.retrieval: _print_retrieval,
+        Step.bulls_and_cows: lambda client: _print_bulls_and_cows(client, "0435"),
+        Step.llm: _print_llm_inquiry,
+        Step.stop_threshold: _print_simulated_stop_threshold,
+        Step.tools: _print_tool_routing,
+        Step.corpus: lambda client: _print_corpus_inquiry(client, settings),
+    }
     stack = Stack(settings, log_dir=settings.data_dir / "logs")
     try:
         start_stack(stack)
+        console.print(f"the processes' own output: {stack.log_dir}", highlight=False)
         with Client(settings.address, timeout=120) as client:
             if "demo" in {c.name for c in client.list_collections()}:
                 client.delete_collection("demo")
             client.create_collection("demo", "the demo corpus shipped in examples/")
-            documents = list(read_documents(corpus))
+            documents = list(read_documents(DEMO_CORPUS))
             with progress_bar(console) as progress:
                 task = progress.add_task("IngestDocuments", total=len(documents))
                 for report in client.ingest("demo", documents, batch_size=4):
                     progress.update(task, completed=report.total_documents)
-            finals = []
-            for query in ("how do ships measure the depth of water?", "combining rankings"):
-                console.rule(f"Retrieve: {query}")
-                finals.append(print_retrieve(client, "demo", query, 3, []))
-            console.rule("Observe: the agent used each Retrieve's top hit and found it helpful")
-            ack = client.observe(
-                RetrievalOutcome(f.retrieval_id, (f.hits[0].document_id,), feedback="helpful") for f in finals
-            )
-            console.print(f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}")
-            metrics = client.strategy_metrics()
-            for arm in metrics.arms:
-                console.print(
-                    f"  {arm.arm:12} runs {arm.runs:3}  mean reward {arm.mean_reward:.2f}  "
-                    f"contribution rate {arm.contribution_rate:.2f}  latency {arm.mean_latency_ms:7.1f} ms"
-                )
-            console.rule("Retrieve and Observe: sixty questions, each with its source document")
-            _print_agent_traffic(client, "demo", corpus.with_name("demo-questions.jsonl"))
-            console.rule("Calibrate(BANDIT): retrain the strategy selector on the recorded outcomes")
-            print_calibration(client.calibrate("bandit"))
-            console.rule("Calibrate(MISS_RATE): map stated miss rates to the misses the agent reported")
-            print_calibration(client.calibrate("miss_rate"))
-            console.rule("Calibrate(CONFIDENCE): map stated confidence to how often the agent succeeded")
-            print_calibration(client.calibrate("confidence"))
-            final = client.retrieve_final("demo", "what is chart datum?", top_k=1, synthesis_confidence=0.9)
-            console.print(
-                f"[bold]confidence[/bold] now {final.confidence.kind}: {final.confidence.value:.2f} "
-                f"(stated {final.confidence.inputs.get('stated_confidence', 0.0):.2f}, "
-                f"calibration v{final.confidence.calibration_version})"
-            )
-            console.rule("Calibrate(QUERY_ADAPTER): learn from those outcomes how to search the collection")
-            print_calibration(client.calibrate("query_adapter", collection="demo"))
-            console.rule("Inquire: bulls and cows, secret 0435 (this terminal plays the oracle)")
-            _print_bulls_and_cows(client, "0435")
-            console.rule("Inquire (corpus): Sounding verifies a claim against the corpus, query by query")
-            _train_nli_model(settings)
-            _print_corpus_inquiry(client, "demo", DEMO_CLAIM)
-            console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
-            _print_llm_inquiry(client)
-            console.rule("Calibrate(STOP_THRESHOLD): a robust-MI threshold from SIMULATED guessing games")
-            _print_simulated_stop_threshold(client)
-            console.rule("RouteTool and Observe(ToolUse): a terse tool description, a mis-route, a lesson")
-            _print_tool_routing(client)
+            for step, show in steps.items():
+                if step in chosen:
+                    show(client)
             console.rule()
     finally:
         with console.status("stopping the stack"):
             stack.stop()
 
 
+def _print_retrieval(client) -> None:
+    from sounding_client import RetrievalOutcome
+
+    finals = []
+    for query in ("how do ships measure the depth of water?", "combining rankings"):
+        console.rule(f"Retrieve: {query}")
+        finals.append(print_retrieve(client, "demo", query, 3, []))
+    console.rule("Observe: the agent used each Retrieve's top hit and found it helpful")
+    ack = client.observe(
+        RetrievalOutcome(f.retrieval_id, (f.hits[0].document_id,), feedback="helpful") for f in finals
+    )
+    console.print(f"[bold]observe[/bold] recorded {ack.recorded}, rejected {len(ack.rejected)}")
+    metrics = client.strategy_metrics()
+    for arm in metrics.arms:
+        console.print(
+            f"  {arm.arm:12} runs {arm.runs:3}  mean reward {arm.mean_reward:.2f}  "
+            f"contribution rate {arm.contribution_rate:.2f}  latency {arm.mean_latency_ms:7.1f} ms"
+        )
+    console.rule("Retrieve and Observe: sixty questions, each with its source document")
+    _print_agent_traffic(client, "demo", DEMO_CORPUS.with_name("demo-questions.jsonl"))
+    console.rule("Calibrate(BANDIT): retrain the strategy selector on the recorded outcomes")
+    print_calibration(client.calibrate("bandit"))
+    console.rule("Calibrate(MISS_RATE): map stated miss rates to the misses the agent reported")
+    print_calibration(client.calibrate("miss_rate"))
+    console.rule("Calibrate(CONFIDENCE): map stated confidence to how often the agent succeeded")
+    print_calibration(client.calibrate("confidence"))
+    final = client.retrieve_final("demo", "what is chart datum?", top_k=1, synthesis_confidence=0.9)
+    console.print(
+        f"[bold]confidence[/bold] now {final.confidence.kind}: {final.confidence.value:.2f} "
+        f"(stated {final.confidence.inputs.get('stated_confidence', 0.0):.2f}, "
+        f"calibration v{final.confidence.calibration_version})"
+    )
+    console.rule("Calibrate(QUERY_ADAPTER): learn from those outcomes how to search the collection")
+    print_calibration(client.calibrate("query_adapter", collection="demo"))
+
+
 def _print_bulls_and_cows(client, secret: str) -> None:
     from sounding.inquiry.domains import bulls_and_cows
     from sounding_client import Ask, Belief, InquiryAnswer, InquiryPolicy
 
+    console.rule(f"Inquire: bulls and cows, secret {secret} (this terminal plays the oracle)")
     inquiry = client.inquire("bulls_and_cows", InquiryPolicy(question_selection="eig_lookahead"))
     for event in inquiry:
         if isinstance(event, Belief):
@@ -121,38 +142,41 @@ DEMO_CLAIM = "Depths on nautical charts are reduced to a low-water level called 
 def _train_nli_model(settings: Settings) -> None:
     """The sidecar trains its NLI model on the first Entail when no adequate copy is cached;
     the demo trains it here first, in view, so the inquiry's first Entail finds it."""
-    from sounding.models.nli import TRAINED_DIR, ensure_trained, trained_budget_minutes
+    from sounding.models.nli import TRAINED_DIR, checkpoint_path, ensure_trained, trained_steps
 
     config = settings.models.nli
     own = settings.models.cache_dir / TRAINED_DIR
-    if config.model or trained_budget_minutes(own) >= config.train_max_minutes:
+    if config.model or trained_steps(own) >= config.train_steps:
         return
+    resuming = " (resuming from its last checkpoint)" if checkpoint_path(own).exists() else ""
     console.print(
-        f"first use on this machine: training the NLI model behind Entail for up to "
-        f"{config.train_max_minutes:g} minutes (SOUNDING_MODELS__NLI__TRAIN_MAX_MINUTES), kept in {own}",
+        f"First use on this machine: training the NLI model the corpus inquiry reads sentences with"
+        f"{resuming}, {config.train_steps} steps (SOUNDING_MODELS__NLI__TRAIN_STEPS), about a second "
+        f"each on two idle cores (bench/README.md, NLI); kept in {own}. Ctrl-C stops it; the next "
+        "run resumes from its last checkpoint.",
         highlight=False,
     )
-    with progress_bar(console) as progress:
-        task = progress.add_task("training the NLI model", total=None)
-
-        def on_step(step: int, total: int, loss: float) -> None:
-            description = f"training the NLI model, loss {loss:.3f}"
-            progress.update(task, completed=step, total=total, description=description)
-
-        ensure_trained(own, config.train_max_minutes, on_step=on_step)
+    with StepProgress(console, "training the NLI model") as progress:
+        ensure_trained(
+            own,
+            config.train_steps,
+            on_step=lambda step, total, loss: progress.update(step, total, f"loss {loss:.3f}"),
+        )
 
 
-def _print_corpus_inquiry(client, collection: str, claim: str) -> None:
+def _print_corpus_inquiry(client, settings: Settings) -> None:
     """The server chooses each query by expected information gain, runs it, judges the new
     sentences against the claim with its NLI model and updates its belief over the verdicts."""
     from sounding_client import Ask, Belief, Evidence, InquiryAnswer, InquiryPolicy
 
-    console.print(f"[bold]claim[/bold] {claim}")
+    console.rule("Inquire (corpus): Sounding verifies a claim against the corpus, query by query")
+    _train_nli_model(settings)
+    console.print(f"[bold]claim[/bold] {DEMO_CLAIM}")
     inquiry = client.inquire(
         "corpus",
         InquiryPolicy(max_turns=4, target_confidence=0.8),
-        domain_parameters={"collection": collection},
-        context=claim,
+        domain_parameters={"collection": "demo"},
+        context=DEMO_CLAIM,
     )
     for event in inquiry:
         if isinstance(event, Belief):
@@ -201,6 +225,7 @@ def _print_llm_inquiry(client) -> None:
         InquiryPolicy,
     )
 
+    console.rule("Inquire (llm): SmolLM2 works a detective case and decides when to answer")
     suspects = ["Anna Byrne", "Victor Crane", "Lucy Dunn"]
     inquiry = client.inquire(
         "llm",
@@ -240,6 +265,7 @@ def _print_simulated_stop_threshold(client) -> None:
 
     from sounding_bench import robust_mi_simulated as simulated
 
+    console.rule("Calibrate(STOP_THRESHOLD): a robust-MI threshold from SIMULATED guessing games")
     calibrating, (secret,) = simulated.split_secrets(120, 1, seed=0)
     for regime in simulated.REGIMES:
         with progress_bar(console) as progress:
@@ -346,6 +372,7 @@ def _print_tool_routing(client) -> None:
     learns, and the same kind of request routes differently."""
     from sounding_client import SoundingError, Tool, ToolUseObserver
 
+    console.rule("RouteTool and Observe(ToolUse): a terse tool description, a mis-route, a lesson")
     toolset = "demo-tools"
     try:  # a demo run before taught these tools: start them from their descriptions again
         existing = [t.name for t in client.list_tools(toolset)]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 from sounding.cli.common import console
-from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
 from sounding_bench.cli.eval_choices import (
@@ -26,7 +25,7 @@ from sounding_bench.cli.evaluate_nli import eval_nli
 from sounding_bench.cli.evaluate_observe import eval_observe
 from sounding_bench.cli.evaluate_simulated import eval_robust_mi_simulated
 from sounding_bench.cli.evaluate_throughput import eval_throughput
-from sounding_bench.harness import own_settings
+from sounding_bench.harness import own_settings, run_settings
 
 eval_app = typer.Typer(help="Measure Sounding (results as JSON, for bench/results/).")
 eval_app.command("arbench")(eval_arbench)
@@ -81,7 +80,7 @@ def eval_retrieval(
     With --train-split: every arm, all arms fused, and adaptive selection that learns through
     Observe over the train queries and keeps learning on the test queries; the regret curve
     goes to a PNG beside the JSON."""
-    settings = Settings()
+    settings = run_settings(address)
     if train_split:
         from sounding_bench import adaptive
 
@@ -135,7 +134,7 @@ def eval_tools(
     top-5, MRR on the test set), the share of irrelevant requests it declines, and intake."""
     from sounding_bench import tools
 
-    settings = Settings()
+    settings = run_settings()
     spec = tools.ToolsRun(
         data,
         seed=seed,
@@ -165,7 +164,7 @@ def eval_calibration(
     nDCG@10."""
     from sounding_bench import calibration
 
-    settings = Settings()
+    settings = run_settings()
     spec = calibration.CalibrationRun(
         data, train_split, split, k=k, train_limit=train_limit, test_limit=test_limit
     )
@@ -189,7 +188,7 @@ def eval_fuzz(
     otherwise)."""
     from sounding_bench import fuzz
 
-    settings = own_settings(Settings(), "fuzz")
+    settings = own_settings(run_settings(), "fuzz")
     result = fuzz.run(fuzz.FuzzRun(requests, seed=seed, concurrency=concurrency), settings, console)
     write_result(result, out, settings, seed)
     console.print_json(json.dumps({k: result[k] for k in ("requests", "codes", "health", "alive")}))
@@ -226,7 +225,7 @@ def eval_load(
     every acknowledged observation, document and session must be there."""
     from sounding_bench import load
 
-    settings = own_settings(Settings(), "load")
+    settings = own_settings(run_settings(), "load")
     spec = load.LoadRun(
         duration,
         retrieve_streams=retrieve_streams,
@@ -285,8 +284,9 @@ def eval_inquiry(
             raise typer.BadParameter("KEY=VALUE", param_hint="--domain-parameter")
         parameters = {key: value for key, value in pairs}
         spec = claims_inquiry.ClaimsInquiryRun(data, split, nli_model, limit=limit, parameters=parameters)
-        result = claims_inquiry.run(spec, Settings(), console)
-        write_result(result, out, Settings(), claims_inquiry.SEED)
+        settings = run_settings()
+        result = claims_inquiry.run(spec, settings, console)
+        write_result(result, out, settings, claims_inquiry.SEED)
         console.print_json(json.dumps({"policies": result["policies"], "savings": result["savings"]}))
         console.print(f"written to {out}")
         return
@@ -295,7 +295,7 @@ def eval_inquiry(
         noise_levels = tuple(float(level) for level in noise.split(","))
     except ValueError:
         raise typer.BadParameter("comma-separated numbers", param_hint="--noise") from None
-    settings = Settings()
+    settings = run_settings(address)
     if task is InquiryTask.bulls_and_cows:
         chosen = tuple(inquiry.load_secrets(secrets))
         spec = inquiry.BullsAndCowsRun(

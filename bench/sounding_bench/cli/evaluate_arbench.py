@@ -12,7 +12,7 @@ from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
 from sounding_bench.cli.eval_choices import Ablation, ArbenchTask, QuestionSelection, Regime, StopRule
-from sounding_bench.harness import own_settings
+from sounding_bench.harness import own_settings, run_settings
 
 
 def eval_arbench(
@@ -72,7 +72,7 @@ def eval_arbench(
         address=address,
     )
     # A stack of its own has its own data directory.
-    settings = Settings() if address else own_settings(Settings(), "arbench")
+    settings = run_settings(address) if address else own_settings(run_settings(), "arbench")
     try:
         result = arbench.run(spec, settings, console)
     except JournalMismatch as error:

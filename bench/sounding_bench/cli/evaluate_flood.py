@@ -7,10 +7,9 @@ from pathlib import Path
 
 import typer
 from sounding.cli.common import console, read_documents
-from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
-from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS
+from sounding_bench.harness import DEMO_CORPUS, DENSE_AND_LEXICAL_ARMS, run_settings
 
 
 def eval_flood(
@@ -36,7 +35,7 @@ def eval_flood(
 
     from sounding_bench import flood
 
-    settings = Settings()
+    settings = run_settings()
     data_dir = settings.cache_dir / "eval" / "flood"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)

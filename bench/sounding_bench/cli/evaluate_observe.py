@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 from sounding.cli.common import console
-from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
+from sounding_bench.harness import run_settings
 
 
 def eval_observe(
@@ -24,7 +24,7 @@ def eval_observe(
     """Events per second one Observe stream is acknowledged at: retrieval outcomes, then tool uses."""
     from sounding_bench import observe
 
-    settings = Settings()
+    settings = run_settings()
     spec = observe.ObserveRun(data, split, retrievals=retrievals, tool_streams=tool_streams)
     result = observe.run(spec, settings, console)
     write_result(result, out, settings)

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import typer
 from sounding.cli.common import console
-from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
 from sounding_bench.cli.eval_choices import Ablation
-from sounding_bench.harness import own_settings
+from sounding_bench.harness import own_settings, run_settings
 
 
 def eval_robust_mi_simulated(
@@ -29,7 +28,7 @@ def eval_robust_mi_simulated(
     directory starts empty (so no earlier run's states enter the calibration)."""
     from sounding_bench import robust_mi_simulated
 
-    settings = own_settings(Settings(), "robust-mi-simulated")
+    settings = own_settings(run_settings(), "robust-mi-simulated")
     spec = robust_mi_simulated.RobustMiSimulatedRun(
         calibration, secrets, seed, ablate=tuple(a.value for a in ablate)
     )

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 from sounding.cli.common import console
-from sounding.settings.config import Settings
 
 from sounding_bench.cli.common import write_result
+from sounding_bench.harness import run_settings
 
 
 def _levels(text: str) -> list[int]:
@@ -42,7 +42,7 @@ def eval_throughput(
     cold start (Retrieves naming no arms against dense + lexical)."""
     from sounding_bench import throughput
 
-    settings = Settings()
+    settings = run_settings(address)
     spec = throughput.ThroughputRun(
         data,
         split,

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from sounding.cli.common import console
 from sounding.models.nli import BUNDLED_TRAINING_DATA
-from sounding.runtime.progress import progress_bar
+from sounding.runtime.progress import StepProgress
 from sounding.settings import extras
 from sounding.settings.config import Settings
 
@@ -21,10 +21,8 @@ def train_nli(
     data: Path = typer.Option(
         BUNDLED_TRAINING_DATA, exists=True, dir_okay=False, help="SNLI-style CSV or JSONL (optionally .gz)"
     ),
-    epochs: int = typer.Option(
-        3, min=1, max=20, help="passes over the data (the time budget may end it first)"
-    ),
-    max_minutes: float = typer.Option(20.0, min=0.1, help="stop training when this is spent"),
+    epochs: int = typer.Option(3, min=1, max=20, help="passes over the data"),
+    steps: int = typer.Option(0, min=0, help="optimisation steps instead (0: those of --epochs)"),
     batch_size: int = typer.Option(32, min=1, max=512, help="pairs per optimisation step"),
     learning_rate: float = typer.Option(5e-5, min=1e-7, max=1e-2, help="AdamW's peak learning rate"),
     scifact: Path = typer.Option(
@@ -41,9 +39,11 @@ def train_nli(
         "", help="save under this name in the models cache (default: the sidecar's own model's name)"
     ),
 ) -> None:
-    """Fine-tune the NLI cross-encoder (MiniLM encoder, 3-way head) and save it in the models
-    cache, where the sidecar loads it from (a model saved under another `--name` is loaded by
-    setting SOUNDING_MODELS__NLI__MODEL to its directory)."""
+    """Fine-tune the NLI cross-encoder (MiniLM encoder, 3-way head) for a fixed number of steps
+    (the same weights for the same data, steps and seed, however busy the machine) and save it in
+    the models cache, where the sidecar loads it from (a model saved under another `--name` is
+    loaded by setting SOUNDING_MODELS__NLI__MODEL to its directory). Interrupted, it resumes from
+    its last checkpoint when run again with the same options."""
     extras.require(extras.MODELS_SIDECAR)
     from sounding.models import nli
 
@@ -66,16 +66,19 @@ def train_nli(
         console.print(f"adding {len(added)} pairs from {len(claims)} SciFact train claims")
         pairs = [*pairs, *added]
     out = settings.models.cache_dir / (name or nli.TRAINED_DIR)
-    with progress_bar(console) as progress:
-        task = progress.add_task(f"training on {len(pairs)} pairs", total=None)
-
-        def on_step(step: int, total: int, loss: float) -> None:
-            progress.update(task, completed=step, total=total, description=f"training, loss {loss:.3f}")
-
+    total = steps or nli.steps_for(len(pairs), epochs, batch_size)
+    with StepProgress(console, f"training on {len(pairs)} pairs") as progress:
         report = nli.train(
-            pairs, out, epochs, batch_size, learning_rate, max_minutes, on_step=on_step, balanced=balanced
+            pairs,
+            out,
+            total,
+            batch_size,
+            learning_rate,
+            on_step=lambda step, total, loss: progress.update(step, total, f"loss {loss:.3f}"),
+            balanced=balanced,
         )
+    resumed = f", resumed at step {report.resumed_from}" if report.resumed_from else ""
     console.print(
-        f"saved to {report.path}: {report.steps} steps ({report.epochs_run:.2f} epochs) in "
+        f"saved to {report.path}: {report.steps} steps ({report.epochs_run:.2f} epochs{resumed}) in "
         f"{report.seconds:.0f} s, last loss {report.final_loss:.3f}"
     )

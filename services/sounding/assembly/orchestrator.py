@@ -175,9 +175,10 @@ async def serve(settings: Settings) -> None:
             authenticator,
         )
     )
+    instance = [rpc.instance_health_name(settings.instance_id)] if settings.instance_id else []
     readiness = Readiness(
         health_servicer,
-        routing.SERVICES,
+        (*routing.SERVICES, *instance),
         {
             "the models sidecar": models.check_serving,
             "the strategy workers": executor.calls_in_flight,

@@ -112,13 +112,15 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
             ),
         )
     )
-    for name in (SERVICE_NAME, ""):
+    instance = [rpc.instance_health_name(settings.instance_id)] if settings.instance_id else []
+    names = (SERVICE_NAME, "", *instance)
+    for name in names:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     rpc.listen(server, settings.models.address, settings.models.tls)
     await server.start()
     if settings.models.generator.preload:
         await servicer.generator()
-    for name in (SERVICE_NAME, ""):
+    for name in names:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("models sidecar serving on %s (%s)", settings.models.address, device)
     if ready is not None:
@@ -126,7 +128,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     try:
         await server.wait_for_termination()
     finally:
-        for name in (SERVICE_NAME, ""):
+        for name in names:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await gate.drain(settings.limits.transport.drain_grace_s)
         await server.stop(grace=1.0)

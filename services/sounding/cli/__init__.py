@@ -7,8 +7,11 @@ a function given the app to register on (sounding-bench adds `eval`, `models` an
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import typer
 
@@ -76,7 +79,37 @@ def with_plugins() -> typer.Typer:
     return app
 
 
+class _LogFile(logging.FileHandler):
+    """A log file created, with its directory, on the first record."""
+
+    def __init__(self, path: Path):
+        super().__init__(path, delay=True)
+
+    def _open(self):
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
+def quiet_terminal() -> None:
+    """A command's terminal shows Sounding's own lines: the notices of the libraries it runs
+    (Python warnings, library loggers) go to `<data dir>/logs/cli.log`, and LanceDB's native
+    logger, which writes to the terminal itself, keeps to errors. `serve` logs everything to its
+    output instead (`telemetry.configure_logging`)."""
+    from sounding.settings.config import Settings
+
+    data_dir = os.environ.get("SOUNDING_DATA_DIR") or Settings.model_fields["data_dir"].default
+    logging.captureWarnings(True)
+    logging.basicConfig(
+        level=logging.INFO,
+        handlers=[_LogFile(Path(data_dir) / "logs" / "cli.log")],
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        force=True,
+    )
+    os.environ.setdefault("LANCEDB_LOG", "error")
+
+
 def main() -> None:
+    quiet_terminal()
     try:
         with_plugins()()  # usage errors are click's (exit status 2); typer.Exit ends as SystemExit
     except Exception as error:  # every other error ends as one line, unless --debug

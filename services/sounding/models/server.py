@@ -92,7 +92,7 @@ class ModelServicer:
         if not path:
             own = self._models.cache_dir / TRAINED_DIR
             log.info("NLI: using %s (training it first if needed)", own)
-            path = await asyncio.to_thread(ensure_trained, own, config.train_max_minutes)
+            path = await asyncio.to_thread(ensure_trained, own, config.train_steps)
         device = select_device(self._models.device)
         model = await asyncio.get_running_loop().run_in_executor(
             self._encode_thread, NliModel, path, device, config.forward_batch_size

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import ipaddress
+import urllib.parse
 from collections import Counter
 from contextlib import contextmanager
 
@@ -115,8 +116,9 @@ class OpenCalls:
 def peer_address(peer: str) -> str:
     """The address a grpc peer string names (`ipv4:10.0.0.1:5000` is 10.0.0.1), its port aside;
     of an IPv6 address, its /64 (`ipv6:[2001:db8::1]:5000` is 2001:db8::/64): one host holds
-    a whole /64."""
+    a whole /64. grpc percent-encodes the brackets of an IPv6 address (`ipv6:%5B::1%5D:5000`)."""
     kind, _, rest = peer.partition(":")
+    rest = urllib.parse.unquote(rest)
     if kind == "ipv4":
         return rest.rsplit(":", 1)[0]
     if kind == "ipv6":

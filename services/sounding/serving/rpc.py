@@ -363,7 +363,8 @@ def listen(server: grpc.aio.Server, address: str, tls: TlsSettings) -> None:
     if tls.cert_file is None or tls.key_file is None:
         if tls.client_ca_file is not None:
             raise ValueError("mutual TLS (a client CA file) needs a server certificate and key")
-        server.add_insecure_port(address)
+        with _binding(address):
+            server.add_insecure_port(address)
         return
     client_ca = _read(tls.client_ca_file)
     credentials = grpc.ssl_server_credentials(
@@ -371,7 +372,29 @@ def listen(server: grpc.aio.Server, address: str, tls: TlsSettings) -> None:
         root_certificates=client_ca,
         require_client_auth=client_ca is not None,
     )
-    server.add_secure_port(address, credentials)
+    with _binding(address):
+        server.add_secure_port(address, credentials)
+
+
+class ListenError(OSError):
+    """A server could not bind its address."""
+
+
+@contextmanager
+def _binding(address: str):
+    try:
+        yield
+    except RuntimeError as error:  # grpc's "Failed to bind to address …"
+        raise ListenError(
+            f"cannot listen on {address}: its port is in use (is another Sounding process running, "
+            "`sounding up` or `sounding demo`?) or the host is not one of this machine's"
+        ) from error
+
+
+def instance_health_name(instance_id: str) -> str:
+    """The health service a process started with `Settings.instance_id` answers for, with the
+    server's own status (`sounding.stack` checks it reached its own child)."""
+    return f"sounding.instance/{instance_id}"
 
 
 def refuse_open_plaintext(address: str, authenticated: bool, allow_unauthenticated: bool, what: str) -> None:

@@ -144,8 +144,9 @@ class NliSettings(BaseModel):
     # A Hugging Face sequence-classification NLI model (a directory, or a hub id already in the
     # local cache). Empty: Sounding's own, `<cache_dir>/nli-minilm-snli`, trained on first use.
     model: str = ""
-    # Training budget of Sounding's own model; a cached copy trained with less is trained again.
-    train_max_minutes: float = Field(default=20.0, gt=0.0)
+    # Optimisation steps of Sounding's own model (924: three epochs of the bundled pairs in batches
+    # of 32); a cached copy trained for fewer is trained again.
+    train_steps: int = Field(default=924, ge=1, le=1_000_000)
     max_batch_size: int = Field(default=64, ge=1, le=4096)
     max_wait_ms: float = Field(default=0.0, ge=0.0, le=1000.0)
     forward_batch_size: int = Field(default=8, ge=1, le=4096)  # pairs per forward pass, as the embedder's
@@ -276,6 +277,9 @@ class Settings(BaseSettings):
     # JSON object a line carrying the current trace and span ids.
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
+    # Set by the process that started this one (`sounding.stack`): health also answers for the
+    # service `sounding.instance/<id>`, so the starter knows it reached its own child.
+    instance_id: str = Field(default="", pattern=r"^[A-Za-z0-9-]{0,64}$")
 
     @property
     def store_location(self) -> StoreLocation:

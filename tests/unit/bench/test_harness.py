@@ -3,6 +3,9 @@
 import threading
 
 import pytest
+from rich.console import Console
+from sounding.settings.config import Settings
+from sounding_bench import harness
 from sounding_bench.harness import run_concurrently
 
 pytestmark = pytest.mark.unit
@@ -39,3 +42,23 @@ def test_a_failure_cancels_the_items_not_begun_and_is_raised():
         worker.join(60)
     # The one worker may have begun the item after the failure before it was raised; no other.
     assert started[:2] == [0, 1] and len(started) <= 3
+
+
+def test_a_run_that_starts_its_own_stack_takes_free_ports_whatever_the_environment(monkeypatch):
+    monkeypatch.setenv("SOUNDING_ADDRESS", "127.0.0.1:50051")
+    monkeypatch.setenv("SOUNDING_MODELS__ADDRESS", "127.0.0.1:50052")
+    own = harness.run_settings()
+    ports = {own.address, own.models.address}
+    assert len(ports) == 2 and not ports & {"127.0.0.1:50051", "127.0.0.1:50052"}
+    assert all(p.startswith("127.0.0.1:") for p in ports)
+    # Pointed at a running stack, its sidecar is where the configuration says.
+    assert harness.run_settings("10.0.0.9:50051").models.address == "127.0.0.1:50052"
+
+
+def test_a_run_on_a_stack_started_elsewhere_says_so_on_the_console_and_in_its_provenance(monkeypatch):
+    monkeypatch.setattr(harness, "_stacks", [])
+    console = Console(record=True, width=200)
+    with harness.serving(Settings(), "10.0.0.9:50051", console) as address:
+        assert address == "10.0.0.9:50051"
+    assert "on the stack at 10.0.0.9:50051, started elsewhere" in console.export_text()
+    assert harness.provenance(Settings())["stacks"] == [{"own": False, "address": "10.0.0.9:50051"}]
