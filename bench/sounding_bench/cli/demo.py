@@ -151,9 +151,9 @@ def _train_nli_model(settings: Settings) -> None:
     resuming = " (resuming from its last checkpoint)" if checkpoint_path(own).exists() else ""
     console.print(
         f"First use on this machine: training the NLI model the corpus inquiry reads sentences with"
-        f"{resuming}, {config.train_steps} steps (SOUNDING_MODELS__NLI__TRAIN_STEPS), about a second "
-        f"each on two idle cores (bench/README.md, NLI); kept in {own}. Ctrl-C stops it; the next "
-        "run resumes from its last checkpoint.",
+        f"{resuming}, {config.train_steps} steps (SOUNDING_MODELS__NLI__TRAIN_STEPS; how long on two idle "
+        f"cores: bench/README.md, NLI; the lines below say the time left); kept in {own}. Ctrl-C stops "
+        "it; the next run resumes from its last checkpoint.",
         highlight=False,
     )
     with StepProgress(console, "training the NLI model") as progress:
