@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
+import uuid
 from concurrent import futures
 from pathlib import Path
 
+import boto3
 import grpc
 import pytest
+from moto.server import ThreadedMotoServer
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from sounding.settings.config import ModelsSettings, Settings
@@ -220,3 +223,32 @@ def demo_collection(client):
     client.create_collection("demo")
     list(client.ingest("demo", documents, batch_size=5))
     return documents
+
+
+@pytest.fixture
+def object_store():
+    """A bucket of its own (moto's servers in one process share their buckets) and the settings
+    that put the store in it."""
+    bucket = f"sounding-{uuid.uuid4().hex[:12]}"
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    s3.create_bucket(Bucket=bucket)
+    env = {
+        "SOUNDING_STORE__URI": f"s3://{bucket}/store",
+        "SOUNDING_STORE__ENDPOINT": endpoint,
+        "SOUNDING_STORE__REGION": "us-east-1",
+        "SOUNDING_STORE__ALLOW_HTTP": "true",
+        "SOUNDING_STORE__ACCESS_KEY_ID": "test",
+        "SOUNDING_STORE__SECRET_ACCESS_KEY": "test",
+    }
+    yield s3, bucket, env
+    server.stop()

@@ -3,11 +3,8 @@ moto) outlives the orchestrator and its data directory, and strategy workers on 
 serve Retrieve from that shared store."""
 
 import time
-import uuid
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
 from sounding_client import Ask, Client, Final, InquiryAnswer, InquiryPolicy, StrategyResult
@@ -22,35 +19,6 @@ DOCUMENTS = [
     {"id": "lead", "text": "A leadsman casts a weighted line to measure the depth of the water."},
     {"id": "chart", "text": "Nautical charts mark the depth of the sea in fathoms."},
 ]
-
-
-@pytest.fixture
-def object_store():
-    """A bucket of its own (moto's servers in one process share their buckets) and the settings
-    that put the store in it."""
-    bucket = f"sounding-{uuid.uuid4().hex[:12]}"
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-    s3.create_bucket(Bucket=bucket)
-    env = {
-        "SOUNDING_STORE__URI": f"s3://{bucket}/store",
-        "SOUNDING_STORE__ENDPOINT": endpoint,
-        "SOUNDING_STORE__REGION": "us-east-1",
-        "SOUNDING_STORE__ALLOW_HTTP": "true",
-        "SOUNDING_STORE__ACCESS_KEY_ID": "test",
-        "SOUNDING_STORE__SECRET_ACCESS_KEY": "test",
-    }
-    yield s3, bucket, env
-    server.stop()
 
 
 @pytest.fixture

@@ -48,7 +48,6 @@ from sounding.store.database import Database
 from sounding.store.durability import Durability
 from sounding.store.graph import GraphStore
 from sounding.store.learning import LearningLog
-from sounding.store.lock import DataDirectoryLock
 from sounding.store.tenancy import DEFAULT_TENANT
 from sounding.store.tools import ToolStore
 from sounding.tools.protocol import ToolConfig
@@ -137,7 +136,6 @@ async def serve(settings: Settings) -> None:
         settings.address, authenticator.enabled, settings.auth.allow_unauthenticated, "the orchestrator"
     )
     learning = learning_config(settings)  # refused before anything starts
-    data_lock = DataDirectoryLock(settings.data_dir).acquire()
     limits = settings.limits
     configure_caches(
         limits.memory.orchestrator_lancedb_index_cache_mib, limits.memory.lancedb_metadata_cache_mib
@@ -146,7 +144,9 @@ async def serve(settings: Settings) -> None:
     serving = asyncio.Event()
     stop = stop_on_signals(serving)
     db = await Database.open(
-        settings.store_location, Durability(settings.durability, settings.store_location)
+        settings.store_location,
+        Durability(settings.durability, settings.store_location),
+        settings.store.lease_ttl_s,
     )
     store = await Store.open(db)
     models = ModelsClient.of(settings.models)
@@ -209,5 +209,4 @@ async def serve(settings: Settings) -> None:
         await executor.close()
         await tenants.close()
         await models.close()
-        data_lock.release()
         telemetry.shutdown()

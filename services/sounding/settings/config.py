@@ -49,6 +49,9 @@ class StoreSettings(BaseModel):
     access_key_id: SecretStr | None = None
     secret_access_key: SecretStr | None = None
     session_token: SecretStr | None = None
+    # How long a lease of the store (schema changes, collection changes, compaction) outlives its
+    # holder's last renewal: a process that dies holding one delays the others by at most this.
+    lease_ttl_s: float = Field(default=10.0, ge=2.0, le=300.0)
 
     def storage_options(self) -> dict[str, str]:
         """LanceDB's `storage_options` for an object store."""

@@ -31,11 +31,12 @@ import pyarrow as pa
 from lancedb.index import FTS
 
 from sounding.runtime import errors
-from sounding.store import schema
+from sounding.store import lease, schema
 from sounding.store.compaction import compact
 from sounding.store.connection import table_names
 from sounding.store.database import Database
 from sounding.store.durability import Durability
+from sounding.store.lease import Leases
 from sounding.store.sessions import SessionTables
 from sounding.store.tenancy import ResourceRef
 from sounding.store.tenant_keys import qualify_default_tenant
@@ -89,25 +90,29 @@ class Store(SessionTables):
     only. Opened before anything else of the store: it moves an older store's bare keys of the
     default tenant to their qualified names first (`store.tenant_keys`)."""
 
-    def __init__(self, connection: lancedb.AsyncConnection, durability: Durability):
+    def __init__(self, connection: lancedb.AsyncConnection, durability: Durability, leases: Leases):
         self._db = connection
         self._durability = durability
+        self._leases = leases
         self._locks: weakref.WeakValueDictionary[ResourceRef, asyncio.Lock] = weakref.WeakValueDictionary()
         self._tables: dict[ResourceRef, lancedb.AsyncTable] = {}
         self._stats: dict[ResourceRef, tuple[int, CollectionStats]] = {}
         self._infos: dict[ResourceRef, CollectionInfo] = {}
+        self._infos_version = 0
 
     @classmethod
     async def open(cls, db: Database) -> Store:
         """The collections' store: an older store's keys moved to their tenants, the registry and
         sessions' tables created if missing, tables of no registered collection dropped, chunk
         tables upgraded."""
-        store = cls(db.connection, db.durability)
-        await qualify_default_tenant(db.connection, db.durability.sync)
-        await store._ensure_registry()
-        await store._ensure_sessions(await table_names(db.connection))
-        await store._drop_unregistered_tables()
-        await store._upgrade_chunk_tables()
+        store = cls(db.connection, db.durability, db.leases)
+        async with db.leases.held(lease.SCHEMA):
+            await qualify_default_tenant(db.connection, db.durability.sync)
+            await store._ensure_registry()
+            await store._ensure_sessions(await table_names(db.connection))
+            async with db.leases.held(lease.COLLECTIONS):
+                await store._drop_unregistered_tables()
+            await store._upgrade_chunk_tables()
         return store
 
     def lock(self, collection: ResourceRef) -> asyncio.Lock:
@@ -153,8 +158,9 @@ class Store(SessionTables):
         prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> CollectionInfo:
         """Register a new collection (AlreadyExists if it is registered); `prepare` runs under the
-        collection's lock once it is known not to exist, before anything is written."""
-        async with self.lock(collection):
+        collection's lock and the store's COLLECTIONS lease once it is known not to exist, before
+        anything is written."""
+        async with self.lock(collection), self._leases.held(lease.COLLECTIONS):
             if await self._find(collection) is not None:
                 raise errors.collection_exists(collection.name)
             if prepare is not None:
@@ -184,7 +190,11 @@ class Store(SessionTables):
         return CollectionInfo.of_row(rows[0]) if rows else None
 
     async def get_collection(self, collection: ResourceRef) -> CollectionInfo:
-        # This process is the only writer, so a registered collection stays cached until deleted.
+        # Cached while the registry's version stands (any process's create or delete moves it).
+        version = await self._registry.version()
+        if version != self._infos_version:
+            self._infos.clear()
+            self._infos_version = version
         info = self._infos.get(collection) or await self._find(collection)
         if info is None:
             raise errors.collection_not_found(collection.name)
@@ -206,7 +216,7 @@ class Store(SessionTables):
         return infos if limit is None else infos[:limit]
 
     async def delete_collection(self, collection: ResourceRef) -> None:
-        async with self.lock(collection):
+        async with self.lock(collection), self._leases.held(lease.COLLECTIONS):
             await self.get_collection(collection)
             await self._registry.delete(f"name = {schema.sql_string(collection.key)}")
             for cache in (self._tables, self._stats, self._infos):
@@ -239,7 +249,7 @@ class Store(SessionTables):
         if index is None or index.num_unindexed_rows >= REINDEX_SHARE * max(
             index.num_indexed_rows, REINDEX_MIN_ROWS
         ):
-            await compact(table)
+            await compact(self._leases, table, wait=True)
         await self._durability.sync()
 
     async def index(self, collection: ResourceRef) -> None:
@@ -249,12 +259,12 @@ class Store(SessionTables):
             table = await self.chunks(collection)
             index = await table.index_stats(schema.TEXT_INDEX)
             if index is None or index.num_unindexed_rows:
-                await compact(table)
+                await compact(self._leases, table, wait=True)
                 await self._durability.sync()
 
     async def stats(self, collection: ResourceRef) -> CollectionStats:
         """Document, chunk and indexed-chunk counts of the table's current version (cached per
-        version). This process is the only writer: a version read here includes every write
+        version). A version read here includes every write, of any process,
         acknowledged before. NotFound if the collection is gone (deleted meanwhile)."""
         async with self._gone_is_not_found(collection):
             table = await self.chunks(collection)

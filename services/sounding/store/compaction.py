@@ -1,5 +1,6 @@
 """Compaction of the store's tables: every commit adds a fragment and a table version, and a
-table read through many of them slows every query."""
+table read through many of them slows every query. One process compacts at a time (the store's
+COMPACTION lease); another whose turn comes meanwhile skips it, and its next count tries again."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import cast
 import lancedb
 
 from sounding.runtime.allocator import release_free_memory
+from sounding.store.lease import COMPACTION, Leases
 
 log = logging.getLogger(__name__)
 
@@ -20,19 +22,29 @@ log = logging.getLogger(__name__)
 VERSION_RETENTION = timedelta(minutes=1)
 
 
-async def compact(*tables: lancedb.AsyncTable) -> None:
+async def compact(leases: Leases, *tables: lancedb.AsyncTable, wait: bool = False) -> None:
     """Compact the tables and prune versions older than VERSION_RETENTION, then hand the memory
-    the pruned versions held back to the system; best effort: a failure is logged (the next
-    compaction tries again)."""
-    for table in tables:
-        try:
-            await table.optimize(cleanup_older_than=VERSION_RETENTION)
-        except Exception:
-            log.warning("compacting %s failed; the next compaction tries again", table.name, exc_info=True)
+    the pruned versions held back to the system. If another process is compacting, wait for it
+    (`wait`) or skip. Best effort: a failure is logged (the next compaction tries again)."""
+    try:
+        async with leases.held(COMPACTION) if wait else leases.held_if_free(COMPACTION) as lease:
+            if lease is None:
+                log.debug("another process is compacting; %d tables wait for their next turn", len(tables))
+                return
+            for table in tables:
+                try:
+                    await table.optimize(cleanup_older_than=VERSION_RETENTION)
+                except Exception:
+                    log.warning(
+                        "compacting %s failed; the next compaction tries again", table.name, exc_info=True
+                    )
+    except Exception:
+        log.warning("the compaction lease failed; the next compaction tries again", exc_info=True)
+        return
     await asyncio.to_thread(release_free_memory)
 
 
-async def compact_if_fragmented(tables: Collection[lancedb.AsyncTable], most: int) -> None:
+async def compact_if_fragmented(leases: Leases, tables: Collection[lancedb.AsyncTable], most: int) -> None:
     """Compact the tables now if any holds more than `most` small fragments: what a process that
     stopped before its next compaction, or an older version, left behind. Best effort, like
     `compact`: a table whose statistics cannot be read is logged and left to its count."""
@@ -48,7 +60,7 @@ async def compact_if_fragmented(tables: Collection[lancedb.AsyncTable], most: in
             )
             continue
         if stats["fragment_stats"]["num_small_fragments"] > most:
-            await compact(*tables)
+            await compact(leases, *tables)
             return
 
 
@@ -59,20 +71,20 @@ class BackgroundCompaction:
     reached meanwhile waits for the next). Appends and compaction may overlap: LanceDB retries an
     append that races a compaction."""
 
-    def __init__(self, tables: Collection[lancedb.AsyncTable], every: int):
-        self._tables, self._every = tuple(tables), every
+    def __init__(self, leases: Leases, tables: Collection[lancedb.AsyncTable], every: int):
+        self._leases, self._tables, self._every = leases, tuple(tables), every
         self._appends = 0
         self._running: asyncio.Task | None = None
 
     async def catch_up(self) -> None:
         """At open: compact now if a table holds more small fragments than `every` appends
         leave (`compact_if_fragmented`)."""
-        await compact_if_fragmented(self._tables, self._every)
+        await compact_if_fragmented(self._leases, self._tables, self._every)
 
     def count(self) -> None:
         self._appends += 1
         if self._appends % self._every == 0 and (self._running is None or self._running.done()):
-            self._running = asyncio.get_running_loop().create_task(compact(*self._tables))
+            self._running = asyncio.get_running_loop().create_task(compact(self._leases, *self._tables))
 
     async def settled(self) -> None:
         """Returns once no compaction is running."""

@@ -23,6 +23,7 @@ from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import table_names
 from sounding.store.database import Database
 from sounding.store.durability import Durability
+from sounding.store.lease import SCHEMA, Leases
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 from sounding.store.upgrade import upgrade
@@ -98,30 +99,37 @@ class Verdict:
 
 
 class CorpusInquiryLog:
-    def __init__(self, queries: lancedb.AsyncTable, verdicts: lancedb.AsyncTable, durability: Durability):
+    def __init__(
+        self,
+        queries: lancedb.AsyncTable,
+        verdicts: lancedb.AsyncTable,
+        durability: Durability,
+        leases: Leases,
+    ):
         self._queries = queries
         self._verdicts = verdicts
         self._durability = durability
-        self.compaction = BackgroundCompaction((queries, verdicts), WRITES_PER_COMPACTION)
+        self.compaction = BackgroundCompaction(leases, (queries, verdicts), WRITES_PER_COMPACTION)
 
     @classmethod
     async def open(cls, db: Database, tenant: str = DEFAULT_TENANT) -> CorpusInquiryLog:
         connection = db.connection
-        names = set(await table_names(connection))
         tables: list[lancedb.AsyncTable] = []
-        for table, table_schema in ((QUERIES_TABLE, QUERIES_SCHEMA), (VERDICTS_TABLE, VERDICTS_SCHEMA)):
-            name = tenant_table(table, tenant)
-            if name not in names:
-                await connection.create_table(name, schema=table_schema, exist_ok=True)
-            else:
-                await upgrade(connection, name, table_schema)
-            table = await connection.open_table(name)
-            # Observe finds a session's rows through this index, not by a scan.
-            if not any(index.columns == ["session_id"] for index in await table.list_indices()):
-                await table.create_index("session_id", config=BTree(), replace=True)
-            tables.append(table)
+        async with db.leases.held(SCHEMA):
+            names = set(await table_names(connection))
+            for table, table_schema in ((QUERIES_TABLE, QUERIES_SCHEMA), (VERDICTS_TABLE, VERDICTS_SCHEMA)):
+                name = tenant_table(table, tenant)
+                if name not in names:
+                    await connection.create_table(name, schema=table_schema, exist_ok=True)
+                else:
+                    await upgrade(connection, name, table_schema)
+                table = await connection.open_table(name)
+                # Observe finds a session's rows through this index, not by a scan.
+                if not any(index.columns == ["session_id"] for index in await table.list_indices()):
+                    await table.create_index("session_id", config=BTree(), replace=True)
+                tables.append(table)
         queries, verdicts = tables
-        log = cls(queries, verdicts, db.durability)
+        log = cls(queries, verdicts, db.durability, db.leases)
         await log.compaction.catch_up()
         return log
 

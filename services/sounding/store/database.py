@@ -1,6 +1,7 @@
-"""The store as a process opens it: one LanceDB connection (`connection.connect`) and the
-durability of its writes, from which every table family opens: the collections
-(`collections.Store`), the graphs, and each tenant's learning, tool and corpus inquiry logs."""
+"""The store as a process opens it: one LanceDB connection (`connection.connect`), the
+durability of its writes and the store's leases, from which every table family opens: the
+collections (`collections.Store`), the graphs, and each tenant's learning, tool and corpus
+inquiry logs."""
 
 from __future__ import annotations
 
@@ -10,16 +11,28 @@ import lancedb
 
 from sounding.store.connection import connect
 from sounding.store.durability import Durability
+from sounding.store.lease import Leases
 from sounding.store.location import StoreLocation
+
+# How long a lease outlives its holder's last renewal (`store.lease.Leases`).
+LEASE_TTL_S = 10.0
 
 
 @dataclass(frozen=True)
 class Database:
     connection: lancedb.AsyncConnection
     durability: Durability
+    leases: Leases
 
     @classmethod
-    async def open(cls, location: StoreLocation, durability: Durability | None = None) -> Database:
+    async def open(
+        cls, location: StoreLocation, durability: Durability | None = None, lease_ttl_s: float = LEASE_TTL_S
+    ) -> Database:
         """Connected to the store at `location`; writes made durable as `durability` says (by
         default, as far as the process: `Durability("process")`)."""
-        return cls(await connect(location), durability or Durability("process", location))
+        connection = await connect(location)
+        return cls(
+            connection,
+            durability or Durability("process", location),
+            await Leases.open(connection, lease_ttl_s),
+        )

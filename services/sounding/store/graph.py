@@ -20,6 +20,7 @@ import pyarrow as pa
 from sounding.store import schema
 from sounding.store.connection import table_names
 from sounding.store.database import Database
+from sounding.store.lease import SCHEMA
 from sounding.store.tenancy import ResourceRef
 
 ENTITIES_PREFIX = "entities__"
@@ -60,7 +61,8 @@ class GraphStore:
     async def open(cls, db: Database) -> GraphStore:
         """The graphs' store, its state table created if missing (here, so that no read writes)."""
         store = cls(db.connection)
-        await store._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
+        async with db.leases.held(SCHEMA):
+            await store._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
         return store
 
     async def _state_table(self) -> lancedb.AsyncTable:

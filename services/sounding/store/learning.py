@@ -41,6 +41,7 @@ from sounding.store.learning_tables import (
     RETRIEVALS_SCHEMA,
     RETRIEVALS_TABLE,
 )
+from sounding.store.lease import SCHEMA
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 from sounding.store.upgrade import upgrade
@@ -162,32 +163,34 @@ class LearningLog:
     async def open(cls, db: Database, tenant: str = DEFAULT_TENANT) -> LearningLog:
         """The tenant's log (its own tables: nothing of one tenant's log is read for another)."""
         log = cls(db.connection, db.durability)
-        names = set(await table_names(db.connection))
-        for name, table_schema in (
-            (tenant_table(RETRIEVALS_TABLE, tenant), RETRIEVALS_SCHEMA),
-            (tenant_table(OBSERVATIONS_TABLE, tenant), OBSERVATIONS_SCHEMA),
-            (tenant_table(DEPLOYMENTS_TABLE, tenant), DEPLOYMENTS_SCHEMA),
-            (tenant_table(CALIBRATIONS_TABLE, tenant), CALIBRATIONS_SCHEMA),
-            (tenant_table(INQUIRY_STATES_TABLE, tenant), INQUIRY_STATES_SCHEMA),
-        ):
-            if name not in names:
-                await log._db.create_table(name, schema=table_schema, exist_ok=True)
-            else:
-                await upgrade(log._db, name, table_schema)
-        for name, key in (
-            (tenant_table(RETRIEVALS_TABLE, tenant), "retrieval_id"),
-            (tenant_table(OBSERVATIONS_TABLE, tenant), "retrieval_id"),
-            (tenant_table(INQUIRY_STATES_TABLE, tenant), "session_id"),
-        ):
-            table = await log._db.open_table(name)
-            if not any(index.columns == [key] for index in await table.list_indices()):
-                await table.create_index(key, config=BTree(), replace=True)
+        async with db.leases.held(SCHEMA):
+            names = set(await table_names(db.connection))
+            for name, table_schema in (
+                (tenant_table(RETRIEVALS_TABLE, tenant), RETRIEVALS_SCHEMA),
+                (tenant_table(OBSERVATIONS_TABLE, tenant), OBSERVATIONS_SCHEMA),
+                (tenant_table(DEPLOYMENTS_TABLE, tenant), DEPLOYMENTS_SCHEMA),
+                (tenant_table(CALIBRATIONS_TABLE, tenant), CALIBRATIONS_SCHEMA),
+                (tenant_table(INQUIRY_STATES_TABLE, tenant), INQUIRY_STATES_SCHEMA),
+            ):
+                if name not in names:
+                    await log._db.create_table(name, schema=table_schema, exist_ok=True)
+                else:
+                    await upgrade(log._db, name, table_schema)
+            for name, key in (
+                (tenant_table(RETRIEVALS_TABLE, tenant), "retrieval_id"),
+                (tenant_table(OBSERVATIONS_TABLE, tenant), "retrieval_id"),
+                (tenant_table(INQUIRY_STATES_TABLE, tenant), "session_id"),
+            ):
+                table = await log._db.open_table(name)
+                if not any(index.columns == [key] for index in await table.list_indices()):
+                    await table.create_index(key, config=BTree(), replace=True)
         log._retrievals = await log._db.open_table(tenant_table(RETRIEVALS_TABLE, tenant))
         log._calibrations = await log._db.open_table(tenant_table(CALIBRATIONS_TABLE, tenant))
         log._observations = await log._db.open_table(tenant_table(OBSERVATIONS_TABLE, tenant))
         log._deployments = await log._db.open_table(tenant_table(DEPLOYMENTS_TABLE, tenant))
         log._inquiry_states = await log._db.open_table(tenant_table(INQUIRY_STATES_TABLE, tenant))
         log.compaction = BackgroundCompaction(
+            db.leases,
             (log._retrievals, log._observations, log._inquiry_states, log._calibrations, log._deployments),
             WRITES_PER_COMPACTION,
         )

@@ -16,6 +16,7 @@ from sounding.store import schema
 from sounding.store.compaction import compact, compact_if_fragmented
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
+from sounding.store.lease import Leases
 from sounding.store.tenancy import ResourceRef
 
 # Session saves are one small commit each; compact the table (and refresh its index) every so many.
@@ -30,6 +31,7 @@ class SessionTables:
 
     _db: lancedb.AsyncConnection
     _durability: Durability
+    _leases: Leases
 
     async def _ensure_sessions(self, names: Collection[str]) -> None:
         """Open the session tables (`names`: the tables there are), creating them if missing."""
@@ -43,7 +45,9 @@ class SessionTables:
                 await table.create_index("session_id", config=BTree(), replace=True)
         self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
         self._session_setups = await self._db.open_table(schema.SESSION_SETUPS_TABLE)
-        await compact_if_fragmented((self._sessions, self._session_setups), SESSION_WRITES_PER_COMPACTION)
+        await compact_if_fragmented(
+            self._leases, (self._sessions, self._session_setups), SESSION_WRITES_PER_COMPACTION
+        )
         self._session_writes = 0
         # Saves replace rows (an update) and compaction rewrites them: LanceDB refuses such
         # commits when they overlap, so the session tables take one write at a time.
@@ -93,7 +97,7 @@ class SessionTables:
         (a failed compaction is logged and tried again later: the write itself is done)."""
         self._session_writes += 1
         if self._session_writes % SESSION_WRITES_PER_COMPACTION == 0:
-            await compact(self._sessions, self._session_setups)
+            await compact(self._leases, self._sessions, self._session_setups)
 
     async def load_session(self, session: ResourceRef) -> tuple[str, str] | None:
         """(setup, state of the latest step) of a session, or None for an unknown session (data

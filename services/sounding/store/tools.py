@@ -24,6 +24,7 @@ from sounding.store.connection import table_names
 from sounding.store.database import Database
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
+from sounding.store.lease import SCHEMA, Leases
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import DEFAULT_TENANT, tenant_table
 
@@ -145,25 +146,30 @@ class ToolStore:
     """The tenant's four tables (their names carry the tenant, as the learning log's do)."""
 
     def __init__(
-        self, db: lancedb.AsyncConnection, durability: Durability, tables: dict[str, lancedb.AsyncTable]
+        self,
+        db: lancedb.AsyncConnection,
+        durability: Durability,
+        leases: Leases,
+        tables: dict[str, lancedb.AsyncTable],
     ):
         self._db = db
         self._durability = durability
         self._tables = tables
-        self.compaction = BackgroundCompaction(tables.values(), WRITES_PER_COMPACTION)
+        self.compaction = BackgroundCompaction(leases, tables.values(), WRITES_PER_COMPACTION)
         self._events = GroupCommit(self._commit_events)
 
     @classmethod
     async def open(cls, db: Database, tenant: str = DEFAULT_TENANT) -> ToolStore:
         connection = db.connection
-        existing = set(await table_names(connection))
         tables = {}
-        for table, schema in SCHEMAS.items():
-            name = tenant_table(table, tenant)
-            if name not in existing:
-                await connection.create_table(name, schema=schema, exist_ok=True)
-            tables[table] = await connection.open_table(name)
-        store = cls(connection, db.durability, tables)
+        async with db.leases.held(SCHEMA):
+            existing = set(await table_names(connection))
+            for table, schema in SCHEMAS.items():
+                name = tenant_table(table, tenant)
+                if name not in existing:
+                    await connection.create_table(name, schema=schema, exist_ok=True)
+                tables[table] = await connection.open_table(name)
+        store = cls(connection, db.durability, db.leases, tables)
         await store.compaction.catch_up()
         return store
 

@@ -42,9 +42,9 @@ def test_batches_optimise_geometrically_and_unindexed_chunks_are_still_found(tmp
     optimised: list[int] = []
     original = collections.compact
 
-    async def counted(*tables):
+    async def counted(leases, *tables, wait=False):
         optimised.append(len(tables))
-        await original(*tables)
+        await original(leases, *tables, wait=wait)
 
     monkeypatch.setattr(collections, "compact", counted)
 

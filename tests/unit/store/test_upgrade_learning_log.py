@@ -156,8 +156,15 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
         return records, observations, states, deployment, schemas, indexed, versions, bare
 
     records, observations, states, deployment, schemas, indexed, versions, bare = asyncio.run(run())
-    # The legacy tables moved to the default tenant's names; shared ones and the move's marker stay.
-    assert bare == {"collections", "inquiry_sessions", "inquiry_session_setups", "tenant_keys_moved"}
+    # The legacy tables moved to the default tenant's names; shared ones, the store's leases and
+    # the move's marker stay.
+    assert bare == {
+        "collections",
+        "inquiry_sessions",
+        "inquiry_session_setups",
+        "leases",
+        "tenant_keys_moved",
+    }
     assert sorted(records) == ["r0", "r1", "r2"]
     r1 = records["r1"]
     assert r1.query_index == 1 and r1.stated_miss_rate is None and r1.expansions == ()
