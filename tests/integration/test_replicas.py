@@ -1,8 +1,10 @@
 """Several orchestrators writing one store at once, on a local directory and on object storage
 (moto): collections created and deleted from both, documents ingested and outcomes observed
-through both in parallel, and a later orchestrator finding everything either acknowledged."""
+through both in parallel, and a later orchestrator finding everything either acknowledged; an
+outcome acknowledged by one reaching the other's selector, and counted once."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import grpc
 import pytest
 from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
-from sounding_client import Ask, Client, InquiryAnswer, InquiryPolicy, RetrievalOutcome, SoundingError
+from sounding_client import Ask, Client, InquiryAnswer, InquiryPolicy, Plan, RetrievalOutcome, SoundingError
 
 from .conftest import free_port
 from .test_inquiry import play
@@ -119,3 +121,41 @@ def test_two_orchestrators_write_one_store_at_once_and_a_third_finds_all_they_ac
                 assert isinstance(events[-1], InquiryAnswer) and events[-1].answer == secret
     finally:
         later.stop()
+
+
+def plan_scores(client: Client, collection: str, query: str) -> dict[str, float]:
+    for event in client.retrieve(collection, query, top_k=3):
+        if isinstance(event, Plan):
+            return {a.arm: a.score for a in event.arms}
+    raise AssertionError("no plan")
+
+
+def test_an_outcome_acknowledged_by_one_orchestrator_reaches_the_others_selector_and_counts_once(
+    stack, tmp_path
+):
+    replicas = [replica(stack, tmp_path / "store", tmp_path / name / "logs", {}) for name in ("a", "b")]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda r: r.start_orchestrator(), replicas))
+        with Client(replicas[0].settings.address) as here, Client(replicas[1].settings.address) as there:
+            here.create_collection("soundings")
+            list(here.ingest("soundings", documents("east")))
+            query = "the east buoy read 5 fathoms"
+            before = plan_scores(there, "soundings", query)
+            final = here.retrieve_final("soundings", query, top_k=3)
+            outcome = RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,), feedback="helpful")
+            assert here.observe([outcome]).recorded == 1
+            deadline = time.monotonic() + 120  # the follow interval is 0.5 s; generous for a busy machine
+            while (theirs := plan_scores(there, "soundings", query)) == pytest.approx(before, rel=1e-6):
+                assert time.monotonic() < deadline, "the other orchestrator never learned the outcome"
+                time.sleep(0.2)
+            assert theirs == pytest.approx(plan_scores(here, "soundings", query), rel=1e-5)
+            assert [r.code for r in there.observe([outcome]).rejected] == ["ALREADY_EXISTS"]
+            # An outcome sent to the other orchestrator at once, before the first logs its retrieval.
+            fresh = here.retrieve_final("soundings", "the east buoy read 9 fathoms", top_k=3)
+            fresh_outcome = RetrievalOutcome(fresh.retrieval_id, (fresh.hits[0].document_id,))
+            assert there.observe([fresh_outcome]).recorded == 1
+            assert [r.code for r in here.observe([fresh_outcome]).rejected] == ["ALREADY_EXISTS"]
+    finally:
+        for running in replicas:
+            running.stop()

@@ -81,6 +81,7 @@ def learning_config(settings: Settings) -> LearningConfig:
         expansion_gate=ExpansionGateConfig(
             used_document_worth_ms=settings.retrieval.expansion.used_document_worth_ms
         ),
+        follow_interval_s=settings.store.follow_interval_s,
     )
 
 

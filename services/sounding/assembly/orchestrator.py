@@ -66,6 +66,7 @@ def tenant_opener(
     async def open_tenant(tenant: str) -> TenantLearning:
         learning_log = await LearningLog.open(db, tenant)
         learning_service = await LearningService.restore(learning_log, learning)
+        learning_service.follow_log()
         teacher = (
             GeneratorTeacher(models, tenant, timeout_s=tools.settings.teacher_timeout_s)
             if tools.settings.teacher == "generator"

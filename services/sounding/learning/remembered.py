@@ -64,12 +64,12 @@ class RememberedRetrievals:
         self._observed.update(i for i in retrieval_ids if i in self._recent)
 
     async def observed(self, retrieval_ids: set[str]) -> set[str]:
-        """The retrievals among these that have an observation in the log: recent ones from
-        memory (one orchestrator writes a data directory, and it records every observation of a
-        retrieval it remembers), the others from the log."""
-        recent = {i for i in retrieval_ids if i in self._recent}
-        older = retrieval_ids - recent
-        return (recent & self._observed) | (await self._log.observed_retrievals(older) if older else set())
+        """The retrievals among these that have an observation in the log: those known observed
+        from memory, the others from the log (another orchestrator on the store may have
+        recorded one since)."""
+        known = retrieval_ids & self._observed
+        others = retrieval_ids - known
+        return known | (await self._log.observed_retrievals(others) if others else set())
 
     def tops(self, retrieval_id: str) -> FusedTops | None:
         """The retrieval's fused plan rankings, if it is recent and was written."""

@@ -5,7 +5,8 @@ strategy selector (adaptive-strategy spec §5–§6).
 - `remember` hands a finished retrieval to `learning.remembered` (held for Observe at once,
   logged in the background), and measures each arm's cost for the selector and each expansion
   step's latency for the gate.
-- `observe` validates a stream's outcomes, commits the accepted ones to the log in one append,
+- `observe` validates a stream's outcomes (waiting briefly for retrievals another orchestrator
+  ran to reach the log), commits the accepted ones to the log in one append,
   and only then updates the selector and acknowledges; a cancel cannot separate the commit from
   the update. Unknown or already observed retrievals (the log is asked), and those not logged
   yet (UNAVAILABLE), are reported back per observation; the others are still recorded. The
@@ -14,6 +15,9 @@ strategy selector (adaptive-strategy spec §5–§6).
   and without the arms the latest deployed recalibration chose; and the expansion gate
   (`core.expansion_gate`) from every observed retrieval's expansion steps.
 - `recalibrate` prunes and retrains the selector, deploying it only if it validates (§6.3–§6.4).
+- `follow_log` keeps this process's state up with what other orchestrators on the store record:
+  their observations are learned from as this process's own are; a deployment or calibration
+  of theirs is put in force (`learning.following`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from sounding.core.expansion_gate import ExpansionGate, ExpansionGateConfig
 from sounding.core.plans import plan_rewards_many
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
+from sounding.learning.following import SeenObservations, follow
+from sounding.learning.maps import CalibratedMaps
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
 from sounding.learning.outcomes import (
     contributions,
@@ -66,22 +72,25 @@ _ARM_REWARD = _METER.create_histogram("sounding.retrieval.arm.reward", descripti
 @dataclass(frozen=True)
 class LearningConfig:
     """The arms the selector chooses among (those assumed costly before their first run), how it
-    chooses, the window of recent observations Calibrate(BANDIT) retrains on, and how the
-    expansion loop's steps are judged."""
+    chooses, the window of recent observations Calibrate(BANDIT) retrains on, how the
+    expansion loop's steps are judged, and how often the log is read for what other
+    orchestrators recorded."""
 
     arms: tuple[str, ...]
     selection: SelectionConfig = SelectionConfig()
     recalibration_window_s: float = 30 * 24 * 3600.0
     assumed_costly: tuple[str, ...] = ()
     expansion_gate: ExpansionGateConfig = ExpansionGateConfig()
+    follow_interval_s: float = 0.5
 
 
-class LearningService:
+class LearningService(CalibratedMaps):
     def __init__(self, log_: LearningLog, config: LearningConfig):
         self._log = log_
         self._arms = config.arms
         self._selection = config.selection
         self._recalibration_window_s = config.recalibration_window_s
+        self._follow_interval_s = config.follow_interval_s
         self._assumed_costly = config.assumed_costly
         self.selector = StrategySelector(self._arms, self._selection, self._assumed_costly)
         self.expansion_gate = ExpansionGate(config.expansion_gate)
@@ -91,6 +100,9 @@ class LearningService:
         self.query_adapters = QueryAdapters(log_, self.logged)
         self.miss_history = MissHistory(self._selection.history_capacity)
         self.remembered = RememberedRetrievals(log_)
+        self.seen = SeenObservations()
+        self._versions: tuple[int, int, int] | None = None
+        self._following: asyncio.Task | None = None
         self._sequence = 0
         self._lock = asyncio.Lock()
 
@@ -98,16 +110,39 @@ class LearningService:
     async def restore(cls, learning_log: LearningLog, config: LearningConfig) -> LearningService:
         """A service whose selector has replayed the logged observations, in order."""
         service = cls(learning_log, config)
+        service._versions = await learning_log.versions()
         await service._rebuild()
-        latest = await learning_log.latest_calibration("miss_rate")
-        if latest is not None:
-            service.miss_rate_calibration = MissRateCalibration.from_params(*latest)
-        latest = await learning_log.latest_calibration("confidence")
-        if latest is not None:
-            service.confidence_calibration = ConfidenceCalibration.from_params(*latest)
+        await service._load_calibrations()
         await service.query_adapters.restore()
         service.selector.queries_planned = await learning_log.next_query_index()
         return service
+
+    def follow_log(self) -> None:
+        """Catch up with the log every `follow_interval_s` from now until `close`."""
+        self._following = asyncio.get_running_loop().create_task(
+            follow(self.catch_up, self._follow_interval_s)
+        )
+
+    async def catch_up(self) -> None:
+        """Learn from the observations other processes logged since the last look, and put in
+        force a selector deployment, calibration or query adapter of theirs; nothing is read
+        while no table moved."""
+        versions = await self._log.versions()
+        if versions == self._versions:
+            return
+        async with self._lock:
+            self._versions = versions
+            deployment = await self._log.latest_deployment()
+            if (deployment and deployment.version) != (self.deployment and self.deployment.version):
+                await self._rebuild()
+            else:
+                unseen = self.seen.unseen(await self._log.observations(self.seen.since_us))
+                logged = await self._logged(unseen)
+                self._learn([record for _, record in logged], [seen for seen, _ in logged])
+                self.remembered.mark_observed([o.retrieval_id for o in unseen])
+                self.seen.add((o.retrieval_id, o.create_time_us) for o in unseen)
+            await self._load_calibrations()
+            await self.query_adapters.restore()
 
     async def _logged(
         self, observations: list[ObservationRecord] | None = None
@@ -160,7 +195,10 @@ class LearningService:
 
         selector, history, gate = await asyncio.to_thread(replay)
         selector.queries_planned = self.selector.queries_planned
-        self._sequence = observations[-1].sequence + 1 if observations else 0
+        self._sequence = max((o.sequence for o in observations), default=-1) + 1
+        self.seen = SeenObservations()
+        self.seen.add((o.retrieval_id, o.create_time_us) for o in observations)
+        self.remembered.mark_observed([o.retrieval_id for o in observations])
         self.selector = selector
         self.miss_history = history
         self.expansion_gate = gate
@@ -212,75 +250,6 @@ class LearningService:
                 result.summary(),
                 result.diagnostics(),
             )
-
-    async def calibrate_miss_rate(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
-        """Fit the stated miss rate (and recall) to the observed outcomes, version it, persist it,
-        and report miss rate and recall as measured from then on. FailedPrecondition with fewer
-        than MIN_OUTCOMES usable outcomes."""
-        async with self._lock:
-            yield CalibrationProgress("reading the observation log", 0.0)
-            await self.remembered.wait_written()
-            outcomes = [
-                calibration.outcome(r.stated_miss_rate, o.outcome)
-                for o, r in await self._logged()
-                if r.stated_miss_rate is not None
-            ]
-            if len(outcomes) < calibration.MIN_OUTCOMES:
-                raise errors.FailedPrecondition(
-                    f"Calibrate(MISS_RATE) needs at least {calibration.MIN_OUTCOMES} observed retrievals "
-                    f"that stated a miss rate; {len(outcomes)} are recorded",
-                    reason="TOO_FEW_OUTCOMES",
-                )
-            yield CalibrationProgress("fitting", 0.4)
-            version = (self.miss_rate_calibration.version if self.miss_rate_calibration else 0) + 1
-            fitted, diagnostics, curves = await asyncio.to_thread(calibration.fit, outcomes, version)
-            await self._log.append_calibration("miss_rate", version, fitted.params(), diagnostics)
-            self.miss_rate_calibration = fitted
-            summary = (
-                f"miss-rate map v{version} from {len(outcomes)} outcomes: ECE "
-                f"{diagnostics['miss_rate_ece_before']:.3f} -> {diagnostics['miss_rate_ece_after']:.3f} "
-                "(on the outcomes fitted)"
-            )
-            yield CalibrationReport("miss_rate", version, len(outcomes), True, summary, diagnostics, curves)
-
-    async def calibrate_confidence(self) -> AsyncGenerator[CalibrationProgress | CalibrationReport, None]:
-        """Fit the stated conservative confidence to whether the agent succeeded; if the map
-        validates, version it, persist it, and state the confidence as measured from then on
-        (learning.calibration: the validation). FailedPrecondition with
-        fewer than MIN_OUTCOMES observed retrievals that stated one and report agent_success."""
-        async with self._lock:
-            yield CalibrationProgress("reading the observation log", 0.0)
-            await self.remembered.wait_written()
-            outcomes = [
-                (r.stated_confidence, bool(o.outcome["agent_success"]))
-                for o, r in await self._logged()
-                if r.stated_confidence is not None and o.outcome["agent_success"] is not None
-            ]
-            if len(outcomes) < calibration.MIN_OUTCOMES:
-                raise errors.FailedPrecondition(
-                    f"Calibrate(CONFIDENCE) needs at least {calibration.MIN_OUTCOMES} observed retrievals "
-                    f"that stated a confidence and report agent_success; {len(outcomes)} are recorded",
-                    reason="TOO_FEW_OUTCOMES",
-                )
-            yield CalibrationProgress("fitting and validating", 0.4)
-            incumbent = self.confidence_calibration.version if self.confidence_calibration else 0
-            fit = await asyncio.to_thread(calibration.fit_confidence, outcomes, incumbent + 1)
-            d = fit.diagnostics
-            figures = (
-                f"ECE {d['confidence_ece_before']:.3f} stated, {d['confidence_ece_cross_validated']:.3f} "
-                f"mapped by fits on the other folds, {d['confidence_ece_after']:.3f} on the outcomes fitted"
-            )
-            if fit.deploy:
-                await self._log.append_calibration("confidence", incumbent + 1, fit.calibration.params(), d)
-                self.confidence_calibration = fit.calibration
-                summary = f"deployed confidence map v{incumbent + 1} from {len(outcomes)} outcomes: {figures}"
-            else:
-                kept = f"confidence map v{incumbent}" if incumbent else "the confidence as stated"
-                summary = (
-                    f"kept {kept}: the map fitted to {len(outcomes)} outcomes does not validate ({figures})"
-                )
-            version = incumbent + 1 if fit.deploy else incumbent
-            yield CalibrationReport("confidence", version, len(outcomes), fit.deploy, summary, d, fit.curves)
 
     async def logged(self) -> list[tuple[ObservationRecord, RetrievalRecord]]:
         """Every logged observation with its retrieval, once the remembered retrievals are written."""
@@ -337,6 +306,7 @@ class LearningService:
                 rejected.append(Rejected(index, "INVALID_ARGUMENT", problem))
             else:
                 valid.append((index, outcome))
+        await self._await_others_retrievals({o.retrieval_id for _, o in valid})
         async with self._lock:
             # An observation must never be durable while the retrieval it refers to is not.
             await self.remembered.wait_written()
@@ -371,6 +341,13 @@ class LearningService:
             await completed(self._commit(accepted))  # the lock is held until the commit is done
         return ObserveResult(len(accepted), sorted(rejected, key=lambda r: r.index))
 
+    async def _await_others_retrievals(self, retrieval_ids: set[str]) -> None:
+        """If some of these retrievals are unknown here, give the orchestrator that ran them
+        (another on the store) two of its flush intervals to log them, before they are refused
+        as NOT_FOUND."""
+        if retrieval_ids and len(await self.remembered.records(retrieval_ids)) < len(retrieval_ids):
+            await asyncio.sleep(2 * self.remembered.flush_interval_s)
+
     async def _commit(self, accepted: list[tuple[RetrievalOutcome, RetrievalRecord]]) -> None:
         """The accepted outcomes into the log in one append, then into the selector, the miss
         history and the expansion gate, each in one pass; the rewards are computed off the event
@@ -394,13 +371,19 @@ class LearningService:
             ]
 
         observations = await asyncio.to_thread(entries)
-        await self._log.append_observations(observations)
+        stamp = await self._log.append_observations(observations)
         self.remembered.mark_observed([entry.retrieval_id for entry in observations])
+        self.seen.add((entry.retrieval_id, stamp) for entry in observations)
         self._sequence += len(observations)
-        records = [record for _, record in accepted]
         for entry in observations:
             for arm, value in entry.rewards.items():
                 _ARM_REWARD.record(value, {"sounding.arm": arm})
+        self._learn([record for _, record in accepted], observations)
+
+    def _learn(self, records: list[RetrievalRecord], observations: Sequence[ObservationRecord]) -> None:
+        """Observed retrievals into the selector, the miss history and the expansion gate."""
+        if not records:
+            return
         embeddings = np.asarray([r.embedding for r in records], dtype=np.float32)
         self.selector.learn_many(
             [r.context for r in records],
@@ -416,4 +399,6 @@ class LearningService:
             )
 
     async def close(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
         await self.remembered.wait_written()

@@ -52,6 +52,9 @@ class StoreSettings(BaseModel):
     # How long a lease of the store (schema changes, collection changes, compaction) outlives its
     # holder's last renewal: a process that dies holding one delays the others by at most this.
     lease_ttl_s: float = Field(default=10.0, ge=2.0, le=300.0)
+    # How often an orchestrator reads what the others on the store learned (observations,
+    # deployments, calibrations) into its own state.
+    follow_interval_s: float = Field(default=0.5, gt=0.0, le=60.0)
 
     def storage_options(self) -> dict[str, str]:
         """LanceDB's `storage_options` for an object store."""

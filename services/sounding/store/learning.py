@@ -5,9 +5,10 @@ Every table is append-only, its structured values in Arrow types of their own (a
 before that is upgraded when it opens: `store.upgrade`), and compacted every
 WRITES_PER_COMPACTION appends. An observation is committed before
 Observe acknowledges it, and the strategy selector is rebuilt by replaying the observations in
-sequence order, so an acknowledged observation survives a crash and a restart reproduces the
-selector exactly. Rows are decoded on a worker thread (a log can hold many thousands); lookups by
-id go in chunks of ID_CHUNK ids.
+log order (by stamp, then sequence), so an acknowledged observation survives a crash and a restart
+reproduces the selector exactly; other orchestrators on the store read what is stamped since they
+last looked (`observations(since_us)`, `versions`). Rows are decoded on a worker thread (a log can
+hold many thousands); lookups by id go in chunks of ID_CHUNK ids.
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ class LearningLog:
             for name, key in (
                 (tenant_table(RETRIEVALS_TABLE, tenant), "retrieval_id"),
                 (tenant_table(OBSERVATIONS_TABLE, tenant), "retrieval_id"),
+                # Each orchestrator reads the observations stamped since it last looked.
+                (tenant_table(OBSERVATIONS_TABLE, tenant), "create_time_us"),
                 (tenant_table(INQUIRY_STATES_TABLE, tenant), "session_id"),
             ):
                 table = await log._db.open_table(name)
@@ -253,11 +256,12 @@ class LearningLog:
         values = table.column("query_index").to_pylist()
         return max(values, default=-1) + 1
 
-    async def append_observations(self, records: Sequence[ObservationRecord]) -> None:
-        """One commit for the batch: all of it is durable when this returns, or none of it."""
-        if not records:
-            return
+    async def append_observations(self, records: Sequence[ObservationRecord]) -> int:
+        """One commit for the batch: all of it is durable when this returns, or none of it.
+        Returns the time the batch's rows were stamped with (`create_time_us`)."""
         now = int(time.time() * 1e6)
+        if not records:
+            return now
 
         def encode() -> pa.Table:  # off the event loop: a stream can carry thousands
             rows = [
@@ -276,25 +280,44 @@ class LearningLog:
         await self._observations.add(await asyncio.to_thread(encode))
         self.compaction.count()
         await self._durability.sync()
+        return now
 
-    async def observations(self) -> list[ObservationRecord]:
-        """Every observation, in sequence order."""
-        table = await self._observations.query().to_arrow()
+    async def observations(self, since_us: int | None = None) -> list[ObservationRecord]:
+        """Every observation (those stamped at `since_us` or later, if given) in log order: by
+        stamp, then sequence. One per retrieval, the first: two orchestrators acknowledging
+        outcomes of one retrieval at the same moment both append theirs."""
+        query = self._observations.query()
+        if since_us is not None:
+            query = query.where(f"create_time_us >= {since_us}")
+        table = await query.to_arrow()
 
         def decode() -> list[ObservationRecord]:
-            return [
-                ObservationRecord(
-                    r["sequence"],
+            ordered = table.sort_by([("create_time_us", "ascending"), ("sequence", "ascending")])
+            first: dict[str, ObservationRecord] = {}
+            for r in ordered.to_pylist():
+                first.setdefault(
                     r["retrieval_id"],
-                    r["outcome"],
-                    dict(r["rewards"]),
-                    r["create_time_us"],
-                    None if r["plan_rewards"] is None else dict(r["plan_rewards"]),
+                    ObservationRecord(
+                        r["sequence"],
+                        r["retrieval_id"],
+                        r["outcome"],
+                        dict(r["rewards"]),
+                        r["create_time_us"],
+                        None if r["plan_rewards"] is None else dict(r["plan_rewards"]),
+                    ),
                 )
-                for r in table.sort_by("sequence").to_pylist()
-            ]
+            return list(first.values())
 
         return await asyncio.to_thread(decode)
+
+    async def versions(self) -> tuple[int, int, int]:
+        """The versions of the observation, deployment and calibration tables: any process's
+        append to one moves it."""
+        return (
+            await self._observations.version(),
+            await self._deployments.version(),
+            await self._calibrations.version(),
+        )
 
     async def append_deployment(self, deployment: Deployment) -> None:
         row = {

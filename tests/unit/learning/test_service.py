@@ -28,6 +28,7 @@ class MemoryLog:
         self.hold_appends = False
         self.appending, self.release = asyncio.Event(), asyncio.Event()
         self.observed_asked: list[set[str]] = []
+        self.stamp = 0
 
     async def append_retrievals(self, records):
         if self.fail_retrievals:
@@ -50,10 +51,15 @@ class MemoryLog:
         if self.hold_appends:
             self.appending.set()
             await self.release.wait()
-        self.observation_rows.extend(records)
+        self.stamp += 1
+        self.observation_rows.extend(replace(r, create_time_us=self.stamp) for r in records)
+        return self.stamp
 
-    async def observations(self):
-        return list(self.observation_rows)
+    async def observations(self, since_us=None):
+        return [o for o in self.observation_rows if since_us is None or o.create_time_us >= since_us]
+
+    async def versions(self):
+        return (len(self.observation_rows), 0, 0)
 
     async def latest_deployment(self):
         return None
@@ -161,7 +167,7 @@ def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
     assert set(log.retrieval_rows) == {"r1", "r2"}  # written before the observations
 
 
-def test_a_second_outcome_is_refused_from_memory_for_recent_retrievals_and_from_the_log_for_others():
+def test_a_second_outcome_is_refused_from_memory_once_seen_here_and_from_the_log_otherwise():
     log = MemoryLog()
 
     async def run():
@@ -177,9 +183,10 @@ def test_a_second_outcome_is_refused_from_memory_for_recent_retrievals_and_from_
 
     again, asked_while_recent, after_restart = asyncio.run(run())
     assert again.recorded == 1 and [(r.index, r.code) for r in again.rejected] == [(0, "ALREADY_EXISTS")]
-    assert asked_while_recent == []
+    # Not yet seen observed here: another orchestrator may have recorded one, so the log is asked.
+    assert asked_while_recent == [{"r1"}, {"r2"}]
     assert [r.code for r in after_restart.rejected] == ["ALREADY_EXISTS"]
-    assert log.observed_asked == [{"r1"}]
+    assert log.observed_asked == [{"r1"}, {"r2"}, {"r1"}]
 
 
 def test_a_failed_append_teaches_nothing_and_the_outcome_is_accepted_when_sent_again():
@@ -344,3 +351,34 @@ def test_a_written_retrieval_is_rewarded_from_its_fused_rankings_without_ranking
         {"dense": ["d1", "d2"], "lexical": ["d3"]}, {"dense": 0.0, "lexical": 1000.0}, {"d1", "d3"}, ""
     )
     assert log.observation_rows[0].plan_rewards == pytest.approx(expected)
+
+
+def test_another_orchestrators_observations_reach_this_selector_once_when_it_catches_up():
+    log = MemoryLog()  # the store both orchestrators share
+
+    async def run():
+        here, there = service(log), service(log)
+        for learning in (here, there):
+            learning.remember(record("r1", dense_found=("d1", "d2"), lexical_found=("d3",)))
+        await there.observe([RetrievalOutcome("r1", ("d1",), missed_document_ids=("d3",))])
+        context = np.array(log.retrieval_rows["r1"].context)
+        before = here.selector.bandit.scores(context)
+        await here.catch_up()
+        caught_up = here.selector.bandit.scores(context)
+        await here.catch_up()
+        await there.catch_up()  # its own observation: not learned twice
+        again = await here.observe([RetrievalOutcome("r1", ("d2",))])
+        return (
+            before,
+            caught_up,
+            here.selector.bandit.scores(context),
+            there.selector.bandit.scores(context),
+            again,
+        )
+
+    before, caught_up, after_twice, theirs, again = asyncio.run(run())
+    assert caught_up["dense"].mean != pytest.approx(before["dense"].mean)
+    for arm in theirs:
+        assert caught_up[arm].mean == pytest.approx(theirs[arm].mean)
+        assert after_twice[arm].mean == pytest.approx(caught_up[arm].mean)
+    assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"]

@@ -144,7 +144,7 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
             for name in (tables.RETRIEVALS_TABLE, tables.OBSERVATIONS_TABLE, tables.INQUIRY_STATES_TABLE)
         }
         indexed = [
-            [i.columns for i in await (await db.open_table(default(name))).list_indices()]
+            sorted(i.columns for i in await (await db.open_table(default(name))).list_indices())
             for name in (tables.RETRIEVALS_TABLE, tables.OBSERVATIONS_TABLE)
         ]
         versions = [await (await db.open_table(default(tables.RETRIEVALS_TABLE))).version()]
@@ -187,7 +187,7 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
     for name, schema in schemas.items():
         assert not any(f.endswith("_json") for f in schema.names), name
     assert schemas[tables.RETRIEVALS_TABLE].names == tables.RETRIEVALS_SCHEMA.names
-    assert indexed == [[["retrieval_id"]], [["retrieval_id"]]]
+    assert indexed == [[["retrieval_id"]], [["create_time_us"], ["retrieval_id"]]]
     assert versions[0] == versions[1]
 
 
