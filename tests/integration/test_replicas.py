@@ -15,7 +15,7 @@ from sounding.stack import Stack
 from sounding_client import Ask, Client, InquiryAnswer, InquiryPolicy, Plan, RetrievalOutcome, SoundingError
 
 from .conftest import free_port
-from .test_inquiry import play
+from .test_inquiry import oracle, play
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -130,9 +130,11 @@ def plan_scores(client: Client, collection: str, query: str) -> dict[str, float]
     raise AssertionError("no plan")
 
 
-def test_an_outcome_acknowledged_by_one_orchestrator_reaches_the_others_selector_and_counts_once(
+def test_two_orchestrators_share_what_they_learn_and_a_session_is_driven_by_one_until_it_dies(
     stack, tmp_path
 ):
+    """An outcome acknowledged by one reaches the other's selector and counts once; a session
+    one drives is busy on the other until the first is killed, then resumes there."""
     replicas = [replica(stack, tmp_path / "store", tmp_path / name / "logs", {}) for name in ("a", "b")]
     try:
         with ThreadPoolExecutor(2) as pool:
@@ -156,6 +158,27 @@ def test_an_outcome_acknowledged_by_one_orchestrator_reaches_the_others_selector
             fresh_outcome = RetrievalOutcome(fresh.retrieval_id, (fresh.hits[0].document_id,))
             assert there.observe([fresh_outcome]).recorded == 1
             assert [r.code for r in here.observe([fresh_outcome]).rejected] == ["ALREADY_EXISTS"]
+            inquiry = here.inquire("bulls_and_cows", InquiryPolicy(question_selection="eig"))
+            stream = iter(inquiry)  # kept: the stream stays open, holding the session
+            for event in stream:
+                if isinstance(event, Ask):
+                    if event.turn > 1:
+                        break  # turn 2 asked
+                    inquiry.answer(oracle("2580", event.question))
+            with pytest.raises(SoundingError) as busy:
+                list(there.resume_inquiry(inquiry.session_id, timeout=60))
+            assert busy.value.reason == "SESSION_BUSY"
+            replicas[0].kill_orchestrator()  # kill -9: its hold is left to expire
+            deadline = time.monotonic() + 120  # the hold's TTL is 10 s; generous for a busy machine
+            while True:
+                try:
+                    events = play(there.resume_inquiry(inquiry.session_id), "2580")
+                    break
+                except SoundingError as error:
+                    assert error.reason == "SESSION_BUSY" and time.monotonic() < deadline
+                    time.sleep(0.5)
     finally:
         for running in replicas:
             running.stop()
+    assert next(e for e in events if isinstance(e, Ask)).turn == 2  # resumed where it was
+    assert isinstance(events[-1], InquiryAnswer) and events[-1].answer == "2580"

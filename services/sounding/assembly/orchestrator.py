@@ -189,7 +189,10 @@ async def serve(settings: Settings) -> None:
     )
     rpc.listen(server, settings.address, settings.tls)
     await server.start()
-    expiry = asyncio.ensure_future(inquiry.expire_idle_sessions())
+    background = [
+        asyncio.ensure_future(inquiry.expire_idle_sessions()),
+        asyncio.ensure_future(inquiry.keep_holds()),
+    ]
     try:
         await readiness.start()
         collector.freeze()
@@ -203,9 +206,10 @@ async def serve(settings: Settings) -> None:
         if not await gate.drain(limits.transport.drain_grace_s):
             log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)
         await server.stop(grace=1.0)
-        expiry.cancel()
-        with suppress(asyncio.CancelledError):
-            await expiry
+        for task in background:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
         inquiry.close()
         await executor.close()
         await tenants.close()

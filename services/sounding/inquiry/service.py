@@ -6,13 +6,15 @@ as it is asked and streams what it found, until the answer.
 A session's state is saved before the events of its step are sent, so a client that loses the
 stream (or an orchestrator that restarts) resumes with `Resume{session_id}` exactly where it was.
 
-One stream holds a session at a time: a resume takes the session's lock before it loads the
-session, and a second stream on a held session is refused (SESSION_BUSY). Every move's CPU-bound
-part (EIG over the hypotheses, the bulls-and-cows look-ahead, encoding the session) runs in a
-bounded thread pool, never on the event loop. A domain may limit how many of its sessions are
-open at once (`DomainSpec.open_session_limit`: the llm domain's `max_open_llm_sessions`); each
-llm session's generations run as one flow in the sidecar, at most `llm_generations_in_flight` at
-a time.
+One stream holds a session at a time, across every orchestrator on the store: a stream takes the
+session's lock, then its hold in the store (`store.session_holds`), before it loads the session;
+a second stream on a held session is refused (SESSION_BUSY), and a stream that lost its hold
+(stalled past its TTL) ends at its next save (UNAVAILABLE, SESSION_TAKEN_OVER) before it saves.
+Every move's CPU-bound part (EIG over the hypotheses, the bulls-and-cows look-ahead, encoding
+the session) runs in a bounded thread pool, never on the event loop. A domain may limit how many
+of its sessions are open at once (`DomainSpec.open_session_limit`: the llm domain's
+`max_open_llm_sessions`); each llm session's generations run as one flow in the sidecar, at most
+`llm_generations_in_flight` at a time.
 
 A session belongs to the tenant that started it: it is stored under the tenant's `ResourceRef`,
 so another tenant's resume finds nothing (SESSION_NOT_FOUND). A session
@@ -148,10 +150,8 @@ class InquiryService:
             raise errors.InvalidArgument("the first message must be start or resume", field="message")
         lock = self._lock(key)
         if lock.locked():
-            raise errors.FailedPrecondition(
-                f"session {getattr(first, 'session_id', '')} is open on another stream", reason="SESSION_BUSY"
-            )
-        async with lock:
+            raise _session_busy(resumed_id)
+        async with lock, self._held(key, new=isinstance(first, Start)) as token:
             if session is None:
                 session = await self._load(key, resumed_id)
             async with self._open(session):
@@ -160,7 +160,7 @@ class InquiryService:
                     events = await engine.advance(session, backend, self._compute)
                 else:
                     events = await engine.resume(session, backend, self._compute)
-                await self._save(key, session, new=isinstance(first, Start))
+                await self._save(key, token, session, new=isinstance(first, Start))
                 for event in events:
                     yield event
                 if isinstance(events[-1], AnswerEvent):
@@ -168,7 +168,7 @@ class InquiryService:
                 if session.spec.answers_itself:
                     while not isinstance(events[-1], AnswerEvent):
                         events = await engine.investigate(session, backend, self._compute)
-                        await self._save(key, session)
+                        await self._save(key, token, session)
                         for event in events:
                             yield event
                     return
@@ -180,7 +180,7 @@ class InquiryService:
                     events = await engine.observe(
                         session, request.question_id, request.answer, backend, self._compute, self._limits
                     )
-                    await self._save(key, session)
+                    await self._save(key, token, session)
                     for event in events:
                         yield event
                     if isinstance(events[-1], AnswerEvent):
@@ -218,9 +218,44 @@ class InquiryService:
             raise _session_not_found(session_id)
         return await self._compute(Session.from_json, *stored)
 
-    async def _save(self, key: ResourceRef, session: Session, new: bool = False) -> None:
-        """Persist the step under the session's key (and, for a new session, its setup); a
-        cancel cannot split it, and the session's lock is held until it is done."""
+    @asynccontextmanager
+    async def _held(self, key: ResourceRef, new: bool) -> AsyncIterator[int]:
+        """The session's hold in the store for the block (its token), so that no stream of any
+        orchestrator on the store drives it meanwhile; SESSION_BUSY if one does."""
+        holds = self._store.session_holds
+        try:
+            token = await holds.take(key, new)
+        except LookupError:
+            raise _session_not_found(key.name) from None
+        if token is None:
+            raise _session_busy(key.name)
+        try:
+            yield token
+        finally:
+            try:
+                await asyncio.shield(holds.release(key, token))
+            except Exception:
+                log.warning("releasing the hold of session %s failed; it expires", key.name, exc_info=True)
+
+    async def keep_holds(self) -> None:
+        """Runs until cancelled: renews this process's session holds every third of their TTL."""
+        holds = self._store.session_holds
+        while True:
+            await asyncio.sleep(holds.ttl_s / 3)
+            try:
+                await holds.renew()
+            except Exception:
+                log.warning("renewing the session holds failed; trying again", exc_info=True)
+
+    async def _save(self, key: ResourceRef, token: int, session: Session, new: bool = False) -> None:
+        """Persist the step under the session's key (and, for a new session, its setup), if the
+        stream's token still holds the session (else SESSION_TAKEN_OVER: the client resumes);
+        a cancel cannot split it, and the session's lock is held until it is done."""
+        if not new and not await self._store.session_holds.holds(key, token):
+            raise errors.Unavailable(
+                f"session {key.name} was taken over by another stream while this one stalled; resume it",
+                reason="SESSION_TAKEN_OVER",
+            )
         session.saves += 1
         await completed(self._write(key, session, new))
 
@@ -230,6 +265,12 @@ class InquiryService:
             await self._store.create_session(key, session.domain, setup)
         state = await self._compute(session.to_json)
         await self._store.save_session(key, session.saves, session.domain, state)
+
+
+def _session_busy(session_id: str) -> errors.FailedPrecondition:
+    return errors.FailedPrecondition(
+        f"session {session_id[:64]} is open on another stream", reason="SESSION_BUSY"
+    )
 
 
 def _session_not_found(session_id: str) -> errors.NotFound:

@@ -1,5 +1,6 @@
 """Inquiry sessions in the store: a session's fixed setup (one row, written at its start) and
-its state after the latest step (one row, replaced at every save), both found by session id.
+its state after the latest step (one row, replaced at every save), both found by session id, and
+which process's stream holds it (`store.session_holds`).
 Sessions idle past the retention are deleted (`expire_sessions`)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sounding.store.compaction import compact, compact_if_fragmented
 from sounding.store.durability import Durability
 from sounding.store.group_commit import GroupCommit
 from sounding.store.lease import Leases
+from sounding.store.session_holds import SessionHolds
 from sounding.store.tenancy import ResourceRef
 
 # Session saves are one small commit each; compact the table (and refresh its index) every so many.
@@ -45,6 +47,7 @@ class SessionTables:
                 await table.create_index("session_id", config=BTree(), replace=True)
         self._sessions = await self._db.open_table(schema.SESSIONS_TABLE)
         self._session_setups = await self._db.open_table(schema.SESSION_SETUPS_TABLE)
+        self.session_holds = await SessionHolds.open(self._db, set(names), self._sessions, self._leases)
         await compact_if_fragmented(
             self._leases, (self._sessions, self._session_setups), SESSION_WRITES_PER_COMPACTION
         )
@@ -139,6 +142,7 @@ class SessionTables:
                 expired = [i for i in ids if i not in saved]
                 if expired:
                     await self._session_setups.delete(f"{_listed(expired)} AND create_time_us < {cutoff}")
+                    await self.session_holds.forget(expired)
                     await self._count_session_write()
                 await self._count_session_write()
             gone += len(expired)

@@ -22,6 +22,8 @@ from sounding.inquiry.service import InquiryService, ObservationRequest, ResumeR
 from sounding.runtime import errors
 from sounding.settings.limits import InquiryLimits
 
+from .test_service import MemoryHolds
+
 pytestmark = pytest.mark.unit
 
 
@@ -108,6 +110,7 @@ class MemoryStore:
 
     def __init__(self):
         self.setups, self.states = {}, {}
+        self.session_holds = MemoryHolds()
 
     async def create_session(self, key, domain, setup_json):
         self.setups[key] = setup_json

@@ -11,12 +11,40 @@ from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef
 pytestmark = pytest.mark.unit
 
 
+class MemoryHolds:
+    """The session holds of the Store contract, in memory, as one process sees them: a session
+    in `elsewhere` is held by another process's stream."""
+
+    ttl_s = 30.0
+
+    def __init__(self):
+        self.tokens: dict[ResourceRef, int] = {}
+        self.elsewhere: set[ResourceRef] = set()
+        self.released: list[ResourceRef] = []
+
+    async def take(self, key, new=False):
+        if key in self.elsewhere:
+            return None
+        self.tokens[key] = self.tokens.get(key, 0) + 1
+        return self.tokens[key]
+
+    async def holds(self, key, token):
+        return key not in self.elsewhere and self.tokens.get(key) == token
+
+    async def release(self, key, token):
+        self.released.append(key)
+
+    async def renew(self):
+        pass
+
+
 class MemoryStore:
     """The session part of the Store contract, in memory; counts loads."""
 
     def __init__(self):
         self.setups, self.states, self.loads = {}, {}, 0
         self.expiries: list[tuple[int, list[ResourceRef]]] = []
+        self.session_holds = MemoryHolds()
 
     async def create_session(self, session_id, domain, setup_json):
         self.setups[session_id] = setup_json
@@ -67,6 +95,48 @@ def test_a_resume_of_a_held_session_is_refused_before_anything_is_loaded():
     busy, resumed = asyncio.run(run())
     assert busy.reason == "SESSION_BUSY"
     assert isinstance(resumed[-1], AskEvent)
+
+
+def test_a_session_another_orchestrators_stream_holds_is_refused_before_anything_is_loaded():
+    store = MemoryStore()
+    service = InquiryService(store)
+
+    async def run():
+        stream = service.run(requests(Start("bulls_and_cows", Policy())))
+        session_id = (await anext(stream)).session_id
+        await stream.aclose()
+        key = ResourceRef("default", session_id)
+        store.session_holds.elsewhere.add(key)
+        loads = store.loads
+        with pytest.raises(errors.FailedPrecondition) as busy:
+            await anext(service.run(requests(ResumeRequest(session_id))))
+        return busy.value, store.loads - loads, key
+
+    busy, loaded, key = asyncio.run(run())
+    assert busy.reason == "SESSION_BUSY" and loaded == 0
+    assert store.session_holds.released == [key]  # the first stream's hold, released at its end
+
+
+def test_a_stream_whose_hold_was_taken_over_ends_before_it_saves_another_step():
+    store = MemoryStore()
+    service = InquiryService(store)
+
+    async def run():
+        stream = service.run(
+            requests(Start("bulls_and_cows", Policy()), ObservationRequest("guess-1", "0 bulls and 1 cow"))
+        )
+        first = await anext(stream)
+        key = ResourceRef("default", first.session_id)
+        saved = store.states[key]
+        store.session_holds.elsewhere.add(key)  # it stalled past its TTL; another stream took it
+        with pytest.raises(errors.Unavailable) as taken:
+            async for _ in stream:
+                pass
+        return taken.value, store.states[key] == saved
+
+    taken, unchanged = asyncio.run(run())
+    assert taken.reason == "SESSION_TAKEN_OVER"
+    assert unchanged
 
 
 def test_session_locks_are_not_kept_for_sessions_no_stream_holds():

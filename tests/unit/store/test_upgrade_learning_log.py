@@ -162,6 +162,7 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
         "collections",
         "inquiry_sessions",
         "inquiry_session_setups",
+        "inquiry_session_holds",
         "leases",
         "tenant_keys_moved",
     }
