@@ -172,21 +172,34 @@ def serving(
     the result's provenance: its data and its code's version are its own), otherwise that of a
     stack started here on `settings` (with `env` added to this environment; logs under the data
     directory) and stopped on exit."""
-    from sounding.stack import Stack
-
     if address:
         _stacks.append({"own": False, "address": address})
         console.print(f"on the stack at {address}, started elsewhere (its own data and code version)")
         yield address
         return
+    with _started_stack(settings, console, env):
+        yield settings.address
+
+
+@contextmanager
+def _started_stack(
+    settings: Settings, console: Console, env: dict[str, str] | None, supervised: bool = False
+) -> Iterator[Stack]:
+    """A stack of this run's own on `settings` (named in the result's provenance), started here
+    and stopped on exit; an interrupt while starting stops what had started."""
+    from sounding.stack import Stack
+
     _stacks.append({"own": True, "address": settings.address, "data_dir": str(settings.data_dir)})
     stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
-    try:  # an interrupt while starting stops what had started
+    try:
         with console.status(f"starting a stack of this run's own on {settings.address}"):
             stack.start()
-        yield settings.address
+        if supervised:
+            stack.supervise()
+        yield stack
     finally:
-        stack.stop()
+        with console.status("stopping the stack"):
+            stack.stop()
 
 
 def error_kind(error: Exception) -> str:
@@ -235,20 +248,9 @@ def fresh_stack(
     """A stack on `settings`' data directory, emptied first (nothing of an earlier run is left),
     with `env` added to this environment and its logs in that directory; restarting a process
     that exits if `supervised`; stopped on exit."""
-    from sounding.stack import Stack
-
     shutil.rmtree(settings.data_dir, ignore_errors=True)
-    _stacks.append({"own": True, "address": settings.address, "data_dir": str(settings.data_dir)})
-    stack = Stack(settings, env=env, log_dir=settings.data_dir / "logs")
-    try:  # an interrupt while starting stops what had started
-        with console.status(f"starting a stack of this run's own on {settings.address}"):
-            stack.start()
-        if supervised:
-            stack.supervise()
+    with _started_stack(settings, console, env, supervised) as stack:
         yield stack
-    finally:
-        with console.status("stopping the stack"):
-            stack.stop()
 
 
 def ingested(client, collection: str, dataset, record: Path, fresh: bool, console: Console) -> dict:

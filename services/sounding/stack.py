@@ -15,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+import certifi
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -70,7 +71,7 @@ def self_check(tls: TlsSettings) -> tuple[grpc.ChannelCredentials | None, tuple[
     """The credentials and channel options with which a stack checks its own server under these
     TLS settings: plaintext when the port is; else TLS verified against `ca_file` when given,
     otherwise against the server's own certificate file (a self-signed one, or a chain ending in
-    its CA) and the public roots grpc trusts, for a name the certificate holds; with the client
+    its CA) and the public roots (certifi's), for a name the certificate holds; with the client
     certificate a mutual-TLS port asks for."""
     if tls.cert_file is None:
         return None, ()
@@ -80,8 +81,8 @@ def self_check(tls: TlsSettings) -> tuple[grpc.ChannelCredentials | None, tuple[
             "check needs one: set client_cert_file, client_key_file and ca_file in the same TLS settings"
         )
     certificate = tls.cert_file.read_bytes()
-    public = Path(grpc.__file__).parent / "_cython" / "_credentials" / "roots.pem"
-    roots = tls.ca_file.read_bytes() if tls.ca_file is not None else certificate + b"\n" + public.read_bytes()
+    public = Path(certifi.where()).read_bytes()
+    roots = tls.ca_file.read_bytes() if tls.ca_file is not None else certificate + b"\n" + public
     key, chain = (
         (tls.client_key_file.read_bytes(), tls.client_cert_file.read_bytes())
         if tls.client_cert_file is not None and tls.client_key_file is not None

@@ -4,7 +4,6 @@ directory under pytest's tmp path, with spans and metrics exported to an in-test
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 from concurrent import futures
 from pathlib import Path
@@ -17,6 +16,7 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metric
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
+from sounding_bench.harness import free_port
 from sounding_client import Client
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "demo-corpus.jsonl"
@@ -92,12 +92,6 @@ def self_signed_certificate(directory: Path, name: str = "localhost") -> tuple[P
 def tls_environment(prefix: str, tls) -> dict[str, str]:
     """The environment variables setting `tls` (TlsSettings) under `prefix`."""
     return {prefix + key.upper(): str(value) for key, value in tls.model_dump().items() if value}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):

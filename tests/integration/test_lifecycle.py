@@ -2,10 +2,9 @@
 from the moment it drains, lets calls in flight finish and refuses new ones."""
 
 import json
-import subprocess
-import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
@@ -13,7 +12,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sounding.settings.config import ModelsSettings, Settings
 from sounding.stack import Stack
-from sounding_client import Ask, Belief, Client, Final, SoundingError, StrategyResult
+from sounding_client import Ask, Client, Final, SoundingError, StrategyResult
 
 from .conftest import DEMO_CORPUS, SHORT_NLI_TRAINING, free_port
 
@@ -110,33 +109,21 @@ def health_status(address: str) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
 
 
-def test_a_second_orchestrator_on_the_same_data_directory_refuses_to_start(stack, client, demo_collection):
-    env = {
-        **stack.env,
-        "SOUNDING_ADDRESS": f"127.0.0.1:{free_port()}",
-        # A Ray cluster and a store it could not reach: had it started Ray or opened the store
-        # before checking the data directory, it would fail (or hang) there instead.
-        "SOUNDING_RAY_ADDRESS": f"127.0.0.1:{free_port()}",
-        "SOUNDING_STORE__URI": "s3://sounding-unreachable/store",
-        "SOUNDING_STORE__ENDPOINT": f"http://127.0.0.1:{free_port()}",
-        "SOUNDING_STORE__ALLOW_HTTP": "true",
-    }
-    second = subprocess.run(
-        [sys.executable, "-m", "sounding.cli", "serve"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PATIENCE_S,
-    )
-    assert second.returncode == 1, second.stdout + second.stderr
-    assert "another orchestrator" in second.stdout + second.stderr
-    assert client.retrieve_final("demo", "sound velocity in seawater", top_k=3).hits  # the first serves on
-
-
-def test_sigterm_drains_calls_in_flight_and_refuses_new_ones(own_orchestrator):
+def test_sigterm_drains_calls_in_flight_hands_inquiries_back_and_refuses_new_ones(own_orchestrator):
     address = own_orchestrator.settings.address
     assert health_status(address) == "SERVING"
-    with Client(address, timeout=PATIENCE_S) as client:
+    sent, release = threading.Event(), threading.Event()
+
+    def documents():
+        yield {"id": "first", "text": "A lead line is cast to sound the depth."}
+        sent.set()  # the call is open and its first document on its way
+        release.wait()  # the ingest stays in flight until the test releases it
+        yield {"id": "second", "text": "An echo sounder times the echo from the seabed."}
+
+    with Client(address, timeout=PATIENCE_S) as client, ThreadPoolExecutor(1) as pool:
+        client.create_collection("drained")
+        ingested = pool.submit(list, client.ingest("drained", documents(), batch_size=1))
+        assert sent.wait(timeout=PATIENCE_S)
         inquiry = client.inquire("bulls_and_cows")
         events = iter(inquiry)
         while not isinstance(next(events), Ask):
@@ -150,13 +137,21 @@ def test_sigterm_drains_calls_in_flight_and_refuses_new_ones(own_orchestrator):
         with Client(address, timeout=60) as newcomer, pytest.raises(SoundingError) as refused:
             newcomer.create_collection("late")
         assert refused.value.code == grpc.StatusCode.UNAVAILABLE
-        assert process.poll() is None  # the open inquiry holds the drain
-        inquiry.answer("0 0")  # the call in flight goes on
-        following = next(events)
-        assert isinstance(following, Belief) and following.turn == 1
-        inquiry.close()
+        # The inquiry waiting for its answer is handed back at once, to resume elsewhere.
+        with pytest.raises(SoundingError) as handed_back:
+            next(events)
+        assert handed_back.value.code == grpc.StatusCode.UNAVAILABLE
+        assert handed_back.value.reason == "DRAINING"
+        assert process.poll() is None  # the ingest in flight holds the drain
+        release.set()  # the call in flight goes on
+        assert ingested.result(timeout=PATIENCE_S)[-1].total_documents == 2
     # The grace is twice this wait: an exit within it is the drain ending with the last call.
     assert process.wait(timeout=PATIENCE_S) == 0
+    own_orchestrator.start_orchestrator(timeout_s=PATIENCE_S)
+    with Client(address, timeout=PATIENCE_S) as client:
+        assert client.get_collection("drained").document_count == 2
+        resumed = iter(client.resume_inquiry(inquiry.session_id))
+        assert next(e for e in resumed if isinstance(e, Ask)).turn == 1  # the question it was on
 
 
 def test_an_arm_past_its_timeout_is_named_in_the_final_and_the_others_result_stands(

@@ -126,7 +126,9 @@ def inquiry_backends(
 
 async def serve(settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT (or cancelled), then drain: NOT_SERVING at once, new calls
-    refused with UNAVAILABLE, calls in flight given `drain_grace_s` to finish."""
+    refused with UNAVAILABLE, inquiry streams waiting for their client handed back (UNAVAILABLE,
+    DRAINING: resumed on another orchestrator), other calls in flight given `drain_grace_s` to
+    finish."""
     telemetry.setup("sounding-orchestrator")
     allocator.configure()
     collector.configure()
@@ -176,7 +178,7 @@ async def serve(settings: Settings) -> None:
             authenticator,
         )
     )
-    instance = [rpc.instance_health_name(settings.instance_id)] if settings.instance_id else []
+    instance = rpc.instance_health_names(settings.instance_id)
     readiness = Readiness(
         health_servicer,
         (*routing.SERVICES, *instance),
@@ -203,6 +205,7 @@ async def serve(settings: Settings) -> None:
     finally:
         log.info("draining: %d calls in flight have %.0f s", gate.in_flight, limits.transport.drain_grace_s)
         await readiness.drain()
+        inquiry.drain()  # streams waiting for their client end now, to resume elsewhere
         if not await gate.drain(limits.transport.drain_grace_s):
             log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)
         await server.stop(grace=1.0)

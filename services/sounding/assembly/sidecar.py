@@ -112,7 +112,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
             ),
         )
     )
-    instance = [rpc.instance_health_name(settings.instance_id)] if settings.instance_id else []
+    instance = rpc.instance_health_names(settings.instance_id)
     names = (SERVICE_NAME, "", *instance)
     for name in names:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -82,6 +82,7 @@ class InquiryService:
         self._limits = limits
         self._locks: weakref.WeakValueDictionary[ResourceRef, asyncio.Lock] = weakref.WeakValueDictionary()
         self._compute = BoundedPool(limits.compute_threads, limits.compute_queue, "inquiry")
+        self._draining = asyncio.Event()
         # Open sessions by domain, of the domains that limit them.
         self._open_sessions: Counter[str] = Counter()
 
@@ -172,7 +173,7 @@ class InquiryService:
                         for event in events:
                             yield event
                     return
-                async for request in requests:
+                while (request := await self._next_unless_draining(requests, key)) is not _END:
                     if not isinstance(request, ObservationRequest):
                         raise errors.InvalidArgument(
                             "after start or resume, send observations", field="message"
@@ -185,6 +186,29 @@ class InquiryService:
                         yield event
                     if isinstance(events[-1], AnswerEvent):
                         return
+
+    def drain(self) -> None:
+        """Hand every stream waiting for its client back: each ends with UNAVAILABLE (reason
+        DRAINING) and releases its session, saved at its last step, for a resume on another
+        orchestrator; a stream in the middle of a step ends after that step is saved."""
+        self._draining.set()
+
+    async def _next_unless_draining(
+        self, requests: AsyncIterator[InquiryRequest | None], key: ResourceRef
+    ) -> InquiryRequest | None | object:
+        """The client's next request (`_END` when it has no more), unless a drain comes first."""
+        if self._draining.is_set():
+            raise _handed_back(key)
+        following = asyncio.ensure_future(anext(requests, _END))
+        drained = asyncio.ensure_future(self._draining.wait())
+        try:
+            await asyncio.wait((following, drained), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            drained.cancel()
+        if not following.done():
+            following.cancel()
+            raise _handed_back(key)
+        return following.result()
 
     def _lock(self, key: ResourceRef) -> asyncio.Lock:
         """The session's lock (kept only while some stream holds or waits for it)."""
@@ -265,6 +289,16 @@ class InquiryService:
             await self._store.create_session(key, session.domain, setup)
         state = await self._compute(session.to_json)
         await self._store.save_session(key, session.saves, session.domain, state)
+
+
+# What `_next_unless_draining` gives when the client has no more requests.
+_END = object()
+
+
+def _handed_back(key: ResourceRef) -> errors.Unavailable:
+    return errors.Unavailable(
+        f"the server is shutting down; resume session {key.name[:64]} on another", reason="DRAINING"
+    )
 
 
 def _session_busy(session_id: str) -> errors.FailedPrecondition:

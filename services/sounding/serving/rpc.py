@@ -397,6 +397,11 @@ def instance_health_name(instance_id: str) -> str:
     return f"sounding.instance/{instance_id}"
 
 
+def instance_health_names(instance_id: str) -> list[str]:
+    """The instance's health service name, if it was given an id (else none)."""
+    return [instance_health_name(instance_id)] if instance_id else []
+
+
 def refuse_open_plaintext(address: str, authenticated: bool, allow_unauthenticated: bool, what: str) -> None:
     """ValueError when `address` is reachable beyond this machine and nothing authenticates its
     callers, unless explicitly allowed."""

@@ -139,6 +139,32 @@ def test_a_stream_whose_hold_was_taken_over_ends_before_it_saves_another_step():
     assert unchanged
 
 
+def test_a_drain_hands_a_stream_waiting_for_its_client_back_with_its_session_saved_and_released():
+    store = MemoryStore()
+    service = InquiryService(store)
+
+    async def run():
+        waiting = asyncio.Event()  # the client never answers
+        stream = service.run(requests(Start("bulls_and_cows", Policy()), hold=waiting))
+        first = await anext(stream)
+        key = ResourceRef("default", first.session_id)
+        while not isinstance(await anext(stream), AskEvent):
+            pass
+        pending = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.05)
+        assert not pending.done()  # waiting for the client's answer
+        service.drain()
+        with pytest.raises(errors.Unavailable) as handed_back:
+            await asyncio.wait_for(pending, 30)
+        resumed = [e async for e in InquiryService(store).run(requests(ResumeRequest(first.session_id)))]
+        return handed_back.value, key, resumed
+
+    handed_back, key, resumed = asyncio.run(run())
+    assert handed_back.reason == "DRAINING"
+    assert store.session_holds.released[0] == key
+    assert isinstance(resumed[-1], AskEvent)  # the question it was on, asked again elsewhere
+
+
 def test_session_locks_are_not_kept_for_sessions_no_stream_holds():
     service = InquiryService(MemoryStore())
 
