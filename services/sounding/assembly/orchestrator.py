@@ -150,6 +150,7 @@ async def serve(settings: Settings) -> None:
         settings.store_location,
         Durability(settings.durability, settings.store_location),
         settings.store.lease_ttl_s,
+        settings.address,
     )
     store = await Store.open(db)
     models = ModelsClient.of(settings.models)
@@ -191,6 +192,8 @@ async def serve(settings: Settings) -> None:
     )
     rpc.listen(server, settings.address, settings.tls)
     await server.start()
+    # It listens on its address now, so an earlier orchestrator there is gone: its sessions are free.
+    await store.session_holds.release_predecessors()
     background = [
         asyncio.ensure_future(inquiry.expire_idle_sessions()),
         asyncio.ensure_future(inquiry.keep_holds()),

@@ -8,13 +8,14 @@ stream (or an orchestrator that restarts) resumes with `Resume{session_id}` exac
 
 One stream holds a session at a time, across every orchestrator on the store: a stream takes the
 session's lock, then its hold in the store (`store.session_holds`), before it loads the session;
-a second stream on a held session is refused (SESSION_BUSY), and a stream that lost its hold
-(stalled past its TTL) ends at its next save (UNAVAILABLE, SESSION_TAKEN_OVER) before it saves.
-Every move's CPU-bound part (EIG over the hypotheses, the bulls-and-cows look-ahead, encoding
-the session) runs in a bounded thread pool, never on the event loop. A domain may limit how many
-of its sessions are open at once (`DomainSpec.open_session_limit`: the llm domain's
-`max_open_llm_sessions`); each llm session's generations run as one flow in the sidecar, at most
-`llm_generations_in_flight` at a time.
+a second stream on a held session is refused (SESSION_BUSY; after HANDOVER_S, in case the stream
+holding it is just ending), and a stream that lost its hold (stalled past its TTL) ends at its
+next save (UNAVAILABLE, SESSION_TAKEN_OVER) before it saves. Every move's CPU-bound part (EIG
+over the hypotheses, the bulls-and-cows look-ahead, encoding the session) runs in a bounded
+thread pool, never on the event loop. A domain may limit how many of its sessions are open at
+once (`DomainSpec.open_session_limit`: the llm domain's `max_open_llm_sessions`); each llm
+session's generations run as one flow in the sidecar, at most `llm_generations_in_flight` at a
+time.
 
 A session belongs to the tenant that started it: it is stored under the tenant's `ResourceRef`,
 so another tenant's resume finds nothing (SESSION_NOT_FOUND). A session
@@ -45,6 +46,10 @@ from sounding.store.tenancy import DEFAULT_TENANT, ResourceRef, is_name
 
 log = logging.getLogger(__name__)
 
+# How long a stream waits for a session's previous stream, ending, to let go of it (a client
+# that closes a stream and resumes at once), and how often it looks in the meantime.
+HANDOVER_S = 2.0
+HANDOVER_POLL_S = 0.1
 # How often idle sessions are looked for: hourly, or ten times per retention if that is shorter
 # (at most once a second).
 EXPIRY_INTERVAL_S = 3600.0
@@ -149,10 +154,7 @@ class InquiryService:
             resumed_id = first.session_id
         else:
             raise errors.InvalidArgument("the first message must be start or resume", field="message")
-        lock = self._lock(key)
-        if lock.locked():
-            raise _session_busy(resumed_id)
-        async with lock, self._held(key, new=isinstance(first, Start)) as token:
+        async with self._held(key, new=isinstance(first, Start)) as token:
             if session is None:
                 session = await self._load(key, resumed_id)
             async with self._open(session):
@@ -244,22 +246,39 @@ class InquiryService:
 
     @asynccontextmanager
     async def _held(self, key: ResourceRef, new: bool) -> AsyncIterator[int]:
-        """The session's hold in the store for the block (its token), so that no stream of any
-        orchestrator on the store drives it meanwhile; SESSION_BUSY if one does."""
-        holds = self._store.session_holds
+        """The session's lock, then its hold in the store (its token), for the block, so that no
+        other stream of any orchestrator on the store drives it meanwhile. A stream still
+        ending (its client closed it a moment ago) gets HANDOVER_S to let go of either; after
+        that, SESSION_BUSY."""
+        lock = self._lock(key)
         try:
-            token = await holds.take(key, new)
+            await asyncio.wait_for(lock.acquire(), HANDOVER_S)
+        except TimeoutError:
+            raise _session_busy(key.name) from None
+        try:
+            holds = self._store.session_holds
+            deadline = time.monotonic() + HANDOVER_S
+            while (token := await self._take(key, new)) is None:
+                if time.monotonic() >= deadline:
+                    raise _session_busy(key.name)
+                await asyncio.sleep(HANDOVER_POLL_S)
+            try:
+                yield token
+            finally:
+                try:
+                    await asyncio.shield(holds.release(key, token))
+                except Exception:
+                    log.warning(
+                        "releasing the hold of session %s failed; it expires", key.name, exc_info=True
+                    )
+        finally:
+            lock.release()
+
+    async def _take(self, key: ResourceRef, new: bool) -> int | None:
+        try:
+            return await self._store.session_holds.take(key, new)
         except LookupError:
             raise _session_not_found(key.name) from None
-        if token is None:
-            raise _session_busy(key.name)
-        try:
-            yield token
-        finally:
-            try:
-                await asyncio.shield(holds.release(key, token))
-            except Exception:
-                log.warning("releasing the hold of session %s failed; it expires", key.name, exc_info=True)
 
     async def keep_holds(self) -> None:
         """Runs until cancelled: renews this process's session holds every third of their TTL."""

@@ -26,13 +26,18 @@ class Database:
 
     @classmethod
     async def open(
-        cls, location: StoreLocation, durability: Durability | None = None, lease_ttl_s: float = LEASE_TTL_S
+        cls,
+        location: StoreLocation,
+        durability: Durability | None = None,
+        lease_ttl_s: float = LEASE_TTL_S,
+        served: str = "",
     ) -> Database:
         """Connected to the store at `location`; writes made durable as `durability` says (by
-        default, as far as the process: `Durability("process")`)."""
+        default, as far as the process: `Durability("process")`); leases taken in the name of
+        a process serving the address `served` (`Leases`)."""
         connection = await connect(location)
         return cls(
             connection,
             durability or Durability("process", location),
-            await Leases.open(connection, lease_ttl_s),
+            await Leases.open(connection, lease_ttl_s, served),
         )

@@ -76,16 +76,19 @@ def _now_us() -> int:
 
 
 class Leases:
-    """The store's leases, taken in this process's name (`holder`: host, pid and a nonce)."""
+    """The store's leases, taken in this process's name: `holder` is its host, the address it
+    serves (`served`; empty for a process serving none), its pid and a nonce. Earlier holders
+    of the same host and address are dead once this process listens there (`predecessors`)."""
 
-    def __init__(self, table: lancedb.AsyncTable, ttl_s: float):
+    def __init__(self, table: lancedb.AsyncTable, ttl_s: float, served: str = ""):
         self._table = table
         self.ttl_s = ttl_s
-        self.holder = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self.predecessors = f"{socket.gethostname()}/{served}/"
+        self.holder = f"{self.predecessors}{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self._local = {name: asyncio.Lock() for name in NAMES}
 
     @classmethod
-    async def open(cls, db: lancedb.AsyncConnection, ttl_s: float) -> Leases:
+    async def open(cls, db: lancedb.AsyncConnection, ttl_s: float, served: str = "") -> Leases:
         """The leases table, created with a free row per lease if missing. Creating it races
         other processes doing the same: the loser opens the winner's."""
         if LEASES_TABLE not in await table_names(db):
@@ -100,7 +103,7 @@ class Leases:
             # rows of the name together, so they never differ.
             rows = [{"name": n, "holder": "", "token": 0, "expires_us": 0} for n in missing]
             await table.add(pa.Table.from_pylist(rows, LEASES_SCHEMA))
-        return cls(table, ttl_s)
+        return cls(table, ttl_s, served)
 
     async def _row(self, name: str) -> dict:
         rows = (await self._table.query().where(f"name = {sql_string(name)}").limit(1).to_arrow()).to_pylist()

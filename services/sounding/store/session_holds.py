@@ -1,14 +1,15 @@
 """Which process's stream drives each inquiry session, across every orchestrator sharing the
 store (README, "Scaling out").
 
-A hold is a row of `inquiry_session_holds`: the session, its holder (a process: `Leases.holder`),
-a fencing token and an expiry. A stream takes the hold of its session by a conditional update
-("expired: mine, token + 1") that Lance commits atomically, so of two streams resuming a session
-on two orchestrators at once exactly one gets it; the other is refused SESSION_BUSY. A process
-renews all the holds it has in one update every third of the TTL, and releases a hold when its
-stream ends; a process that dies leaves its holds to expire, after which any orchestrator resumes
-the session. Before every save a stream checks that its token still holds the session (a process
-stalled for longer than the TTL may have lost it), so no step is saved twice.
+A hold is a row of `inquiry_session_holds`: the session, its holder (a process:
+`Leases.holder`), a fencing token and an expiry. A stream takes the hold of its session by a
+conditional update ("expired: mine, token + 1") that Lance commits atomically, so of two streams
+resuming a session on two orchestrators at once exactly one gets it; the other is refused
+SESSION_BUSY. A process renews all the holds it has in one update every third of the TTL, and
+releases a hold when its stream ends; a process that dies leaves its holds to expire, after
+which any orchestrator resumes the session (at once, if it is the dead one's successor on the
+same host and address). Before every save a stream checks that its token still holds the session
+(a process stalled for longer than the TTL may have lost it), so no step is saved twice.
 """
 
 from __future__ import annotations
@@ -125,6 +126,16 @@ class SessionHolds:
                 where=f"holder = {sql_string(self.holder)} AND expires_us > 0",
                 updates_sql={"expires_us": str(_now_us() + int(self.ttl_s * 1e6))},
             )
+
+    async def release_predecessors(self) -> None:
+        """Free the holds of earlier processes of this host and address, which are dead since
+        this one listens there (an orchestrator restarted after a crash resumes its sessions
+        at once, not after their TTL)."""
+        await self._table.update(
+            where=f"starts_with(holder, {sql_string(self._leases.predecessors)}) "
+            f"AND holder != {sql_string(self.holder)} AND expires_us > 0",
+            updates_sql={"holder": "''", "expires_us": "0"},
+        )
 
     async def forget(self, session_ids: list[str]) -> None:
         """Drop the holds of expired sessions."""

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.unit
 SESSION = ResourceRef("default", "s1")
 
 
-async def two_processes(path, ttl_s: float = 300.0) -> tuple[SessionHolds, SessionHolds]:
+async def two_processes(
+    path, ttl_s: float = 300.0, served: str = "127.0.0.1:1", other_served: str = "127.0.0.1:2"
+) -> tuple[SessionHolds, SessionHolds]:
     """Two processes' holds on a store whose sessions are s1, s2 and race0 to race4."""
     db = await connect(StoreLocation(str(path)))
     names = set(await db.table_names())
@@ -28,9 +30,9 @@ async def two_processes(path, ttl_s: float = 300.0) -> tuple[SessionHolds, Sessi
         ]
         await db.create_table(SESSIONS_TABLE, pa.Table.from_pylist(rows, SESSIONS_SCHEMA))
     sessions = await db.open_table(SESSIONS_TABLE)
-    first = await SessionHolds.open(db, names, sessions, await Leases.open(db, ttl_s))
+    first = await SessionHolds.open(db, names, sessions, await Leases.open(db, ttl_s, served))
     second = await SessionHolds.open(
-        db, names | {"inquiry_session_holds"}, sessions, await Leases.open(db, ttl_s)
+        db, names | {"inquiry_session_holds"}, sessions, await Leases.open(db, ttl_s, other_served)
     )
     return first, second
 
@@ -97,3 +99,17 @@ def test_two_processes_taking_one_session_at_once_get_it_once(tmp_path):
     for attempt in range(5):
         tokens = asyncio.run(race(ResourceRef("default", f"race{attempt}")))
         assert sum(token is not None for token in tokens) == 1, tokens
+
+
+def test_a_process_listening_where_a_dead_one_did_frees_its_holds_and_no_others(tmp_path):
+    async def run():
+        dead, elsewhere = await two_processes(tmp_path)
+        successor, _ = await two_processes(tmp_path)  # the same host and address as `dead`
+        other = ResourceRef("default", "s2")
+        await dead.take(SESSION)
+        await elsewhere.take(other)
+        await successor.release_predecessors()
+        return await successor.take(SESSION), await successor.take(other)
+
+    freed, still_held = asyncio.run(run())
+    assert freed == 2 and still_held is None
