@@ -113,14 +113,21 @@ class Leases:
         """The lease if it is free or expired (taken with the next token), else None."""
         claim = f"{self.holder}/{uuid.uuid4().hex[:8]}"
         now = _now_us()
-        result = await self._table.update(
-            where=f"name = {sql_string(name)} AND expires_us < {now}",
-            updates_sql={
-                "holder": sql_string(claim),
-                "token": "token + 1",
-                "expires_us": str(now + int(self.ttl_s * 1e6)),
-            },
-        )
+        try:
+            result = await self._table.update(
+                where=f"name = {sql_string(name)} AND expires_us < {now}",
+                updates_sql={
+                    "holder": sql_string(claim),
+                    "token": "token + 1",
+                    "expires_us": str(now + int(self.ttl_s * 1e6)),
+                },
+            )
+        except RuntimeError as error:
+            if "Commit conflict" not in str(error):
+                raise
+            # Others kept changing the row for all of Lance's retries: it is theirs for now.
+            log.debug("taking the %s lease lost to concurrent takers", name)
+            return None
         if not result.rows_updated:
             return None
         row = await self._row(name)
