@@ -6,6 +6,7 @@ there); `make lint` fails when this file is not what the script makes of _async_
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterable, Iterator
 
 import grpc
@@ -16,12 +17,27 @@ from sounding_client import types as t
 from sounding_client._transport import DEFAULT_ADDRESS, Connection
 from sounding_client.credentials import PathType
 
+# How long an inquiry keeps resuming a stream that broke (by default), and the pause before each.
+RESUME_WITHIN_S = 30.0
+RESUME_PAUSE_S = 0.25
+RETRIEVE_ATTEMPTS = 4
+
+
+def _cut(error: t.SoundingError) -> bool:
+    """The call's server went away under it (draining, restarting, dead): UNAVAILABLE, or a
+    stream reset (a balancer cuts a stream whose server died with RST_STREAM, which gRPC reports
+    as INTERNAL)."""
+    return error.code == grpc.StatusCode.UNAVAILABLE or (
+        error.code == grpc.StatusCode.INTERNAL and "RST_STREAM" in error.message
+    )
+
 
 class Client(Connection):
     """A client of the Sounding services: `AsyncClient` for asyncio (its calls are awaited, its
     streams async iterators), `Client` blocking (iterators). `token`: sent as a bearer token on
     every call; `ca_file`: TLS, verifying the server against this CA bundle; `cert_file` and
-    `key_file`: the client certificate for mutual TLS. `timeout`: each call's, in seconds."""
+    `key_file`: the client certificate for mutual TLS. `timeout`: each call's, in seconds.
+    `resume_within_s`: how long an inquiry keeps resuming a stream that broke (`AsyncInquiry`)."""
 
     def __init__(
         self,
@@ -32,9 +48,11 @@ class Client(Connection):
         ca_file: PathType | None = None,
         cert_file: PathType | None = None,
         key_file: PathType | None = None,
+        resume_within_s: float = RESUME_WITHIN_S,
     ):
         super().__init__(address, token, ca_file, cert_file, key_file)
         self.timeout = timeout
+        self.resume_within_s = resume_within_s
 
     def close(self) -> None:
         self._channel.close()
@@ -173,11 +191,20 @@ class Client(Connection):
         return _convert.strategy_metrics(self._unary(self._sounding.GetStrategyMetrics, request))
 
     def retrieve_final(self, collection: str, query: str, **options) -> t.Final:
-        """Runs a Retrieve and returns only its final result."""
-        for event in self.retrieve(collection, query, **options):
-            if isinstance(event, t.Final):
-                return event
-        raise RuntimeError("the Retrieve stream ended without a final result")
+        """Runs a Retrieve and returns only its final result. A stream the server ends with
+        UNAVAILABLE or that is cut (draining, restarting, gone) is run again, up to
+        RETRIEVE_ATTEMPTS in all."""
+        for attempt in range(RETRIEVE_ATTEMPTS):
+            try:
+                for event in self.retrieve(collection, query, **options):
+                    if isinstance(event, t.Final):
+                        return event
+                raise RuntimeError("the Retrieve stream ended without a final result")
+            except t.SoundingError as error:
+                if not _cut(error) or attempt == RETRIEVE_ATTEMPTS - 1:
+                    raise
+                self._pause(RESUME_PAUSE_S * 2**attempt)
+        raise AssertionError("unreachable")
 
     def inquire(
         self,
@@ -195,12 +222,12 @@ class Client(Connection):
         start = _requests.inquiry_start(
             domain, policy or inquiry.InquiryPolicy(), hypotheses, questions, domain_parameters or {}, context
         )
-        return Inquiry(self._sounding, start, timeout or self.timeout)
+        return Inquiry(self._sounding, start, timeout or self.timeout, self)
 
     def resume_inquiry(self, session_id: str, timeout: float | None = None) -> Inquiry:
         """Continue a stored session on a new stream: it first re-sends the current Belief and
         the pending Ask (or the final answer)."""
-        return Inquiry(self._sounding, _requests.inquiry_resume(session_id), timeout or self.timeout)
+        return Inquiry(self._sounding, _requests.inquiry_resume(session_id), timeout or self.timeout, self)
 
     def _unary(self, method, request, timeout: float | None = None):
         try:
@@ -223,31 +250,80 @@ class Inquiry:
     """A live Inquire session: iterate it (`async for` an `AsyncInquiry`) for Belief, Ask,
     Evidence and InquiryAnswer events; after each Ask, call `answer(...)` before asking for the
     next event. `session_id` is known after the first event and lets `resume_inquiry` continue
-    the session on a new stream."""
+    the session on a new stream.
+
+    Once the session is known, a stream the server ends with UNAVAILABLE or that is cut (its
+    replica draining, restarting or gone) is resumed on a new stream, which the deployment's
+    balancer may send to another replica, for up to the client's `resume_within_s` (a session a
+    dead replica held is free once its hold expires): the events already delivered are not
+    delivered again, and an answer the server had not applied is sent again. A session another
+    stream took over is not resumed."""
 
     _CLOSE = object()
     session_id = ""
     last_ask: inquiry.Ask | None = None
+    resumes = 0
 
-    def __init__(self, stub, first_request, timeout):
+    def __init__(self, stub, first_request, timeout, client: Client):
+        self._stub, self._timeout = stub, timeout
+        self._pause, self._resume_within_s = client._pause, client.resume_within_s
+        self._answer: sounding_pb2.InquireRequest | None = None  # to `last_ask`, once sent
+        self._open(first_request)
+
+    def _open(self, first_request) -> None:
         self._outbox: queue.Queue = queue.Queue()
         self._outbox.put_nowait(first_request)
-        self._call = stub.Inquire(self._outgoing(), timeout=timeout)
+        self._call = self._stub.Inquire(self._outgoing(self._outbox), timeout=self._timeout)
 
-    def _outgoing(self):
-        while (request := self._outbox.get()) is not self._CLOSE:
+    def _outgoing(self, outbox):
+        while (request := outbox.get()) is not self._CLOSE:
             yield request
 
+    def _resumable(self, error: t.SoundingError, since: float | None) -> bool:
+        if not self.session_id or (since is not None and time.monotonic() - since > self._resume_within_s):
+            return False
+        if _cut(error):
+            return error.reason != "SESSION_TAKEN_OVER"
+        # A resume that finds the session still held by the stream that broke.
+        return since is not None and error.reason == "SESSION_BUSY"
+
     def __iter__(self) -> Iterator[inquiry.InquiryEvent]:
+        resuming_since: float | None = None  # when the streams began to break, while they do
+        replaying = False  # a resumed stream re-sends the current Belief and the pending Ask
+        belief: inquiry.Belief | None = None  # a re-sent Belief, delivered if what follows is new
         try:
-            for message in self._call:
-                event = _convert.inquiry_event(message)
-                self.session_id = event.session_id
-                if isinstance(event, inquiry.Ask):
-                    self.last_ask = event
-                yield event
-        except grpc.RpcError as error:
-            raise _convert.error(error) from None
+            while True:
+                try:
+                    for message in self._call:
+                        event = _convert.inquiry_event(message)
+                        self.session_id = event.session_id
+                        if replaying and isinstance(event, inquiry.Belief):
+                            belief = event
+                            continue
+                        if replaying and isinstance(event, inquiry.Ask) and self.last_ask is not None:
+                            replaying = False
+                            if event.question_id == self.last_ask.question_id:
+                                if self._answer is not None:
+                                    self._outbox.put_nowait(self._answer)
+                                continue  # delivered before the break
+                        replaying, resuming_since = False, None
+                        if belief is not None:
+                            yield belief
+                            belief = None
+                        if isinstance(event, inquiry.Ask):
+                            self.last_ask, self._answer = event, None
+                        yield event
+                    return
+                except grpc.RpcError as rpc_error:
+                    error = _convert.error(rpc_error)
+                    if not self._resumable(error, resuming_since):
+                        raise error from None
+                resuming_since = resuming_since or time.monotonic()
+                self._outbox.put_nowait(self._CLOSE)  # the broken stream's sender stops
+                self._pause(RESUME_PAUSE_S)
+                self.resumes += 1
+                self._open(_requests.inquiry_resume(self.session_id))
+                replaying, belief = True, None
         finally:
             self.close()
 
@@ -257,7 +333,10 @@ class Inquiry:
             if self.last_ask is None:
                 raise RuntimeError("no question has been asked yet")
             question_id = self.last_ask.question_id
-        self._outbox.put_nowait(_requests.inquiry_observation(question_id, answer))
+        request = _requests.inquiry_observation(question_id, answer)
+        if self.last_ask is not None and question_id == self.last_ask.question_id:
+            self._answer = request
+        self._outbox.put_nowait(request)
 
     def close(self) -> None:
         """End the stream (the session stays stored and can be resumed)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -14,14 +15,18 @@ from sounding_api.sounding.v1 import corpus_pb2_grpc, sounding_pb2, sounding_pb2
 from sounding_client.credentials import PathType, channel_credentials
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
-# Reads that change nothing are retried when the server is unavailable (restarting, draining: the
-# next attempt may reach another replica); no other call is, since it may have taken effect.
+# Reads are retried when the server is unavailable (restarting, draining: the next attempt may
+# reach another replica) before it answered; no other call is, since it may have taken effect. A
+# Retrieve changes nothing but its own record, which an Observe may refer to.
 RETRIED_READS = {
     "sounding.v1.CorpusService": ("GetCollection", "ListCollections"),
-    "sounding.v1.SoundingService": ("GetStrategyMetrics",),
+    "sounding.v1.SoundingService": ("Retrieve", "GetStrategyMetrics"),
     "sounding.v1.ToolService": ("ListTools", "RouteTool", "GetToolMetrics"),
 }
 SERVICE_CONFIG = {
+    # Calls spread over every address the target resolves to (a Kubernetes headless Service's
+    # dns:/// name gives one per orchestrator); one address is used as it is.
+    "loadBalancingConfig": [{"round_robin": {}}],
     "methodConfig": [
         {
             "name": [
@@ -37,7 +42,7 @@ SERVICE_CONFIG = {
                 "retryableStatusCodes": ["UNAVAILABLE"],
             },
         }
-    ]
+    ],
 }
 CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 1),
@@ -84,6 +89,8 @@ class AsyncConnection(_Connection):
         """Wait until the channel is connected; TimeoutError after `timeout` seconds."""
         await asyncio.wait_for(self._channel.channel_ready(), timeout)
 
+    _pause = staticmethod(asyncio.sleep)
+
 
 class Connection(_Connection):
     """The blocking client's connection (grpc), with what only it offers: `observe_future`."""
@@ -93,6 +100,8 @@ class Connection(_Connection):
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the channel is connected; grpc.FutureTimeoutError after `timeout` seconds."""
         grpc.channel_ready_future(self._channel).result(timeout=timeout)
+
+    _pause = staticmethod(time.sleep)
 
     def observe_future(self, requests: Iterator[sounding_pb2.ObserveRequest], timeout: float) -> grpc.Future:
         """Observe as a cancellable call (for the `ToolUseObserver`, whose close cancels it):

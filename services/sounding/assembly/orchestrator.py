@@ -73,7 +73,9 @@ def tenant_opener(
             else None
         )
         tool_service = await ToolService.open(await ToolStore.open(db, tenant), models, teacher, tools)
+        tool_service.follow_store(learning.follow_interval_s)
         corpus_inquiry = await CorpusInquiryLearning.open(await CorpusInquiryLog.open(db, tenant))
+        corpus_inquiry.follow_log(learning.follow_interval_s)
         return TenantLearning(
             learning_service,
             InquiryLearning(learning_log, store, corpus_inquiry, tenant),
@@ -126,7 +128,8 @@ def inquiry_backends(
 
 async def serve(settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT (or cancelled), then drain: NOT_SERVING at once, new calls
-    refused with UNAVAILABLE, inquiry streams waiting for their client handed back (UNAVAILABLE,
+    refused with UNAVAILABLE after `drain_delay_s` (balancers checking health have stopped
+    sending them by then), inquiry streams waiting for their client handed back (UNAVAILABLE,
     DRAINING: resumed on another orchestrator), other calls in flight given `drain_grace_s` to
     finish."""
     telemetry.setup("sounding-orchestrator")
@@ -208,6 +211,7 @@ async def serve(settings: Settings) -> None:
     finally:
         log.info("draining: %d calls in flight have %.0f s", gate.in_flight, limits.transport.drain_grace_s)
         await readiness.drain()
+        await asyncio.sleep(limits.transport.drain_delay_s)
         inquiry.drain()  # streams waiting for their client end now, to resume elsewhere
         if not await gate.drain(limits.transport.drain_grace_s):
             log.warning("drained: %d calls still in flight are cancelled", gate.in_flight)

@@ -10,7 +10,9 @@
 - Prediction metrics: predicted against actual information gain, reach and cost, overall and
   over the last 10 and 100 queries (`core.information.OutcomeLearner`).
 
-Everything is rebuilt from the tenant's corpus inquiry log when it opens (`store.corpus_inquiry`).
+Everything is rebuilt from the tenant's corpus inquiry log when it opens (`store.corpus_inquiry`),
+and what other orchestrators on the store log is followed from then on (`catch_up`; README,
+"Scaling out").
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sounding.core.query_scoring import FEATURE_SET, prior_reach_model
 from sounding.core.reach import ReachModel
 from sounding.inquiry.protocol import OutcomeModels
 from sounding.learning.protocol import Rejected
+from sounding.runtime.following import SeenStamps, follow
 from sounding.store.corpus_inquiry import CorpusInquiryLog, ExecutedQuery, Verdict
 
 # Costs are the means over this many recent queries of the collection.
@@ -94,26 +97,62 @@ class CorpusInquiryLearning:
         self._strategies: dict[str, list[float]] = {}
         self._observed = 0
         self._lock = asyncio.Lock()
-        # The latest steps recorded, (session, turn): a repeated step is not learned from twice.
+        # The latest steps learned from, (session, turn): a repeated step is not learned from twice.
         self._recent: OrderedDict[tuple[str, int], None] = OrderedDict()
+        # What the log held when last read, and the rows taken in by their keys.
+        self._versions: tuple[int, int] | None = None
+        self._seen_queries: SeenStamps[tuple[str, int]] = SeenStamps()
+        self._seen_verdicts: SeenStamps[str] = SeenStamps()
+        self._following: asyncio.Task | None = None
 
     @classmethod
     async def open(cls, log: CorpusInquiryLog) -> CorpusInquiryLearning:
         """Rebuilt from the log (replayed on a worker thread: a log holds every query run)."""
         learning = cls(log)
-        queries = first_of_each_turn(await log.queries())
+        learning._versions = await log.versions()
+        stamped = await log.queries_since(0)
         verdicts = await log.verdicts()
 
         def replay() -> None:
             by_session: dict[str, list[ExecutedQuery]] = {}
-            for query in queries:
+            for query in first_of_each_turn([q for q, _ in stamped]):
                 learning._learn(query)
                 by_session.setdefault(query.session_id, []).append(query)
-            for verdict in verdicts:
+            for verdict, _ in verdicts:
                 learning._count(verdict, by_session.get(verdict.session_id, []))
 
         await asyncio.to_thread(replay)
+        learning._seen_queries.add(((q.session_id, q.turn), stamp) for q, stamp in stamped)
+        learning._seen_verdicts.add((v.session_id, stamp) for v, stamp in verdicts)
         return learning
+
+    def follow_log(self, interval_s: float) -> None:
+        """Catch up with the log every `interval_s` from now until `close`."""
+        self._following = asyncio.get_running_loop().create_task(
+            follow(self.catch_up, interval_s, "the corpus inquiry log")
+        )
+
+    async def catch_up(self) -> None:
+        """Learn from the queries and verdicts other processes logged since the last look;
+        nothing is read while neither table moved."""
+        versions = await self._log.versions()
+        if versions == self._versions:
+            return
+        async with self._lock:
+            self._versions = versions
+            for query, stamp in await self._log.queries_since(self._seen_queries.since_us):
+                key = (query.session_id, query.turn)
+                if key not in self._seen_queries:
+                    self._learn_once(query)
+                    self._seen_queries.add([(key, stamp)])
+            for verdict, stamp in await self._log.verdicts(self._seen_verdicts.since_us):
+                if verdict.session_id not in self._seen_verdicts:
+                    self._seen_verdicts.add([(verdict.session_id, stamp)])
+                    self._count(verdict, first_of_each_turn(await self._log.queries([verdict.session_id])))
+
+    async def close(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
 
     def _collection(self, collection: str) -> _Collection:
         return self._collections.setdefault(collection, _Collection())
@@ -149,13 +188,16 @@ class CorpusInquiryLearning:
     async def record(self, query: ExecutedQuery) -> None:
         """Learn from the query now; log it (a restart replays the log). A step repeated after a
         crash records its query again: learned from once, here and on replay."""
+        self._learn_once(query)
+        await self._log.append_query(query)
+
+    def _learn_once(self, query: ExecutedQuery) -> None:
         key = (query.session_id, query.turn)
         if key not in self._recent:
             self._learn(query)
             self._recent[key] = None
             while len(self._recent) > RECENT_STEPS:
                 self._recent.popitem(last=False)
-        await self._log.append_query(query)
 
     async def observe(self, session_id: str, collection: str, verdict: str) -> Rejected | None:
         """Fit the collection's sensor table with the session's outcomes under its verdict
@@ -168,7 +210,7 @@ class CorpusInquiryLearning:
             if await self._log.observed(session_id):
                 return Rejected(0, "ALREADY_EXISTS", f"session {session_id[:64]!r} was already observed")
             record = Verdict(session_id, collection, verdict)
-            await self._log.append_verdict(record)
+            self._seen_verdicts.add([(session_id, await self._log.append_verdict(record))])
             self._count(record, first_of_each_turn(await self._log.queries([session_id])))
         return None
 

@@ -17,7 +17,7 @@ strategy selector (adaptive-strategy spec §5–§6).
 - `recalibrate` prunes and retrains the selector, deploying it only if it validates (§6.3–§6.4).
 - `follow_log` keeps this process's state up with what other orchestrators on the store record:
   their observations are learned from as this process's own are; a deployment or calibration
-  of theirs is put in force (`learning.following`).
+  of theirs is put in force (`runtime.following`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from sounding.core.expansion_gate import ExpansionGate, ExpansionGateConfig
 from sounding.core.plans import plan_rewards_many
 from sounding.core.uncertainty import MissHistory
 from sounding.learning import calibration, features
-from sounding.learning.following import SeenObservations, follow
 from sounding.learning.maps import CalibratedMaps
 from sounding.learning.metrics import ObservedRun, RunSummary, StrategyMetrics, strategy_metrics
 from sounding.learning.outcomes import (
@@ -59,6 +58,7 @@ from sounding.learning.recalibration import MIN_OBSERVATIONS, Observed, recalibr
 from sounding.learning.remembered import RememberedRetrievals
 from sounding.learning.selection import Plan, SelectionConfig, StrategySelector
 from sounding.runtime import errors, telemetry
+from sounding.runtime.following import SeenStamps, follow
 from sounding.runtime.offload import completed
 from sounding.store.learning import Deployment, LearningLog, ObservationRecord, RetrievalRecord
 
@@ -100,7 +100,7 @@ class LearningService(CalibratedMaps):
         self.query_adapters = QueryAdapters(log_, self.logged)
         self.miss_history = MissHistory(self._selection.history_capacity)
         self.remembered = RememberedRetrievals(log_)
-        self.seen = SeenObservations()
+        self.seen: SeenStamps[str] = SeenStamps()
         self._versions: tuple[int, int, int] | None = None
         self._following: asyncio.Task | None = None
         self._sequence = 0
@@ -120,7 +120,7 @@ class LearningService(CalibratedMaps):
     def follow_log(self) -> None:
         """Catch up with the log every `follow_interval_s` from now until `close`."""
         self._following = asyncio.get_running_loop().create_task(
-            follow(self.catch_up, self._follow_interval_s)
+            follow(self.catch_up, self._follow_interval_s, "the learning log")
         )
 
     async def catch_up(self) -> None:
@@ -136,7 +136,11 @@ class LearningService(CalibratedMaps):
             if (deployment and deployment.version) != (self.deployment and self.deployment.version):
                 await self._rebuild()
             else:
-                unseen = self.seen.unseen(await self._log.observations(self.seen.since_us))
+                unseen = [
+                    o
+                    for o in await self._log.observations(self.seen.since_us)
+                    if o.retrieval_id not in self.seen
+                ]
                 logged = await self._logged(unseen)
                 self._learn([record for _, record in logged], [seen for seen, _ in logged])
                 self.remembered.mark_observed([o.retrieval_id for o in unseen])
@@ -196,7 +200,7 @@ class LearningService(CalibratedMaps):
         selector, history, gate = await asyncio.to_thread(replay)
         selector.queries_planned = self.selector.queries_planned
         self._sequence = max((o.sequence for o in observations), default=-1) + 1
-        self.seen = SeenObservations()
+        self.seen = SeenStamps[str]()
         self.seen.add((o.retrieval_id, o.create_time_us) for o in observations)
         self.remembered.mark_observed([o.retrieval_id for o in observations])
         self.selector = selector

@@ -69,6 +69,7 @@ class Tenants:
             if _opened(opening):
                 await opening.result().retrieval.close()
                 await opening.result().tools.close()
+                await opening.result().corpus_inquiry.close()
 
 
 def _opened(opening: asyncio.Future) -> bool:

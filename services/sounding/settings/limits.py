@@ -45,6 +45,13 @@ class TransportLimits(BaseModel):
         ge=0,
         description="on SIGTERM, in-flight calls get this long to finish (health NOT_SERVING at once)",
     )
+    drain_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60.0,
+        description="on SIGTERM, new calls are still taken this long after health turns NOT_SERVING, "
+        "for balancers that check health to stop sending any (Envoy, a mesh)",
+    )
 
 
 class DeadlineLimits(BaseModel):

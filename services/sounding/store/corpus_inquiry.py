@@ -138,6 +138,10 @@ class CorpusInquiryLog:
         await self._queries.add(pa.Table.from_pylist([row], QUERIES_SCHEMA))
         self.compaction.count()
 
+    async def versions(self) -> tuple[int, int]:
+        """The versions of the two tables: equal versions, equal tables."""
+        return await self._queries.version(), await self._verdicts.version()
+
     async def queries(self, session_ids: Sequence[str] | None = None) -> list[ExecutedQuery]:
         """Every recorded query in the order recorded (only the named sessions', if given)."""
         query = self._queries.query()
@@ -145,23 +149,38 @@ class CorpusInquiryLog:
             if not session_ids:
                 return []
             query = query.where(f"session_id IN ({', '.join(sql_string(s) for s in session_ids)})")
+        return [q for q, _ in await self._stamped_queries(query)]
+
+    async def queries_since(self, since_us: int) -> list[tuple[ExecutedQuery, int]]:
+        """The queries stamped at or after `since_us`, with their stamps, in the order recorded."""
+        return await self._stamped_queries(self._queries.query().where(f"create_time_us >= {since_us}"))
+
+    async def _stamped_queries(self, query) -> list[tuple[ExecutedQuery, int]]:
         table = await query.to_arrow()
 
-        def decode() -> list[ExecutedQuery]:
+        def decode() -> list[tuple[ExecutedQuery, int]]:
             rows = sorted(table.to_pylist(), key=lambda r: r["create_time_us"])
-            return [ExecutedQuery(**{k: v for k, v in r.items() if k != "create_time_us"}) for r in rows]
+            return [
+                (ExecutedQuery(**{k: v for k, v in r.items() if k != "create_time_us"}), r["create_time_us"])
+                for r in rows
+            ]
 
         return await asyncio.to_thread(decode)
 
-    async def append_verdict(self, verdict: Verdict) -> None:
-        row = {**asdict(verdict), "create_time_us": int(time.time() * 1e6)}
-        await self._verdicts.add(pa.Table.from_pylist([row], VERDICTS_SCHEMA))
+    async def append_verdict(self, verdict: Verdict) -> int:
+        """Durable when this returns; its stamp."""
+        stamp_us = int(time.time() * 1e6)
+        await self._verdicts.add(
+            pa.Table.from_pylist([{**asdict(verdict), "create_time_us": stamp_us}], VERDICTS_SCHEMA)
+        )
         self.compaction.count()
         await self._durability.sync()
+        return stamp_us
 
-    async def verdicts(self) -> list[Verdict]:
-        rows = (await self._verdicts.query().to_arrow()).to_pylist()
-        return [Verdict(r["session_id"], r["collection"], r["verdict"]) for r in rows]
+    async def verdicts(self, since_us: int = 0) -> list[tuple[Verdict, int]]:
+        """The verdicts stamped at or after `since_us`, with their stamps."""
+        rows = (await self._verdicts.query().where(f"create_time_us >= {since_us}").to_arrow()).to_pylist()
+        return [(Verdict(r["session_id"], r["collection"], r["verdict"]), r["create_time_us"]) for r in rows]
 
     async def observed(self, session_id: str) -> bool:
         rows = await self._verdicts.query().where(f"session_id = {sql_string(session_id)}").to_arrow()

@@ -14,6 +14,9 @@ work under the lease is cancelled before its next commit.
 - COLLECTIONS: registering and deleting collections, and dropping chunk tables no collection owns.
 - COMPACTION: compacting tables (one process at a time; the others skip their turn or wait).
 
+The same table keeps counters that hand out numbers no two processes share (`reserve`): a
+counter's token is the last number given out, advanced by the same kind of conditional update.
+
 Within a process a lease is held by one task at a time, and never taken again by the task that
 holds it (no nesting).
 """
@@ -108,6 +111,31 @@ class Leases:
     async def _row(self, name: str) -> dict:
         rows = (await self._table.query().where(f"name = {sql_string(name)}").limit(1).to_arrow()).to_pylist()
         return rows[0]
+
+    async def add_counter(self, name: str) -> None:
+        """Add the counter `name` (its last number -1) if it is missing. The caller holds the
+        SCHEMA lease, so a counter has one row."""
+        if not await self._table.count_rows(f"name = {sql_string(name)}"):
+            row = {"name": name, "holder": "", "token": -1, "expires_us": 0}
+            await self._table.add(pa.Table.from_pylist([row], LEASES_SCHEMA))
+
+    async def reserve(self, name: str, count: int, after: int = -1) -> range:
+        """`count` consecutive numbers of the counter `name`, all above `after`, given to no
+        other process."""
+        while True:
+            last = (await self._row(name))["token"]
+            start = max(last, after) + 1
+            try:
+                result = await self._table.update(
+                    where=f"name = {sql_string(name)} AND token = {last}",
+                    updates_sql={"token": str(start + count - 1)},
+                )
+            except RuntimeError as error:
+                if "Commit conflict" not in str(error):
+                    raise
+                continue
+            if result.rows_updated:
+                return range(start, start + count)
 
     async def try_acquire(self, name: str) -> Lease | None:
         """The lease if it is free or expired (taken with the next token), else None."""

@@ -5,6 +5,11 @@ event got, and the confirmed (request -> tool) exemplars.
 
 Registry changes and events are durable when their call returns; labels and exemplars are written
 by the learner in batches (an event without a label is one the learner has still to process).
+
+Several orchestrators share the tables (README, "Scaling out"): event sequences come in blocks
+from a counter in the store, so no two events share one, and two orchestrators that both process
+an event (one taking up what the other still holds) write its label and exemplar twice, which the
+reads here count once.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import lancedb
 import numpy as np
@@ -93,6 +98,7 @@ SCHEMAS = {
     EXEMPLARS_TABLE: EXEMPLARS_SCHEMA,
 }
 WRITES_PER_COMPACTION = 200
+SEQUENCE_COUNTER = "tool-events"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +142,8 @@ class ExemplarRecord:
     request: str
     tier: str
     embedding: np.ndarray
+    # When it was written (0 before it is).
+    create_time_us: int = 0
 
 
 def _now_us() -> int:
@@ -151,9 +159,12 @@ class ToolStore:
         durability: Durability,
         leases: Leases,
         tables: dict[str, lancedb.AsyncTable],
+        tenant: str,
     ):
         self._db = db
         self._durability = durability
+        self._leases = leases
+        self._counter = f"{SEQUENCE_COUNTER}/{tenant}"
         self._tables = tables
         self.compaction = BackgroundCompaction(leases, tables.values(), WRITES_PER_COMPACTION)
         self._events = GroupCommit(self._commit_events)
@@ -169,7 +180,8 @@ class ToolStore:
                 if name not in existing:
                     await connection.create_table(name, schema=schema, exist_ok=True)
                 tables[table] = await connection.open_table(name)
-        store = cls(connection, db.durability, db.leases, tables)
+            await db.leases.add_counter(f"{SEQUENCE_COUNTER}/{tenant}")
+        store = cls(connection, db.durability, db.leases, tables, tenant)
         await store.compaction.catch_up()
         return store
 
@@ -242,6 +254,33 @@ class ToolStore:
         table = await self._tables[EVENTS_TABLE].query().select(["sequence"]).to_arrow()
         return max(table.column("sequence").to_pylist(), default=-1)
 
+    async def reserve_sequences(self, count: int, after: int) -> range:
+        """`count` event sequences above `after` that no other process is given."""
+        return await self._leases.reserve(self._counter, count, after)
+
+    async def versions(self) -> tuple[int, int]:
+        """The versions of the tools and exemplars tables: equal versions, equal tables."""
+        return (
+            await self._tables[TOOLS_TABLE].version(),
+            await self._tables[EXEMPLARS_TABLE].version(),
+        )
+
+    async def exemplars_since(self, since_us: int) -> list[ExemplarRecord]:
+        """The exemplars stamped at or after `since_us`, with their stamps."""
+        table = await self._tables[EXEMPLARS_TABLE].query().where(f"create_time_us >= {since_us}").to_arrow()
+        return [
+            ExemplarRecord(
+                sequence=r["sequence"],
+                toolset=r["toolset"],
+                tool=r["tool"],
+                request=r["request"],
+                tier=r["tier"],
+                embedding=np.asarray(r["embedding"], np.float32),
+                create_time_us=r["create_time_us"],
+            )
+            for r in table.to_pylist()
+        ]
+
     async def unlabelled_events(self, limit: int, skip: Collection[int] = ()) -> list[ToolUseRecord]:
         """The first `limit` recorded events (in sequence order) that have no label yet, leaving
         out the sequences in `skip` (events the learner holds already)."""
@@ -271,48 +310,60 @@ class ToolStore:
 
     async def append_learned(
         self, labels: Sequence[LabelRecord], exemplars: Sequence[ExemplarRecord]
-    ) -> None:
+    ) -> list[ExemplarRecord]:
         """A processed batch's labels and exemplars (exemplars first: a label marks its event as
-        processed, so a crash between the two commits processes the event again). Not flushed to
-        disk: they are derived from the recorded events, and a flush here would hold up the
-        acknowledgements of Observe, which share the flush (an event whose label a power loss
-        takes is processed again)."""
+        processed, so a crash between the two commits processes the event again); the exemplars
+        as written, stamped. Not flushed to disk: they are derived from the recorded events, and
+        a flush here would hold up the acknowledgements of Observe, which share the flush (an
+        event whose label a power loss takes is processed again)."""
         now = _now_us()
-        if exemplars:
-            rows = [
-                {
-                    **asdict(e),
-                    "embedding": np.asarray(e.embedding, np.float32).tolist(),
-                    "create_time_us": now,
-                }
-                for e in exemplars
-            ]
+        stamped = [replace(e, create_time_us=now) for e in exemplars]
+        if stamped:
+            rows = [{**asdict(e), "embedding": np.asarray(e.embedding, np.float32).tolist()} for e in stamped]
             await self._tables[EXEMPLARS_TABLE].add(pa.Table.from_pylist(rows, EXEMPLARS_SCHEMA))
         if labels:
             rows = [{**asdict(label), "create_time_us": now} for label in labels]
             await self._tables[LABELS_TABLE].add(pa.Table.from_pylist(rows, LABELS_SCHEMA))
         self.compaction.count()
+        return stamped
 
-    async def latest_exemplars(self, per_tool: int) -> dict[tuple[str, str], list[tuple[int, np.ndarray]]]:
-        """Per (toolset, tool), its latest `per_tool` exemplars as (sequence, embedding), oldest
-        first; read in batches, holding at most twice `per_tool` per tool at a time."""
-        kept: dict[tuple[str, str], list[tuple[int, np.ndarray]]] = {}
+    async def latest_exemplars(
+        self, per_tool: int
+    ) -> dict[tuple[str, str], list[tuple[int, int, np.ndarray]]]:
+        """Per (toolset, tool), its latest `per_tool` exemplars as (stamp, sequence, embedding),
+        oldest first, each event's once; read in batches, holding at most twice `per_tool` per
+        tool at a time."""
+        kept: dict[tuple[str, str], dict[int, tuple[int, int, np.ndarray]]] = {}
 
-        def latest(exemplars: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
-            return sorted(exemplars, key=lambda e: e[0])[-per_tool:]
+        def latest(
+            exemplars: dict[int, tuple[int, int, np.ndarray]],
+        ) -> dict[int, tuple[int, int, np.ndarray]]:
+            newest = sorted(exemplars.values(), key=lambda e: e[:2])[-per_tool:]
+            return {e[1]: e for e in newest}
 
-        query = self._tables[EXEMPLARS_TABLE].query().select(["sequence", "toolset", "tool", "embedding"])
+        query = (
+            self._tables[EXEMPLARS_TABLE]
+            .query()
+            .select(["sequence", "toolset", "tool", "embedding", "create_time_us"])
+        )
         async for batch in await query.to_batches():
             for row in batch.to_pylist():
                 key = (row["toolset"], row["tool"])
-                exemplars = kept.setdefault(key, [])
-                exemplars.append((row["sequence"], np.asarray(row["embedding"], np.float32)))
+                exemplars = kept.setdefault(key, {})
+                exemplars[row["sequence"]] = (
+                    row["create_time_us"],
+                    row["sequence"],
+                    np.asarray(row["embedding"], np.float32),
+                )
                 if len(exemplars) > 2 * per_tool:
                     kept[key] = latest(exemplars)
-        return {key: latest(exemplars) for key, exemplars in kept.items()}
+        return {
+            key: sorted(latest(exemplars).values(), key=lambda e: e[:2]) for key, exemplars in kept.items()
+        }
 
     async def labels(self, toolset: str) -> pa.Table:
-        """A toolset's labels (sequence, flag, tier, label, top1, used_tool, margin), by sequence."""
+        """A toolset's labels (sequence, flag, tier, label, top1, used_tool, margin), by sequence,
+        each event's once."""
         table = await (
             self._tables[LABELS_TABLE]
             .query()
@@ -320,13 +371,15 @@ class ToolStore:
             .select(["sequence", "flag", "tier", "label", "top1", "used_tool", "margin"])
             .to_arrow()
         )
-        return table.sort_by("sequence")
+        table = table.sort_by("sequence")
+        first = np.unique(table.column("sequence").to_numpy(), return_index=True)[1]
+        return table.take(first)
 
     async def exemplar_counts(self) -> dict[tuple[str, str], int]:
-        """Exemplars saved per (toolset, tool)."""
-        table = await self._tables[EXEMPLARS_TABLE].query().select(["toolset", "tool"]).to_arrow()
-        pairs = zip(table.column("toolset").to_pylist(), table.column("tool").to_pylist(), strict=True)
-        return dict(Counter(pairs))
+        """Exemplars saved per (toolset, tool), each event's once."""
+        table = await self._tables[EXEMPLARS_TABLE].query().select(["sequence", "toolset", "tool"]).to_arrow()
+        columns = (table.column(c).to_pylist() for c in ("sequence", "toolset", "tool"))
+        return dict(Counter((toolset, tool) for _, toolset, tool in set(zip(*columns, strict=True))))
 
     async def event_count(self, toolset: str) -> int:
         return await self._tables[EVENTS_TABLE].count_rows(f"toolset = {sql_string(toolset)}")

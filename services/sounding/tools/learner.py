@@ -13,7 +13,9 @@ Every processed event gets a label row (an unflagged one its used tool, agreed b
 an event without one is still to be processed: a full queue leaves an event out (counted), and
 the worker takes such events from the store once its queue is empty; a start does the same for
 what a crash or a stop left unprocessed. No acknowledged event is lost to a full queue, and the
-queue's memory stays bounded.
+queue's memory stays bounded. With several orchestrators on the store, each one's worker takes up
+what the others hold as well as its own leftovers; an event processed twice is counted once
+(`store.tools`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ TEACHERS_AT_ONCE = 4
 DEFAULT_WINDOW = 100
 # At most this many unprocessed events are read back from the store at a time.
 BACKFILL_BATCH = 1024
+# Event sequences reserved from the store at a time.
+SEQUENCE_BLOCK = 256
 
 _meter = telemetry.meter()
 _events = _meter.create_counter("sounding.tools.events", description="tool-use events recorded")
@@ -97,14 +101,17 @@ class ToolLearner:
         self._held: set[int] = set()
         self._behind = True  # unlabelled events may be in the store that nothing holds
         self._reading = False  # the worker is reading them back
-        self._next_sequence = 0
+        # The block of event sequences reserved in the store and not yet given out.
+        self._sequences: range = range(0)
+        self._after = -1  # the highest sequence recorded before this process started
+        self._reserving = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self.dropped = 0
 
     async def start(self) -> None:
         """Start the worker (which first takes up what the store holds unprocessed) and the
         teacher's lane."""
-        self._next_sequence = await self._store.last_sequence() + 1
+        self._after = await self._store.last_sequence()
         self._tasks = [asyncio.create_task(self._work(), name="tool-learner")] + [
             asyncio.create_task(self._teach(), name=f"tool-teacher-{i}") for i in range(TEACHERS_AT_ONCE)
         ]
@@ -145,18 +152,29 @@ class ToolLearner:
             )
         return None
 
+    async def _take_sequences(self, count: int) -> list[int]:
+        """`count` event sequences no other process gives out (reserved from the store in blocks)."""
+        async with self._reserving:
+            if len(self._sequences) < count:
+                self._sequences = await self._store.reserve_sequences(max(count, SEQUENCE_BLOCK), self._after)
+            taken, self._sequences = self._sequences[:count], self._sequences[count:]
+            return list(taken)
+
     async def observe(self, uses: Sequence[tuple[int, ToolUse]]) -> tuple[int, list[RejectedUse]]:
         """Record the events (by stream position) durably in one commit and queue them for the
         worker; (recorded, rejected)."""
-        rejected, records = [], []
+        rejected, accepted = [], []
         for index, use in uses:
             refusal = self._reject(index, use)
-            if refusal is not None:
+            if refusal is None:
+                accepted.append(use)
+            else:
                 rejected.append(refusal)
-                continue
+        records = []
+        for use, sequence in zip(accepted, await self._take_sequences(len(accepted)), strict=True):
             records.append(
                 ToolUseRecord(
-                    sequence=self._next_sequence,
+                    sequence=sequence,
                     toolset=use.toolset,
                     request=use.request,
                     used_tool=use.used_tool,
@@ -164,7 +182,6 @@ class ToolLearner:
                     success=use.success,
                 )
             )
-            self._next_sequence += 1
         if records:
             sequences = {r.sequence for r in records}
             self._held |= sequences
@@ -314,11 +331,11 @@ class ToolLearner:
                         embedding=vector,
                     )
                 )
-        await self._store.append_learned(label_rows, exemplars)
+        saved = await self._store.append_learned(label_rows, exemplars)
         self._held -= {record.sequence for record, *_ in labelled}
-        if exemplars:
+        if saved:
             before = self._registry.refresh_seconds
-            self._registry.add_exemplars(exemplars)
+            self._registry.add_exemplars(saved)
             _refold.record(self._registry.refresh_seconds - before)
 
     async def _teach(self) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from sounding.core.tool_routing import CentroidBank, Route, fold
 from sounding.runtime import errors
+from sounding.runtime.following import SeenStamps
 from sounding.store.tools import ExemplarRecord, ToolRecord, ToolStore
 from sounding.tools.protocol import Embedder, ToolConfig, ToolInfo, ToolSpec
 
@@ -54,6 +55,9 @@ class ToolRegistry:
         self._settings = config.settings
         self._limits = config.limits
         self._toolsets: dict[str, _Toolset] = {}
+        self._versions: tuple[int, int] | None = None
+        # The exemplars taken in, by event sequence (the store's rows may repeat one).
+        self._seen: SeenStamps[int] = SeenStamps()
         self._lock = asyncio.Lock()
         self.refreshes = 0
         self.refresh_seconds = 0.0
@@ -61,21 +65,55 @@ class ToolRegistry:
     @classmethod
     async def restore(cls, store: ToolStore, embedder: Embedder, config: ToolConfig) -> ToolRegistry:
         registry = cls(store, embedder, config)
+        registry._versions = await store.versions()
+        registry._load_tools(await store.tools())
         max_exemplars = config.settings.max_exemplars_per_tool
-        for record in await store.tools():
-            toolset = registry._toolsets.setdefault(record.toolset, _Toolset())
-            toolset.version = max(toolset.version, record.version)
-            if not record.removed:
-                toolset.tools[record.name] = record
         latest = await store.latest_exemplars(max_exemplars)
         for (name, tool), exemplars in latest.items():
             toolset = registry._toolsets.setdefault(name, _Toolset())
-            toolset.exemplars[tool] = deque((v for _, v in exemplars), maxlen=max_exemplars)
+            toolset.exemplars[tool] = deque((v for *_, v in exemplars), maxlen=max_exemplars)
+            registry._seen.add((sequence, stamp) for stamp, sequence, _ in exemplars)
         for (name, tool), count in (await store.exemplar_counts()).items():
             registry._toolsets.setdefault(name, _Toolset()).exemplar_counts[tool] = count
+        recent = await store.exemplars_since(registry._seen.since_us)
+        registry._seen.add((e.sequence, e.create_time_us) for e in recent)
         for toolset in registry._toolsets.values():
             registry._refold(toolset, toolset.tools)
         return registry
+
+    def _load_tools(self, records: Iterable[ToolRecord]) -> list[_Toolset]:
+        """Take in the store's tools: each toolset the store holds a later version of gets its
+        tools from there; the toolsets that changed."""
+        found: dict[str, tuple[int, dict[str, ToolRecord]]] = {}
+        for record in records:
+            version, tools = found.setdefault(record.toolset, (0, {}))
+            found[record.toolset] = (max(version, record.version), tools)
+            if not record.removed:
+                tools[record.name] = record
+        changed = []
+        for name, (version, tools) in found.items():
+            toolset = self._toolsets.setdefault(name, _Toolset())
+            if version > toolset.version:
+                toolset.version, toolset.tools = version, tools
+                changed.append(toolset)
+        return changed
+
+    async def _reload_tools(self) -> None:
+        for toolset in self._load_tools(await self._store.tools()):
+            self._refold(toolset, set(toolset.tools) | set(toolset.centroids))
+
+    async def catch_up(self) -> None:
+        """Take in the tools and exemplars other processes wrote since the last look (README,
+        "Scaling out"); nothing is read while neither table moved."""
+        versions = await self._store.versions()
+        if versions == self._versions:
+            return
+        async with self._lock:
+            tools_moved = self._versions is None or versions[0] != self._versions[0]
+            self._versions = versions
+            if tools_moved:
+                await self._reload_tools()
+            self.add_exemplars(await self._store.exemplars_since(self._seen.since_us))
 
     def has(self, toolset: str) -> bool:
         found = self._toolsets.get(toolset)
@@ -138,6 +176,7 @@ class ToolRegistry:
         texts = [tool_text(s.name, s.description, s.parameters_json) for s in specs]
         vectors = await self._embedder.embed(texts)
         async with self._lock:
+            await self._reload_tools()  # a version another process wrote is built on, not repeated
             current = self._toolsets.get(toolset) or _Toolset()
             if current.version == 0 and sum(self.has(t) for t in self._toolsets) >= self._limits.max_toolsets:
                 raise errors.ResourceExhausted(
@@ -174,6 +213,7 @@ class ToolRegistry:
     ) -> tuple[int, int]:
         """Removes the tools (one new version), and what they learned if asked; (version, tool count)."""
         async with self._lock:
+            await self._reload_tools()
             current = self._get(toolset)
             for i, name in enumerate(names):
                 if name not in current.tools:
@@ -232,9 +272,13 @@ class ToolRegistry:
         return current.bank.rank(vector, top_k, offered) if current else CentroidBank((), ()).rank(vector, 1)
 
     def add_exemplars(self, exemplars: Iterable[ExemplarRecord]) -> None:
-        """Take saved exemplars into the tools' centroids: one refold per toolset touched."""
+        """Take saved exemplars not taken in before into the tools' centroids: one refold per
+        toolset touched."""
         touched: dict[str, set[str]] = {}
         for e in exemplars:
+            if e.sequence in self._seen:
+                continue
+            self._seen.add([(e.sequence, e.create_time_us)])
             current = self._toolsets.setdefault(e.toolset, _Toolset())
             kept = current.exemplars.setdefault(e.tool, deque(maxlen=self._settings.max_exemplars_per_tool))
             kept.append(np.asarray(e.embedding, np.float32))

@@ -3,9 +3,11 @@ learner fed by Observe's tool-use events, and their metrics (README, "Tool selec
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from sounding.core.tool_routing import Route
+from sounding.runtime.following import follow
 from sounding.store.tools import ToolStore
 from sounding.tools.learner import ToolLearner
 from sounding.tools.protocol import (
@@ -25,6 +27,7 @@ class ToolService:
     def __init__(self, registry: ToolRegistry, learner: ToolLearner):
         self._registry = registry
         self._learner = learner
+        self._following: asyncio.Task | None = None
 
     @classmethod
     async def open(
@@ -40,6 +43,13 @@ class ToolService:
         learner = ToolLearner(store, registry, embedder, teacher, config)
         await learner.start()
         return cls(registry, learner)
+
+    def follow_store(self, interval_s: float) -> None:
+        """Take in the tools and exemplars other orchestrators write, every `interval_s` from
+        now until `close`."""
+        self._following = asyncio.get_running_loop().create_task(
+            follow(self._registry.catch_up, interval_s, "the tool tables")
+        )
 
     async def put(self, toolset: str, tools: Sequence[ToolSpec]) -> tuple[int, int]:
         return await self._registry.put(toolset, tools)
@@ -64,4 +74,6 @@ class ToolService:
         return await self._learner.metrics(toolset, window)
 
     async def close(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
         await self._learner.close()

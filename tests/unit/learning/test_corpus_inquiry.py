@@ -15,24 +15,38 @@ pytestmark = pytest.mark.unit
 
 
 class MemoryLog:
+    """The log's calls in memory, stamped by a counter."""
+
     def __init__(self):
-        self.rows: list[ExecutedQuery] = []
-        self.verdict_rows: list[Verdict] = []
+        self.rows: list[tuple[ExecutedQuery, int]] = []
+        self.verdict_rows: list[tuple[Verdict, int]] = []
+        self.clock = 0
+
+    def stamp(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    async def versions(self):
+        return len(self.rows), len(self.verdict_rows)
 
     async def append_query(self, query):
-        self.rows.append(query)
+        self.rows.append((query, self.stamp()))
 
     async def queries(self, session_ids=None):
-        return [q for q in self.rows if session_ids is None or q.session_id in session_ids]
+        return [q for q, _ in self.rows if session_ids is None or q.session_id in session_ids]
+
+    async def queries_since(self, since_us):
+        return [(q, stamp) for q, stamp in self.rows if stamp >= since_us]
 
     async def append_verdict(self, verdict):
-        self.verdict_rows.append(verdict)
+        self.verdict_rows.append((verdict, self.stamp()))
+        return self.clock
 
-    async def verdicts(self):
-        return list(self.verdict_rows)
+    async def verdicts(self, since_us=0):
+        return [(v, stamp) for v, stamp in self.verdict_rows if stamp >= since_us]
 
     async def observed(self, session_id):
-        return any(v.session_id == session_id for v in self.verdict_rows)
+        return any(v.session_id == session_id for v, _ in self.verdict_rows)
 
 
 def query(
@@ -121,7 +135,7 @@ def test_a_step_repeated_after_a_crash_is_learned_from_once_and_other_feature_se
     stale = ExecutedQuery(
         **{**once.__dict__, "session_id": "old", "features": [1.0, 0.5], "feature_set": "older"}
     )
-    log.rows.append(stale)
+    log.rows.append((stale, log.stamp()))
     restarted = asyncio.run(CorpusInquiryLearning.open(log))
     assert restarted.metrics().queries == 2  # the stale row counts in the metrics, not in the model
     assert restarted.models("papers").reach.mean == pytest.approx(learning.models("papers").reach.mean)
@@ -132,3 +146,25 @@ def test_the_reach_features_name_every_input():
     assert named["similarity_to_claim"] == 0.5 and named["similarity_to_unread"] == 0.3
     assert named["first_query"] == 1.0 and named["unread_left"] == 0.0 and named["strategy:aspect"] == 1.0
     assert NOTHING == 2
+
+
+def test_a_learner_follows_what_another_on_the_same_log_records_and_observes_once_each():
+    log = MemoryLog()
+
+    async def run():
+        here, there = await CorpusInquiryLearning.open(log), await CorpusInquiryLearning.open(log)
+        for turn in range(1, 4):
+            await here.record(query("s1", True, (0.1, 0.1, 0.8), turn=turn))
+        await here.record(query("s1", True, (0.1, 0.1, 0.8), turn=3))  # repeated after a crash
+        assert await here.observe("s1", "papers", "SUPPORT") is None
+        await there.catch_up()
+        await there.catch_up()  # nothing new: nothing learned twice
+        await here.catch_up()  # its own rows, already learned from
+        return here, there
+
+    here, there = asyncio.run(run())
+    assert there.metrics().queries == here.metrics().queries == 3
+    assert there.metrics().observed_sessions == here.metrics().observed_sessions == 1
+    assert there.models("papers").sensor.table == pytest.approx(here.models("papers").sensor.table)
+    assert there.models("papers").reach.mean == pytest.approx(here.models("papers").reach.mean)
+    assert there.models("papers").sensor.sessions == 1

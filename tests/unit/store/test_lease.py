@@ -41,6 +41,25 @@ async def main(path, go, attempts):
 asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 """
 
+RESERVE = """
+import asyncio, json, pathlib, sys
+from sounding.store.connection import connect
+from sounding.store.lease import Leases
+from sounding.store.location import StoreLocation
+
+async def main(path, go):
+    leases = await Leases.open(await connect(StoreLocation(path)), ttl_s=300.0)
+    print("ready", flush=True)
+    while not pathlib.Path(go).exists():
+        await asyncio.sleep(0.01)
+    given = []
+    for _ in range(15):
+        given.extend(await leases.reserve("numbers", 3, after=99))
+    print(json.dumps(given), flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
 HOLD_AND_DIE = """
 import asyncio, sys
 from sounding.store.connection import connect
@@ -82,6 +101,26 @@ def test_of_processes_taking_a_lease_at_once_exactly_one_gets_each_token(tmp_pat
         return (await leases._row("compaction"))["token"]
 
     assert asyncio.run(last_token()) == len(taken)
+
+
+def test_processes_reserving_numbers_at_once_are_given_each_number_once_and_none_skipped(tmp_path):
+    async def add():
+        leases = await open_leases(tmp_path)
+        await leases.add_counter("numbers")
+        await leases.add_counter("numbers")  # once only
+
+    asyncio.run(add())
+    go = tmp_path / "go"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RESERVE, str(tmp_path), str(go)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    assert all(racer.stdout.readline().strip() == "ready" for racer in racers)
+    go.touch()
+    given = [number for racer in racers for number in json.loads(racer.communicate(timeout=600)[0])]
+    assert sorted(given) == list(range(100, 100 + 3 * 15 * 3))  # above `after`, each once
 
 
 def test_a_held_lease_is_refused_to_others_until_released_and_then_taken_with_a_larger_token(tmp_path):

@@ -12,7 +12,7 @@ from sounding.settings.config import ToolSettings
 from sounding.settings.limits import ToolLimits
 from sounding.store.database import Database
 from sounding.store.location import StoreLocation
-from sounding.store.tools import ToolStore
+from sounding.store.tools import ToolStore, ToolUseRecord
 from sounding.tools.learner import ToolLearner
 from sounding.tools.protocol import ToolConfig, ToolSpec, ToolUse
 from sounding.tools.registry import ToolRegistry, tool_text
@@ -268,24 +268,23 @@ def test_a_start_processes_every_event_left_unlabelled_however_far_back(tmp_path
         await learner.observe(list(enumerate(uses)))
         await learner.idle()
         await learner.close()
-        # Recorded by an orchestrator that died before processing them: the events 3 and 5
-        # (event 4 was processed, so the last label is after them).
+        # Recorded by an orchestrator that died before processing the first and last of them
+        # (the middle one was processed, so the last label is after them).
         stopped = ToolLearner(store, registry, Words(), None, ToolConfig(ToolSettings(margin_floor=0.0)))
-        stopped._next_sequence = 3
         stopped._tasks = []
         late = [ToolUse(toolset="ts", request=f"airline ticket {i}", used_tool="shell") for i in range(3)]
         await stopped.observe(list(enumerate(late)))
-        [labelled] = [r for r in await store.unlabelled_events(10) if r.sequence == 4]
-        await stopped._process([labelled])
+        first, middle, last = await store.unlabelled_events(10)
+        await stopped._process([middle])
         waiting = [r.sequence for r in await store.unlabelled_events(10)]
         _, _, again = await open_learner(tmp_path, margin_floor=0.0)
         await again.idle()
         metrics = await again.metrics("ts", 10)
         await again.close()
-        return waiting, metrics
+        return waiting, [first.sequence, last.sequence], metrics
 
-    waiting, metrics = asyncio.run(run())
-    assert waiting == [3, 5]
+    waiting, expected, metrics = asyncio.run(run())
+    assert waiting == expected
     assert metrics.events == 6 and metrics.processed == 6 and metrics.labels_free == 6
     assert metrics.exemplars == {"get_weather": 3, "book_flight": 3}
 
@@ -352,3 +351,48 @@ def test_deleting_tools_can_forget_what_they_learned(tmp_path):
     assert counts == {} and restored_counts == {}
     assert [n for n, _ in again.candidates] == [n for n, _ in described.candidates]
     assert [s for _, s in again.candidates] == pytest.approx([s for _, s in described.candidates])
+
+
+def test_two_orchestrators_on_one_store_record_every_event_once_and_route_with_what_either_learned(tmp_path):
+    async def run():
+        _, registry_a, learner_a = await open_learner(tmp_path, margin_floor=0.0)
+        store_b, registry_b, learner_b = await open_learner(tmp_path, margin_floor=0.0)
+        await registry_a.put("ts", TOOLS)
+        await registry_b.catch_up()
+        shown_to_b = registry_b.list("ts", 0, "")
+        rain = [ToolUse(toolset="ts", request=f"forecast rain {i}", used_tool="shell") for i in range(4)]
+        flights = [ToolUse(toolset="ts", request=f"airline ticket {i}", used_tool="shell") for i in range(4)]
+        await asyncio.gather(
+            learner_a.observe(list(enumerate(rain))), learner_b.observe(list(enumerate(flights)))
+        )
+        await asyncio.gather(learner_a.idle(), learner_b.idle())
+        # One event processed again by B (as when B takes up what A still holds): its label and
+        # exemplar are in the store twice.
+        processed_twice = next(e for e in await store_b.exemplars_since(0) if e.tool == "get_weather")
+        event = ToolUseRecord(
+            sequence=processed_twice.sequence,
+            toolset="ts",
+            request=processed_twice.request,
+            used_tool="shell",
+        )
+        learner_b._held.add(event.sequence)
+        await learner_b._process([event])
+        await registry_a.catch_up()
+        await registry_b.catch_up()
+        metrics = await learner_a.metrics("ts", 10)
+        _, restored, again = await open_learner(tmp_path, margin_floor=0.0)
+        counts = [r.exemplar_counts("ts") for r in (registry_a, registry_b, restored)]
+        weather = [
+            (await r.route("ts", "forecast rain tomorrow", 3, ()))[0].margin for r in (registry_a, registry_b)
+        ]
+        for learner in (learner_a, learner_b, again):
+            await learner.close()
+        sequences = sorted(e.sequence for e in await store_b.exemplars_since(0))
+        return shown_to_b, metrics, counts, weather, sequences
+
+    shown_to_b, metrics, counts, weather, sequences = asyncio.run(run())
+    assert [tool.name for tool in shown_to_b[0]] == sorted(t.name for t in TOOLS) and shown_to_b[2] == 1
+    assert len(set(sequences)) == 8 and len(sequences) == 9  # 8 events, distinct; one written twice
+    assert metrics.events == 8 and metrics.processed == 8 and metrics.labels_free == 8
+    assert counts == [{"get_weather": 4, "book_flight": 4}] * 3
+    assert weather[0] == pytest.approx(weather[1], rel=1e-6)  # both route with all 8 exemplars
