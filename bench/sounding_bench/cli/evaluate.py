@@ -23,6 +23,7 @@ from sounding_bench.cli.evaluate_flood import eval_flood
 from sounding_bench.cli.evaluate_generation import eval_generation
 from sounding_bench.cli.evaluate_nli import eval_nli
 from sounding_bench.cli.evaluate_observe import eval_observe
+from sounding_bench.cli.evaluate_replicas import eval_replicas
 from sounding_bench.cli.evaluate_simulated import eval_robust_mi_simulated
 from sounding_bench.cli.evaluate_throughput import eval_throughput
 from sounding_bench.harness import own_settings, run_settings
@@ -35,6 +36,7 @@ eval_app.command("flood")(eval_flood)
 eval_app.command("generation")(eval_generation)
 eval_app.command("nli")(eval_nli)
 eval_app.command("observe")(eval_observe)
+eval_app.command("replicas")(eval_replicas)
 eval_app.command("robust-mi-simulated")(eval_robust_mi_simulated)
 eval_app.command("throughput")(eval_throughput)
 
