@@ -8,12 +8,14 @@ Protocol, fixed before the first run:
   orchestrators share the same CPUs, so the throughput figures show the cost of the extra
   processes, not scaling (the result records the core count).
 - Propagation (two orchestrators A and B, the defaults): `trials` times, for the next query, B's
-  plan scores are read (a Retrieve cancelled at its Plan event), the query is retrieved on A and
-  its outcome (the top hit used, feedback "helpful") observed on A; from A's acknowledgement, B's
-  plan scores for the query are read back to back until they differ from before (for up to
-  PROPAGATION_TIMEOUT_S). The delay is to the end of the first read that differs, an upper bound
-  (one read's latency is in it; their median is reported). A trial whose scores on A did not
-  change either is void (counted; its query carries no signal).
+  plan scores are read twice (a Retrieve cancelled at its Plan event; a trial whose two reads
+  differ is void: B's scores move by themselves, so there is no change to wait for), the query is
+  retrieved on A and its outcome (the top hit used, feedback "helpful") observed on A, and A's
+  plan scores read again (a trial where they did not move is void: the outcome carries no
+  signal); from A's acknowledgement, B's plan scores are read back to back until they equal A's
+  (to 1e-6, relative), for up to PROPAGATION_TIMEOUT_S (else counted unseen). The delay is to the
+  end of the first read that equals, an upper bound (one read's latency is in it; their median
+  is reported).
 - Shared state's cost (one orchestrator): the default (the store followed every 0.5 s) against
   following it every 60 s (the longest setting: the single process of before followed nothing),
   alternating, `rounds` rounds each, each on an orchestrator started for it: `clients` threads
@@ -22,6 +24,7 @@ Protocol, fixed before the first run:
   p50 and p95, Retrieves/s, Observe events/s; and shared / single.
 - Throughput through Envoy (`sounding_bench.balancer`) in front of 1, 2 and 3 orchestrators:
   `clients` threads running Retrieves back to back for `seconds`: Retrieves/s, p50, p95.
+In this order: propagation; throughput (on A, then A and B, then a third); shared state's cost.
 """
 
 from __future__ import annotations

@@ -40,6 +40,17 @@ def write_tiny_corpus(path: Path) -> None:
     (path / "corpus.jsonl").write_text("\n".join(documents) + "\n")
 
 
+def replica(stack: Stack, data_dir: Path, log_dir: Path, env: dict[str, str]) -> Stack:
+    """An orchestrator of its own (port, Ray runtime, logs) on the store `data_dir` and `env` name,
+    using the session stack's sidecar."""
+    settings = Settings(
+        data_dir=data_dir,
+        address=f"127.0.0.1:{free_port()}",
+        models=ModelsSettings(address=stack.settings.models.address),
+    )
+    return Stack(settings, env=env, log_dir=log_dir)
+
+
 def write_tokens(path: Path, grants) -> dict[str, str]:
     """A token file at `path` granting each (tenant, role) of `grants` a token of its own; the
     tokens, by "<tenant>-<role>"."""

@@ -26,8 +26,8 @@ from sounding_client import (
     ToolUse,
 )
 
+from .conftest import replica
 from .test_inquiry import oracle
-from .test_replicas import replica
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,32 +6,18 @@ outcome acknowledged by one reaching the other's selector, and counted once."""
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import grpc
 import pytest
-from sounding.settings.config import ModelsSettings, Settings
-from sounding.stack import Stack
 from sounding_client import Ask, Client, InquiryAnswer, InquiryPolicy, Plan, RetrievalOutcome, SoundingError
 
-from .conftest import free_port
+from .conftest import replica
 from .test_inquiry import oracle, play
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DOCUMENTS_EACH = 12
 SECRETS = {"north": "4096", "south": "7031"}
-
-
-def replica(stack: Stack, data_dir: Path, log_dir: Path, env: dict[str, str]) -> Stack:
-    """An orchestrator of its own (port, Ray runtime, logs) on the store `data_dir` and `env` name,
-    using the session stack's sidecar."""
-    settings = Settings(
-        data_dir=data_dir,
-        address=f"127.0.0.1:{free_port()}",
-        models=ModelsSettings(address=stack.settings.models.address),
-    )
-    return Stack(settings, env=env, log_dir=log_dir)
 
 
 def documents(prefix: str) -> list[dict]:

@@ -39,9 +39,41 @@ type Client struct {
 	tools    soundingv1.ToolServiceClient
 }
 
-// Dial connects to a Sounding server at address ("host:port"). The connection is made lazily.
+// serviceConfig spreads calls round robin over every address the target resolves to (a
+// Kubernetes headless Service's dns:/// name gives one per orchestrator), and retries the reads
+// when the server is unavailable (draining, restarting: the next attempt may reach another
+// orchestrator) before it answered; no other call is retried, since it may have taken effect. A
+// Retrieve changes nothing but its own record. grpc-go before 1.40 retries only with the
+// environment variable GRPC_GO_RETRY=on.
+const serviceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [
+      {"service": "sounding.v1.CorpusService", "method": "GetCollection"},
+      {"service": "sounding.v1.CorpusService", "method": "ListCollections"},
+      {"service": "sounding.v1.SoundingService", "method": "Retrieve"},
+      {"service": "sounding.v1.SoundingService", "method": "GetStrategyMetrics"},
+      {"service": "sounding.v1.ToolService", "method": "ListTools"},
+      {"service": "sounding.v1.ToolService", "method": "RouteTool"},
+      {"service": "sounding.v1.ToolService", "method": "GetToolMetrics"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.2s",
+      "maxBackoff": "2s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`
+
+// Dial connects to a Sounding server at address ("host:port", or a gRPC target such as
+// "dns:///sounding-headless.sounding.svc.cluster.local:50051"). The connection is made lazily.
 func Dial(address string, options Options) (*Client, error) {
-	dialOptions := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	dialOptions := []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+	}
 	secure := options.CAFile != ""
 	if secure {
 		config, err := tlsConfig(options)

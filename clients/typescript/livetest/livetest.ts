@@ -3,6 +3,7 @@
 //
 //   node build/livetest/livetest/livetest.js --address 127.0.0.1:50051 --collection ts-client
 import { createServer, type AddressInfo, type Socket } from "node:net";
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import {
   CalibrationTarget,
@@ -20,6 +21,9 @@ const { values } = parseArgs({
     address: { type: "string", default: "127.0.0.1:50051" },
     collection: { type: "string", default: "ts-client" },
     secret: { type: "string", default: "5281" },
+    // Only play a game whose server restarts while it waits: at its second question, print
+    // "waiting" and read a line before answering; then print the turns, answer and resumes.
+    "ride-out": { type: "boolean", default: false },
   },
 });
 const address = values.address!;
@@ -48,6 +52,30 @@ async function refusal(attempt: () => Promise<unknown>): Promise<SoundingError> 
     throw error;
   }
   throw new Error("the call was expected to fail");
+}
+
+if (values["ride-out"]) {
+  const game = client.inquire({ domain: "bulls_and_cows", policy: { questionSelection: "eig" } });
+  game.resumeWithinMs = 300_000; // generous: the server restarts however busy the machine
+  const turns: number[] = [];
+  let answer = "";
+  const input = createInterface({ input: process.stdin });
+  const lines = input[Symbol.asyncIterator]();
+  for await (const event of game) {
+    if (event.event.case === "ask") {
+      turns.push(event.event.value.turn);
+      if (turns.length === 2) {
+        console.log("waiting");
+        await lines.next();
+      }
+      game.answer(feedback(event.event.value.question));
+    }
+    if (event.event.case === "answer") answer = event.event.value.answer;
+  }
+  input.close();
+  client.close();
+  console.log(JSON.stringify({ turns, answer, resumes: game.resumes }));
+  process.exit(0);
 }
 
 await client.createCollection(collection, "made by the TypeScript client's live test");

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { Code, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { DocumentSchema } from "./gen/sounding/v1/common_pb.js";
 import {
@@ -116,14 +116,14 @@ export class SoundingClient {
   }
 
   async getCollection(name: string, call?: CallOptions): Promise<Collection> {
-    return (await failing(this.corpus.getCollection(checked(GetCollectionRequestSchema, { name }), call))).collection!;
+    return (await reading(() => this.corpus.getCollection(checked(GetCollectionRequestSchema, { name }), call))).collection!;
   }
 
   /** Every collection, page by page. */
   async *listCollections(call?: CallOptions): AsyncIterable<Collection> {
     let pageToken = "";
     do {
-      const page = await failing(this.corpus.listCollections({ pageToken }, call));
+      const page = await reading(() => this.corpus.listCollections({ pageToken }, call));
       yield* page.collections;
       pageToken = page.nextPageToken;
     } while (pageToken);
@@ -198,7 +198,7 @@ export class SoundingClient {
   }
 
   async strategyMetrics(call?: CallOptions): Promise<GetStrategyMetricsResponse> {
-    return failing(this.sounding.getStrategyMetrics({}, call));
+    return reading(() => this.sounding.getStrategyMetrics({}, call));
   }
 
   /** Adds tools to a toolset or replaces them by name: one new version of the toolset. */
@@ -215,7 +215,7 @@ export class SoundingClient {
   async *listTools(toolset: string, call?: CallOptions): AsyncIterable<Tool> {
     let pageToken = "";
     do {
-      const page = await failing(this.tools.listTools(checked(ListToolsRequestSchema, { toolset, pageToken }), call));
+      const page = await reading(() => this.tools.listTools(checked(ListToolsRequestSchema, { toolset, pageToken }), call));
       yield* page.tools;
       pageToken = page.nextPageToken;
     } while (pageToken);
@@ -223,12 +223,12 @@ export class SoundingClient {
 
   /** The toolset's tools ranked for a request (among `offeredTools`, if any). */
   async routeTool(toolset: string, request: string, topK = 5, offeredTools: string[] = [], call?: CallOptions): Promise<RouteToolResponse> {
-    return failing(this.tools.routeTool(checked(RouteToolRequestSchema, { toolset, request, topK, offeredTools }), call));
+    return reading(() => this.tools.routeTool(checked(RouteToolRequestSchema, { toolset, request, topK, offeredTools }), call));
   }
 
   /** What the learning loop has done for a toolset. */
   async toolMetrics(toolset: string, call?: CallOptions): Promise<GetToolMetricsResponse> {
-    return failing(this.tools.getToolMetrics(checked(GetToolMetricsRequestSchema, { toolset }), call));
+    return reading(() => this.tools.getToolMetrics(checked(GetToolMetricsRequestSchema, { toolset }), call));
   }
 
   /** Closes the connection and any call still open on it. */
@@ -237,33 +237,99 @@ export class SoundingClient {
   }
 }
 
+/** How long an inquiry keeps resuming a stream that broke, by default, and the pause before each. */
+export const DEFAULT_RESUME_WITHIN_MS = 30_000;
+const RESUME_PAUSE_MS = 250;
+type InquireRequestInit = MessageInitShape<typeof InquireRequestSchema>;
+
 /**
  * A live Inquire session: iterate it (`for await`) for Belief, Ask and InquiryAnswer events;
  * after an Ask, `answer()` it before awaiting the next event. `sessionId` is known after the first
  * event; `close()` ends the stream and leaves the session resumable.
+ *
+ * Once the session is known, a stream the server ends with UNAVAILABLE or that is cut (its
+ * orchestrator draining, restarting or gone) is resumed on a new stream, which the deployment's
+ * balancer may send to another orchestrator, for up to `resumeWithinMs` (a session a dead
+ * orchestrator held is free once its hold expires): the events already delivered are not
+ * delivered again, and an answer the server had not applied is sent again. A session another
+ * stream took over is not resumed.
  */
 export class InquirySession implements AsyncIterable<InquireResponse> {
   sessionId = "";
   lastAsk: Ask | undefined;
-  private readonly outbox = new Outbox<MessageInitShape<typeof InquireRequestSchema>>();
-  private readonly events: AsyncGenerator<InquireResponse>;
+  /** How long the resumes after one break may go on, in milliseconds (0: never resume). */
+  resumeWithinMs = DEFAULT_RESUME_WITHIN_MS;
+  /** The streams this session was resumed on. */
+  resumes = 0;
+  private outbox = new Outbox<InquireRequestInit>();
+  private events!: AsyncGenerator<InquireResponse>;
+  private answered: InquireRequestInit | undefined; // to lastAsk, once sent
+  private closed = false;
 
   constructor(
-    sounding: Client<typeof SoundingService>,
-    first: MessageInitShape<typeof InquireRequestSchema>,
-    call: CallOptions = {},
+    private readonly sounding: Client<typeof SoundingService>,
+    first: InquireRequestInit,
+    private readonly call: CallOptions = {},
   ) {
-    this.outbox.push(checked(InquireRequestSchema, first));
-    this.events = streaming((signal) => sounding.inquire(this.outbox, { ...call, signal }), call);
+    this.open(checked(InquireRequestSchema, first));
+  }
+
+  private open(first: InquireRequestInit): void {
+    const outbox = (this.outbox = new Outbox<InquireRequestInit>());
+    outbox.push(first);
+    this.events = streaming((signal) => this.sounding.inquire(outbox, { ...this.call, signal }), this.call);
+  }
+
+  private resumable(failure: SoundingError, brokenSince: number | undefined): boolean {
+    if (!this.sessionId || this.closed || this.resumeWithinMs <= 0) return false;
+    if (brokenSince !== undefined && Date.now() - brokenSince > this.resumeWithinMs) return false;
+    if (cut(failure)) return failure.reason !== "SESSION_TAKEN_OVER";
+    // A resume that finds the session still held by the stream that broke.
+    return brokenSince !== undefined && failure.reason === "SESSION_BUSY";
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<InquireResponse> {
+    let brokenSince: number | undefined; // when the streams began to break, while they do
+    let replaying = false; // a resumed stream re-sends the current Belief and the pending Ask
+    let belief: InquireResponse | undefined; // a re-sent Belief, delivered if what follows is new
     try {
-      for await (const event of this.events) {
-        const value = event.event.value;
-        if (value && "sessionId" in value) this.sessionId = value.sessionId;
-        if (event.event.case === "ask") this.lastAsk = event.event.value;
-        yield event;
+      while (true) {
+        try {
+          for await (const event of this.events) {
+            const value = event.event.value;
+            if (value && "sessionId" in value) this.sessionId = value.sessionId;
+            if (replaying && event.event.case === "belief") {
+              belief = event;
+              continue;
+            }
+            if (replaying && event.event.case === "ask" && event.event.value.questionId === this.lastAsk?.questionId) {
+              replaying = false;
+              belief = undefined;
+              if (this.answered) this.outbox.push(this.answered);
+              continue; // delivered before the break
+            }
+            replaying = false;
+            brokenSince = undefined;
+            if (belief) yield belief;
+            belief = undefined;
+            if (event.event.case === "ask") {
+              this.lastAsk = event.event.value;
+              this.answered = undefined;
+            }
+            yield event;
+          }
+          return;
+        } catch (error) {
+          const failure = SoundingError.from(error);
+          if (!this.resumable(failure, brokenSince)) throw failure;
+        }
+        brokenSince ??= Date.now();
+        this.outbox.end(); // the broken stream's sender stops
+        await new Promise((resolve) => setTimeout(resolve, RESUME_PAUSE_MS));
+        this.resumes++;
+        this.open(checked(InquireRequestSchema, { message: { case: "resume", value: { sessionId: this.sessionId } } }));
+        replaying = true;
+        belief = undefined;
       }
     } finally {
       this.close();
@@ -274,12 +340,44 @@ export class InquirySession implements AsyncIterable<InquireResponse> {
   answer(answer: string, questionId?: string): void {
     const id = questionId ?? this.lastAsk?.questionId;
     if (id === undefined) throw new Error("no question has been asked yet");
-    this.outbox.push(checked(InquireRequestSchema, { message: { case: "observation", value: { questionId: id, answer } } }));
+    const request = checked(InquireRequestSchema, { message: { case: "observation", value: { questionId: id, answer } } });
+    if (id === this.lastAsk?.questionId) this.answered = request;
+    this.outbox.push(request);
   }
 
   close(): void {
+    this.closed = true;
     this.outbox.end();
     void this.events.return(undefined);
+  }
+}
+
+/**
+ * Whether the call's server went away under it (draining, restarting, dead): UNAVAILABLE, or its
+ * HTTP/2 stream reset (a balancer cuts a stream whose server died, which reads as INTERNAL).
+ */
+function cut(failure: SoundingError): boolean {
+  return (
+    failure.code === Code.Unavailable ||
+    (failure.code === Code.Internal && failure.message.includes("http/2 stream closed"))
+  );
+}
+
+const READ_ATTEMPTS = 4;
+
+/**
+ * A read that changes nothing, sent again when the server was unavailable (restarting,
+ * draining: the next attempt may reach another orchestrator), up to READ_ATTEMPTS in all.
+ */
+async function reading<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      const failure = SoundingError.from(error);
+      if (failure.code !== Code.Unavailable || attempt === READ_ATTEMPTS) throw failure;
+      await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** (attempt - 1)));
+    }
   }
 }
 

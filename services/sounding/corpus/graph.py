@@ -23,6 +23,7 @@ from sounding.core.entities import co_occurrences, extract_entities
 from sounding.models.client import ModelsClient
 from sounding.store.collections import CollectionStats, Store
 from sounding.store.graph import GraphStore
+from sounding.store.lease import LeaseBusy
 from sounding.store.tenancy import ResourceRef
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,9 @@ class GraphBuilder:
                 continue  # more writes arrived: wait for quiet again
             try:
                 await self.rebuild(collection)
+            except LeaseBusy:
+                log.info("another process is building graphs; %s is looked at again later", collection)
+                self._dirty.add(collection)
             except Exception:
                 log.exception(
                     "building the graph of %s failed; the next write or restart retries", collection
@@ -109,11 +113,17 @@ class GraphBuilder:
         await self._graphs.drop(collection)
 
     async def rebuild(self, collection: ResourceRef) -> None:
+        """Build the collection's graph unless the stored one is current; one build at a time
+        among the processes sharing the store (README, "Scaling out")."""
+        async with self._graphs.building():
+            await self._build(collection)
+
+    async def _build(self, collection: ResourceRef) -> None:
         info = await self._store.get_collection(collection)
         table = await self._store.chunks(collection)
         version = await table.version()
         if await self._graphs.built_version(collection) == version:
-            return
+            return  # current, built here or by another process
         # A write landing between reading the version and the rows only makes this graph newer
         # than recorded; the build that write schedules brings the record up to date.
         chunk_counts: Counter[str] = Counter()

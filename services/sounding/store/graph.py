@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import lancedb
@@ -20,7 +22,7 @@ import pyarrow as pa
 from sounding.store import schema
 from sounding.store.connection import table_names
 from sounding.store.database import Database
-from sounding.store.lease import SCHEMA
+from sounding.store.lease import GRAPHS, SCHEMA, Leases
 from sounding.store.tenancy import ResourceRef
 
 ENTITIES_PREFIX = "entities__"
@@ -52,21 +54,32 @@ def entities_schema(dimension: int) -> pa.Schema:
 class GraphStore:
     """Writes and reads graph tables (the orchestrator's side)."""
 
-    def __init__(self, db: lancedb.AsyncConnection):
+    def __init__(self, db: lancedb.AsyncConnection, leases: Leases, state: lancedb.AsyncTable):
         self._db = db
-        # Entity names per collection, kept while this store is the graphs' only writer.
-        self._names: dict[ResourceRef, frozenset[str]] = {}
+        self._leases = leases
+        self._state = state
+        # Entity names per collection, with the state table's version they were read at (a
+        # build by any process that shares the store moves it).
+        self._names: dict[ResourceRef, tuple[int, frozenset[str]]] = {}
 
     @classmethod
     async def open(cls, db: Database) -> GraphStore:
         """The graphs' store, its state table created if missing (here, so that no read writes)."""
-        store = cls(db.connection)
         async with db.leases.held(SCHEMA):
-            await store._db.create_table(GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True)
-        return store
+            state = await db.connection.create_table(
+                GRAPH_STATE_TABLE, schema=GRAPH_STATE_SCHEMA, exist_ok=True
+            )
+        return cls(db.connection, db.leases, state)
+
+    @asynccontextmanager
+    async def building(self) -> AsyncIterator[None]:
+        """Hold the store's GRAPHS lease: one process builds graphs at a time, so a graph another
+        process is building is not built twice (LeaseBusy if that build outlasts the wait)."""
+        async with self._leases.held(GRAPHS):
+            yield
 
     async def _state_table(self) -> lancedb.AsyncTable:
-        return await self._db.open_table(GRAPH_STATE_TABLE)
+        return self._state
 
     async def state(self, collection: ResourceRef) -> dict | None:
         """The stored graph's chunk table version, entity and edge counts, or None."""
@@ -127,7 +140,6 @@ class GraphStore:
         )
         await self._db.create_table(ENTITIES_PREFIX + collection.key, entity_rows, mode="overwrite")
         await self._db.create_table(EDGES_PREFIX + collection.key, edge_rows, mode="overwrite")
-        self._names[collection] = frozenset(names)
         state = pa.Table.from_pylist(
             [
                 {
@@ -155,7 +167,6 @@ class GraphStore:
                 await self._db.drop_table(name)
         table = await self._state_table()
         await table.delete(f"collection = {schema.sql_string(collection.key)}")
-        self._names.pop(collection, None)
 
     async def related(self, collection: ResourceRef, entities: list[str], limit: int) -> dict[str, list[str]]:
         """Each named entity's strongest co-occurring neighbours (at most `limit`, by descending
@@ -178,16 +189,18 @@ class GraphStore:
 
     async def entity_names(self, collection: ResourceRef) -> frozenset[str]:
         """Every entity of the collection's graph (empty before the first build). Served from
-        memory: `replace` and `drop` renew it, so the graph's writer must be this store."""
-        names = self._names.get(collection)
-        if names is None:
-            try:
-                table = await self._db.open_table(ENTITIES_PREFIX + collection.key)
-                data = await table.query().select(["entity"]).to_arrow()
-                names = frozenset(data.column("entity").to_pylist())
-            except ValueError:
-                names = frozenset()
-            self._names[collection] = names
+        memory while the state table has not moved (a build or drop by any process moves it)."""
+        version = await self._state.version()
+        cached = self._names.get(collection)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            table = await self._db.open_table(ENTITIES_PREFIX + collection.key)
+            data = await table.query().select(["entity"]).to_arrow()
+            names = frozenset(data.column("entity").to_pylist())
+        except ValueError:
+            names = frozenset()
+        self._names[collection] = (version, names)
         return names
 
 

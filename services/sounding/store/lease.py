@@ -13,6 +13,8 @@ work under the lease is cancelled before its next commit.
 - SCHEMA: creating, upgrading and indexing tables when a process opens them.
 - COLLECTIONS: registering and deleting collections, and dropping chunk tables no collection owns.
 - COMPACTION: compacting tables (one process at a time; the others skip their turn or wait).
+- GRAPHS: building collections' knowledge graphs (one build at a time; a graph another process
+  built meanwhile is not built again).
 
 The same table keeps counters that hand out numbers no two processes share (`reserve`): a
 counter's token is the last number given out, advanced by the same kind of conditional update.
@@ -45,7 +47,8 @@ LEASES_TABLE = "leases"
 SCHEMA = "schema"
 COLLECTIONS = "collections"
 COMPACTION = "compaction"
-NAMES = (SCHEMA, COLLECTIONS, COMPACTION)
+GRAPHS = "graphs"
+NAMES = (SCHEMA, COLLECTIONS, COMPACTION, GRAPHS)
 
 LEASES_SCHEMA = pa.schema(
     [

@@ -64,3 +64,29 @@ def test_dropping_a_graph_forgets_it(tmp_path):
         )
 
     assert asyncio.run(run()) == (None, frozenset(), None)
+
+
+def test_entity_names_follow_a_graph_another_process_built_and_builds_take_turns(tmp_path):
+    async def run():
+        here = await GraphStore.open(await Database.open(StoreLocation(str(tmp_path))))
+        there = await GraphStore.open(await Database.open(StoreLocation(str(tmp_path))))
+        before = await there.entity_names(C)  # read (and kept) before any build
+        await here.replace(C, 1, {"sonar": 2}, {"sonar": np.array([1.0, 0.0])}, {}, 2)
+        after = await there.entity_names(C)
+        order = []
+
+        async def build(graphs: GraphStore, name: str) -> None:
+            async with graphs.building():
+                order.append(f"{name} starts")
+                await asyncio.sleep(0.2)
+                order.append(f"{name} ends")
+
+        await asyncio.gather(build(here, "here"), build(there, "there"))
+        return before, after, order
+
+    before, after, order = asyncio.run(run())
+    assert before == frozenset() and after == {"sonar"}
+    assert order in (
+        ["here starts", "here ends", "there starts", "there ends"],
+        ["there starts", "there ends", "here starts", "here ends"],
+    )  # one build at a time, whichever took the lease first

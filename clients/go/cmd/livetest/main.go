@@ -63,7 +63,13 @@ func main() {
 	address := flag.String("address", "127.0.0.1:50051", "the orchestrator")
 	collection := flag.String("collection", "go-client", "a collection this run creates and deletes")
 	secret := flag.String("secret", "3910", "the bulls-and-cows secret the oracle answers for")
+	rideOut := flag.Bool("ride-out", false, "only play a game whose server restarts while it waits: "+
+		"at its second question, print \"waiting\" and read a line before answering")
 	flag.Parse()
+	if *rideOut {
+		rideOutRestart(*address, *secret)
+		return
+	}
 	// Generous: the stack may share its cores with other work; the test's timeout is longer.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -260,6 +266,46 @@ func silentObserver(out *report) {
 	out.SilentCloseMillis = time.Since(started).Milliseconds()
 	out.SilentSent = observer.Sent.Load()
 	out.SilentDropped = observer.Dropped.Load() + observer.Failed.Load()
+}
+
+// rideOutRestart plays a game, waiting at its second question for a line on stdin (the test
+// restarts the server meanwhile), and prints the turns asked, the answer and the resumes.
+func rideOutRestart(address, secret string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	client, err := sounding.Dial(address, sounding.Options{})
+	check(err)
+	defer client.Close()
+	policy := &soundingv1.InquiryPolicy{QuestionSelection: "eig"}
+	inquiry, err := client.Inquire(ctx, &soundingv1.InquiryStart{Domain: "bulls_and_cows", Policy: policy})
+	check(err)
+	inquiry.ResumeWithin = 5 * time.Minute // generous: the server restarts however busy the machine
+	seen := struct {
+		Turns   []int32 `json:"turns"`
+		Answer  string  `json:"answer"`
+		Resumes int     `json:"resumes"`
+	}{}
+	for {
+		event, err := inquiry.Recv()
+		if err == io.EOF {
+			break
+		}
+		check(err)
+		if ask := event.GetAsk(); ask != nil {
+			seen.Turns = append(seen.Turns, ask.Turn)
+			if len(seen.Turns) == 2 {
+				fmt.Println("waiting")
+				_, err := fmt.Scanln()
+				check(err)
+			}
+			check(inquiry.Answer(feedback(secret, ask.Question)))
+		}
+		if answer := event.GetAnswer(); answer != nil {
+			seen.Answer = answer.Answer
+		}
+	}
+	seen.Resumes = inquiry.Resumes
+	check(json.NewEncoder(os.Stdout).Encode(seen))
 }
 
 // resume retries while the server still holds the session for the cancelled stream (for up to
