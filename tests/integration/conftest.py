@@ -4,6 +4,7 @@ directory under pytest's tmp path, with spans and metrics exported to an in-test
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from concurrent import futures
 from pathlib import Path
@@ -49,6 +50,27 @@ def replica(stack: Stack, data_dir: Path, log_dir: Path, env: dict[str, str]) ->
         models=ModelsSettings(address=stack.settings.models.address),
     )
     return Stack(settings, env=env, log_dir=log_dir)
+
+
+def ride_out_restart(stack: Stack, tmp_path: Path, command: list[str]) -> dict:
+    """Run a client's live test in its ride-out mode (`command`, to which the address is added)
+    against an orchestrator of its own: when the game prints "waiting" at its second question,
+    the orchestrator drains (handing the stream back) and starts again on the same address, and
+    the game goes on. What the game printed (turns, answer, resumes)."""
+    own = replica(stack, tmp_path / "store", tmp_path / "logs", {})
+    own.start_orchestrator()
+    try:
+        game = subprocess.Popen(
+            [*command, own.settings.address], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert game.stdout is not None and game.stdout.readline().strip() == "waiting"
+        own.stop()  # SIGTERM: it drains
+        own.start_orchestrator()
+        out, _ = game.communicate("\n", timeout=900)
+    finally:
+        own.stop()
+    assert game.returncode == 0
+    return json.loads(out)
 
 
 def write_tokens(path: Path, grants) -> dict[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import replica
+from .conftest import ride_out_restart
 
 pytestmark = pytest.mark.integration
 
@@ -59,22 +59,8 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
 def test_the_typescript_client_resumes_an_inquiry_whose_server_restarted_under_it(stack, livetest, tmp_path):
     """Its orchestrator drains (handing the stream back) and starts again while the game waits
     at its second question: the client resumes the session by itself, turns applied once."""
-    own = replica(stack, tmp_path / "store", tmp_path / "logs", {})
-    own.start_orchestrator()
-    try:
-        game = subprocess.Popen(
-            ["node", str(livetest), "--address", own.settings.address, "--ride-out", "--secret", "2580"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert game.stdout.readline().strip() == "waiting"
-        own.stop()  # SIGTERM: it drains
-        own.start_orchestrator()  # on the same address
-        out, _ = game.communicate("\n", timeout=900)
-    finally:
-        own.stop()
-    assert game.returncode == 0
-    seen = json.loads(out)
+    seen = ride_out_restart(
+        stack, tmp_path, ["node", str(livetest), "--ride-out", "--secret", "2580", "--address"]
+    )
     assert seen["answer"] == "2580" and seen["resumes"] >= 1
     assert seen["turns"] == list(range(1, len(seen["turns"]) + 1))
