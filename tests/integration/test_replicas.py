@@ -1,13 +1,10 @@
-"""Several orchestrators writing one store at once, on a local directory and on object storage
-(moto): collections created and deleted from both, documents ingested and outcomes observed
-through both in parallel, and a later orchestrator finding everything either acknowledged; an
-outcome acknowledged by one reaching the other's selector, and counted once."""
+"""Two orchestrators on one store: an outcome acknowledged by one reaching the other's selector,
+and counted once; a session one drives busy on the other until the first is killed. (Several
+writing one store at once, on a local directory and on object storage: test_balanced.py.)"""
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import grpc
 import pytest
 from sounding_client import Ask, Client, InquiryAnswer, InquiryPolicy, Plan, RetrievalOutcome, SoundingError
 
@@ -17,7 +14,6 @@ from .test_inquiry import oracle, play
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DOCUMENTS_EACH = 12
-SECRETS = {"north": "4096", "south": "7031"}
 
 
 def documents(prefix: str) -> list[dict]:
@@ -28,85 +24,6 @@ def documents(prefix: str) -> list[dict]:
         }
         for i in range(DOCUMENTS_EACH)
     ]
-
-
-def work(address: str, prefix: str, start: threading.Barrier) -> dict:
-    """One replica's share: race the other for the collection `shared`, ingest its documents,
-    retrieve and observe some of them, create and delete a collection of its own, and play two
-    turns of an inquiry (left open)."""
-    with Client(address) as client:
-        inquiry = client.inquire("bulls_and_cows", InquiryPolicy(question_selection="eig"))
-        play(inquiry, SECRETS[prefix], stop_after=2)
-        start.wait()
-        try:
-            client.create_collection("shared")
-            created = True
-        except SoundingError as error:
-            assert error.code == grpc.StatusCode.ALREADY_EXISTS
-            created = False
-        start.wait()  # both know it exists before either ingests
-        list(client.ingest("shared", documents(prefix)))
-        outcomes = []
-        for i in range(0, DOCUMENTS_EACH, 3):
-            final = client.retrieve_final("shared", f"{prefix} buoy {i + 3} fathoms", top_k=3)
-            outcomes.append(RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,)))
-        observed = client.observe(outcomes)
-        own = f"own-{prefix}"
-        client.create_collection(own)
-        list(client.ingest(own, documents(own)[:2]))
-        client.delete_collection(own)
-        return {
-            "created": created,
-            "session": inquiry.session_id,
-            "observed": observed.recorded,
-            "sent": len(outcomes),
-        }
-
-
-@pytest.fixture(params=["local directory", "object storage"])
-def store(request, tmp_path):
-    """(data directory of the replicas, environment) for a store of either kind."""
-    if request.param == "local directory":
-        return lambda name: tmp_path / "shared", {}
-    _, _, env = request.getfixturevalue("object_store")
-    return lambda name: tmp_path / name, env
-
-
-def test_two_orchestrators_write_one_store_at_once_and_a_third_finds_all_they_acknowledged(
-    stack, store, tmp_path
-):
-    data_dir, env = store
-    replicas = [replica(stack, data_dir(name), tmp_path / name / "logs", env) for name in ("a", "b")]
-    try:
-        with ThreadPoolExecutor(2) as pool:  # both open the store at once
-            list(pool.map(lambda r: r.start_orchestrator(), replicas))
-        start = threading.Barrier(2)
-        with ThreadPoolExecutor(2) as pool:
-            addresses = [running.settings.address for running in replicas]
-            shares = list(pool.map(work, addresses, ("north", "south"), (start, start)))
-    finally:
-        for running in replicas:
-            running.stop()
-
-    assert sorted(share["created"] for share in shares) == [False, True]  # exactly one created it
-    for share in shares:
-        assert share["observed"] == share["sent"]
-    later = replica(stack, data_dir("c"), tmp_path / "c" / "logs", env)
-    later.start_orchestrator()
-    try:
-        with Client(later.settings.address) as client:
-            assert [c.name for c in client.list_collections()] == ["shared"]
-            assert client.get_collection("shared").document_count == 2 * DOCUMENTS_EACH
-            found = client.retrieve_final("shared", "the south buoy read 7 fathoms", top_k=1)
-            assert found.hits[0].document_id == "south-4"
-            assert client.strategy_metrics().observations == sum(s["sent"] for s in shares)
-            for share, secret in zip(shares, SECRETS.values(), strict=True):
-                events = play(client.resume_inquiry(share["session"]), secret)
-                # The question pending when the stream closed: after two answers, the third.
-                assert next(e for e in events if isinstance(e, Ask)).turn == 3
-                assert isinstance(events[-1], InquiryAnswer) and events[-1].answer == secret
-    finally:
-        later.stop()
 
 
 def plan_scores(client: Client, collection: str, query: str) -> dict[str, float]:
