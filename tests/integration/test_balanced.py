@@ -125,7 +125,8 @@ def drive(address: str, secret: str, arrived: list[threading.Barrier], go: list[
     """Play a game through the balancer, one answer per phase: at each phase's Ask, wait for the
     phase's restart to be done. (events, resumes)."""
     events = []
-    with Client(address, timeout=600, resume_within_s=RESUME_WITHIN_S) as client:
+    balancing = address.startswith("ipv4:")  # the client's own round robin over the orchestrators
+    with Client(address, timeout=600, resume_within_s=RESUME_WITHIN_S, round_robin=balancing) as client:
         inquiry = client.inquire("bulls_and_cows", InquiryPolicy(question_selection="eig"))
         phase = 0
         for event in inquiry:

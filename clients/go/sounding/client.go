@@ -29,6 +29,10 @@ type Options struct {
 	CAFile string
 	// CertFile and KeyFile: a client certificate, for servers that require mutual TLS.
 	CertFile, KeyFile string
+	// RoundRobin spreads calls over every address the target resolves to (a Kubernetes headless
+	// Service's dns:/// name gives one per orchestrator). Not the default: while its one address
+	// is down, a round-robin connection fails calls at once.
+	RoundRobin bool
 }
 
 // Client holds one connection; its methods are safe for concurrent use.
@@ -39,14 +43,12 @@ type Client struct {
 	tools    soundingv1.ToolServiceClient
 }
 
-// serviceConfig spreads calls round robin over every address the target resolves to (a
-// Kubernetes headless Service's dns:/// name gives one per orchestrator), and retries the reads
-// when the server is unavailable (draining, restarting: the next attempt may reach another
-// orchestrator) before it answered; no other call is retried, since it may have taken effect. A
-// Retrieve changes nothing but its own record. grpc-go before 1.40 retries only with the
-// environment variable GRPC_GO_RETRY=on.
-const serviceConfig = `{
-  "loadBalancingConfig": [{"round_robin": {}}],
+// serviceConfig (with Options.RoundRobin's balancing in place of %s) retries the reads when the
+// server is unavailable (draining, restarting: the next attempt may reach another orchestrator)
+// before it answered; no other call is retried, since it may have taken effect. A Retrieve
+// changes nothing but its own record. grpc-go before 1.40 retries only with the environment
+// variable GRPC_GO_RETRY=on.
+const serviceConfig = `{%s
   "methodConfig": [{
     "name": [
       {"service": "sounding.v1.CorpusService", "method": "GetCollection"},
@@ -72,8 +74,13 @@ const serviceConfig = `{
 func Dial(address string, options Options) (*Client, error) {
 	dialOptions := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
+	balancing := ""
+	if options.RoundRobin {
+		balancing = `
+  "loadBalancingConfig": [{"round_robin": {}}],`
+	}
+	dialOptions = append(dialOptions, grpc.WithDefaultServiceConfig(fmt.Sprintf(serviceConfig, balancing)))
 	secure := options.CAFile != ""
 	if secure {
 		config, err := tlsConfig(options)

@@ -41,7 +41,9 @@ class AsyncClient(AsyncConnection):
     streams async iterators), `Client` blocking (iterators). `token`: sent as a bearer token on
     every call; `ca_file`: TLS, verifying the server against this CA bundle; `cert_file` and
     `key_file`: the client certificate for mutual TLS. `timeout`: each call's, in seconds.
-    `resume_within_s`: how long an inquiry keeps resuming a stream that broke (`AsyncInquiry`)."""
+    `resume_within_s`: how long an inquiry keeps resuming a stream that broke (`AsyncInquiry`).
+    `round_robin`: spread calls over every address the target resolves to (README, "Scaling
+    out")."""
 
     def __init__(
         self,
@@ -53,8 +55,9 @@ class AsyncClient(AsyncConnection):
         cert_file: PathType | None = None,
         key_file: PathType | None = None,
         resume_within_s: float = RESUME_WITHIN_S,
+        round_robin: bool = False,
     ):
-        super().__init__(address, token, ca_file, cert_file, key_file)
+        super().__init__(address, token, ca_file, cert_file, key_file, round_robin)
         self.timeout = timeout
         self.resume_within_s = resume_within_s
 

@@ -24,9 +24,6 @@ RETRIED_READS = {
     "sounding.v1.ToolService": ("ListTools", "RouteTool", "GetToolMetrics"),
 }
 SERVICE_CONFIG = {
-    # Calls spread over every address the target resolves to (a Kubernetes headless Service's
-    # dns:/// name gives one per orchestrator); one address is used as it is.
-    "loadBalancingConfig": [{"round_robin": {}}],
     "methodConfig": [
         {
             "name": [
@@ -44,9 +41,13 @@ SERVICE_CONFIG = {
         }
     ],
 }
+# With `round_robin`, calls spread over every address the target resolves to (a Kubernetes
+# headless Service's dns:/// name gives one per orchestrator). Not the default: while its one
+# address is down, a round-robin channel fails calls at once, where the default waits for the
+# connection it is making.
+ROUND_ROBIN = {"loadBalancingConfig": [{"round_robin": {}}]}
 CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 1),
-    ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     # Reconnect within a second or two after the server restarts, not after minutes of backoff.
@@ -68,13 +69,16 @@ class _Connection:
         ca_file: PathType | None,
         cert_file: PathType | None,
         key_file: PathType | None,
+        round_robin: bool = False,
     ):
         make_secure, make_insecure = self._channel_factories
         security = channel_credentials(token, ca_file, cert_file, key_file)
+        config = {**SERVICE_CONFIG, **(ROUND_ROBIN if round_robin else {})}
+        options = [*CHANNEL_OPTIONS, ("grpc.service_config", json.dumps(config))]
         if security is None:
-            self._channel = make_insecure(address, options=CHANNEL_OPTIONS)
+            self._channel = make_insecure(address, options=options)
         else:
-            self._channel = make_secure(address, security, options=CHANNEL_OPTIONS)
+            self._channel = make_secure(address, security, options=options)
         self._sounding = sounding_pb2_grpc.SoundingServiceStub(self._channel)
         self._corpus = corpus_pb2_grpc.CorpusServiceStub(self._channel)
         self._tools = tools_pb2_grpc.ToolServiceStub(self._channel)
