@@ -8,20 +8,24 @@ Protocol, fixed before the first run:
   orchestrators share the same CPUs, so the throughput figures show the cost of the extra
   processes, not scaling (the result records the core count).
 - Propagation (two orchestrators A and B, the defaults): `trials` times, for the next query, B's
-  plan scores are read twice (a Retrieve cancelled at its Plan event; a trial whose two reads
-  differ is void: B's scores move by themselves, so there is no change to wait for), the query is
-  retrieved on A and its outcome (the top hit used, feedback "helpful") observed on A, and A's
-  plan scores read again (a trial where they did not move is void: the outcome carries no
-  signal); from A's acknowledgement, B's plan scores are read back to back until they equal A's
-  (to 1e-6, relative), for up to PROPAGATION_TIMEOUT_S (else counted unseen). The delay is to the
-  end of the first read that equals, an upper bound (one read's latency is in it; their median
-  is reported).
+  plan scores are read twice (a Retrieve with every selectable arm requested, cancelled at its
+  Plan event: each arm's score is then the upper score of its own one-arm plan, a function of
+  the learned state and the query alone; a trial whose two reads differ is void: B's scores
+  move by themselves, so there is no change to wait for), the query is retrieved on A and its
+  outcome (the top hit used, feedback "helpful") observed on A, and A's plan scores read again
+  (a trial where they did not move is void: the outcome carries no signal); from A's
+  acknowledgement, B's plan scores are read back to back until they equal A's (to 1e-6,
+  relative), for up to PROPAGATION_TIMEOUT_S (else counted unseen). The delay is to the end of
+  the first read that equals, an upper bound (one read's latency is in it; their median is
+  reported).
 - Shared state's cost (one orchestrator): the default (the store followed every 0.5 s) against
   following it every 60 s (the longest setting: the single process of before followed nothing),
-  alternating, `rounds` rounds each, each on an orchestrator started for it: `clients` threads
-  run Retrieves back to back for `seconds`, then one Observe stream carries an outcome for each
-  of those retrievals, timed to its acknowledgement. Per mode, pooled over its rounds: Retrieve
-  p50 and p95, Retrieves/s, Observe events/s; and shared / single.
+  alternating, `rounds` rounds each, each on an orchestrator started for it on the store as it
+  was when the phase began (copied then and put back before every round, so every round starts
+  from the same documents and learned state): `clients` threads run Retrieves back to back for
+  `seconds`, then one Observe stream carries an outcome for each of those retrievals, timed to
+  its acknowledgement. Per mode, pooled over its rounds: Retrieve p50 and p95, Retrieves/s,
+  Observe events/s; and shared / single.
 - Throughput through Envoy (`sounding_bench.balancer`) in front of 1, 2 and 3 orchestrators:
   `clients` threads running Retrieves back to back for `seconds`: Retrieves/s, p50, p95.
 In this order: propagation; throughput (on A, then A and B, then a third); shared state's cost.
@@ -73,11 +77,12 @@ def _ms(seconds: float) -> float:
     return round(1000 * seconds, 1)
 
 
-def plan_scores(client, query: str) -> dict[str, float]:
-    """The orchestrator's plan scores for `query` (the Retrieve is cancelled at its Plan)."""
+def plan_scores(client, query: str, arms: tuple[str, ...] = ()) -> dict[str, float]:
+    """The orchestrator's plan scores for `query` with `arms` requested (the selector's own plan
+    when none are), from a Retrieve cancelled at its Plan."""
     from sounding_client import Plan
 
-    for event in client.retrieve(COLLECTION, query, top_k=TOP_K):
+    for event in client.retrieve(COLLECTION, query, top_k=TOP_K, arms=list(arms)):
         if isinstance(event, Plan):
             return {a.arm: round(a.score, 9) for a in event.arms}
     raise RuntimeError("a Retrieve without a Plan")
@@ -103,9 +108,9 @@ class Orchestrators:
 
 def closed_loop(
     address: str, queries: list[str], clients: int, seconds: float
-) -> tuple[list[float], list[str]]:
+) -> tuple[list[float], list[tuple[str, str]]]:
     """`clients` threads running Retrieves back to back for `seconds`: each one's latency, and
-    the retrieval ids made (in the order they were made)."""
+    each retrieval's id with its top hit's document id ("" for none), in the order made."""
     from sounding_client import Client
 
     latencies: list[float] = []
@@ -140,7 +145,7 @@ def closed_loop(
         thread.join()
     if failures:
         raise RuntimeError(f"{len(failures)} Retrieves failed: {sorted(set(failures))}")
-    return latencies, [f"{r}\t{d}" for r, d in made]
+    return latencies, made
 
 
 def load_figures(latencies: list[float], seconds: float) -> dict:
@@ -165,23 +170,24 @@ def propagation(a: Stack, b: Stack, queries: list[str], trials: int) -> dict:
     delays, reads, void = [], [], {"unchanged_on_a": 0, "unsteady_on_b": 0}
     unseen = 0
     with Client(a.settings.address) as here, Client(b.settings.address) as there:
+        arms = tuple(plan_scores(here, queries[0]))  # every arm the selector chooses among
         for trial in range(trials):
             query = queries[trial % len(queries)]
-            before_here, before_there = plan_scores(here, query), plan_scores(there, query)
-            if not _same(plan_scores(there, query), before_there):
+            before_here, before_there = plan_scores(here, query, arms), plan_scores(there, query, arms)
+            if not _same(plan_scores(there, query, arms), before_there):
                 void["unsteady_on_b"] += 1  # reading B's plan moved it: no signal to wait for
                 continue
             final = here.retrieve_final(COLLECTION, query, top_k=TOP_K, omit_text=True)
             top = (final.hits[0].document_id,) if final.hits else ()
             here.observe([RetrievalOutcome(final.retrieval_id, top, feedback="helpful")])
             acknowledged = time.perf_counter()
-            after_here = plan_scores(here, query)
+            after_here = plan_scores(here, query, arms)
             if _same(after_here, before_here):
                 void["unchanged_on_a"] += 1
                 continue
             while True:
                 started = time.perf_counter()
-                arrived = _same(plan_scores(there, query), after_here)
+                arrived = _same(plan_scores(there, query, arms), after_here)
                 reads.append(time.perf_counter() - started)
                 if arrived:
                     delays.append(time.perf_counter() - acknowledged)
@@ -191,6 +197,7 @@ def propagation(a: Stack, b: Stack, queries: list[str], trials: int) -> dict:
                     break
     return {
         "trials": trials,
+        "arms_requested": list(arms),
         "measured": len(delays),
         "void": void,
         "unseen_within_timeout": unseen,
@@ -210,18 +217,23 @@ def shared_state_cost(
     pooled: dict[str, dict[str, list[float]]] = {
         m: {"latencies": [], "observe_rates": []} for m in FOLLOW_EVERY
     }
+    store = Path(orchestrators.settings.store_location.uri)  # the run's own local directory
+    snapshot = store.with_name(f"{store.name}-at-start")
+    shutil.rmtree(snapshot, ignore_errors=True)
+    shutil.copytree(store, snapshot)
     rounds = []
     for round_ in range(spec.rounds):
         for mode, every in FOLLOW_EVERY.items():
             console.print(f"round {round_ + 1}: following the store every {every} s")
+            shutil.rmtree(store)
+            shutil.copytree(snapshot, store)
             orchestrator = orchestrators.start({"SOUNDING_STORE__FOLLOW_INTERVAL_S": every})
             try:
                 latencies, made = closed_loop(
                     orchestrator.settings.address, queries, spec.clients, spec.seconds
                 )
                 outcomes = []
-                for line in made:
-                    retrieval_id, top = line.split("\t")
+                for retrieval_id, top in made:
                     outcomes.append(RetrievalOutcome(retrieval_id, (top,) if top else ()))
                 with Client(orchestrator.settings.address, timeout=300) as client:
                     started = time.perf_counter()

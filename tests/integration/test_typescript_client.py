@@ -46,14 +46,14 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
     assert seen["route_before"] != "search_web" and seen["route_after"] == "search_web"
     assert seen["observer_sent"] == 4 and seen["tool_events_processed"] == 4
     # The observer's contract (the spec's non-blocking hand-off: observe only queues, a full queue
-    # drops) with a server that accepts connections and never answers. Speed is not asserted
-    # (benchmarks measure it): 10,000 calls return within seconds where one observe that waited on
-    # the network would wait for its call timeout (2 min); the queue of 1,000 refuses the rest;
-    # nothing is recorded; close aborts what waits rather than waiting for the call timeout.
-    assert seen["observe_calls"] == 10000 and seen["observe_total_millis"] < 10_000, seen
+    # drops) with a server that takes every call and holds it for longer than this test waits:
+    # all 10,000 calls returned while the first batch was held (none sent or failed yet), so none
+    # waited on the network, whatever the machine's speed; the queue of 1,000 refuses the rest;
+    # nothing is recorded; and the program finished, so close aborted what was held rather than
+    # waiting out its hour-long timeout.
+    assert seen["observe_calls"] == 10000 and seen["silent_settled_while_observing"] == 0, seen
     assert seen["silent_dropped_on_full"] == 9000, seen
     assert seen["silent_sent"] == 0 and seen["silent_dropped_or_failed"] == 10000, seen
-    assert seen["silent_close_millis"] < 10_000, seen
 
 
 def test_the_typescript_client_resumes_an_inquiry_whose_server_restarted_under_it(stack, livetest, tmp_path):

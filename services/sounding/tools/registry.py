@@ -98,9 +98,15 @@ class ToolRegistry:
                 changed.append(toolset)
         return changed
 
-    async def _reload_tools(self) -> None:
+    async def _reload_tools(self, versions: tuple[int, int] | None = None) -> None:
+        """Take in the tools table if it moved since it was last read (`versions`: the store's
+        versions, read now if not given)."""
+        versions = versions or await self._store.versions()
+        if self._versions is not None and versions[0] == self._versions[0]:
+            return
         for toolset in self._load_tools(await self._store.tools()):
             self._refold(toolset, set(toolset.tools) | set(toolset.centroids))
+        self._versions = (versions[0], self._versions[1] if self._versions is not None else -1)
 
     async def catch_up(self) -> None:
         """Take in the tools and exemplars other processes wrote since the last look (README,
@@ -109,10 +115,8 @@ class ToolRegistry:
         if versions == self._versions:
             return
         async with self._lock:
-            tools_moved = self._versions is None or versions[0] != self._versions[0]
+            await self._reload_tools(versions)
             self._versions = versions
-            if tools_moved:
-                await self._reload_tools()
             self.add_exemplars(await self._store.exemplars_since(self._seen.since_us))
 
     def has(self, toolset: str) -> bool:

@@ -4,6 +4,7 @@ scripted teachers standing in for the sidecar."""
 import asyncio
 import hashlib
 import re
+from unittest.mock import AsyncMock
 
 import numpy as np
 import pytest
@@ -396,3 +397,22 @@ def test_two_orchestrators_on_one_store_record_every_event_once_and_route_with_w
     assert metrics.events == 8 and metrics.processed == 8 and metrics.labels_free == 8
     assert counts == [{"get_weather": 4, "book_flight": 4}] * 3
     assert weather[0] == pytest.approx(weather[1], rel=1e-6)  # both route with all 8 exemplars
+
+
+def test_a_put_builds_on_another_orchestrators_version_and_the_tools_are_read_only_when_they_moved(tmp_path):
+    async def run():
+        _, registry_a, learner_a = await open_learner(tmp_path)
+        store_b, registry_b, learner_b = await open_learner(tmp_path)
+        store_b.tools = AsyncMock(side_effect=store_b.tools)  # counts the reads of the tools table
+        await registry_a.put("ts", TOOLS[:1])
+        put = await registry_b.put("ts", TOOLS[1:2])  # A's version 1 is read and built on
+        await registry_b.catch_up()  # B's own put moved the table: read once more
+        await registry_b.catch_up()  # nothing moved: nothing read
+        deleted = await registry_b.delete("ts", [TOOLS[0].name])  # nothing moved: nothing read
+        for learner in (learner_a, learner_b):
+            await learner.close()
+        return put, deleted, store_b.tools.await_count
+
+    put, deleted, reads = asyncio.run(run())
+    assert put == (2, 2) and deleted == (3, 1)
+    assert reads == 2

@@ -16,6 +16,8 @@ import (
 	"sort"
 	"time"
 
+	"google.golang.org/grpc"
+
 	soundingv1 "sounding.dev/client/gen/sounding/v1"
 	"sounding.dev/client/sounding"
 )
@@ -40,23 +42,24 @@ type report struct {
 	RouteAfter          string `json:"route_after"`
 	ObserverSent        int64  `json:"observer_sent"`
 	ToolEventsProcessed int64  `json:"tool_events_processed"`
-	// The observer's contract with a server that accepts connections and never answers: the
-	// Observe calls that returned and how long all of them took, the slowest percentile (for
-	// information; speed is measured by benchmarks), the events a full queue refused, what was
-	// recorded, dropped or given up once closed, and how long Close took.
-	ObserveCalls        int     `json:"observe_calls"`
-	ObserveTotalMillis  int64   `json:"observe_total_millis"`
-	ObserveP99Micros    float64 `json:"observe_p99_micros"`
-	SilentDroppedOnFull int64   `json:"silent_dropped_on_full"`
-	SilentSent          int64   `json:"silent_sent"`
-	SilentDropped       int64   `json:"silent_dropped_or_failed"`
-	SilentCloseMillis   int64   `json:"silent_close_millis"`
+	// The observer's contract with a server that takes every call and never answers: the
+	// Observe calls that returned, the batches sent or failed by the time they had all returned,
+	// the slowest percentile (for information; speed is measured by benchmarks), the events a
+	// full queue refused, and what was recorded, dropped or given up once closed.
+	ObserveCalls          int     `json:"observe_calls"`
+	SettledWhileObserving int64   `json:"silent_settled_while_observing"`
+	ObserveP99Micros      float64 `json:"observe_p99_micros"`
+	SilentDroppedOnFull   int64   `json:"silent_dropped_on_full"`
+	SilentSent            int64   `json:"silent_sent"`
+	SilentDropped         int64   `json:"silent_dropped_or_failed"`
 }
 
-// The observer's queue with the silent server, and how long one of its Observe calls may wait.
+// The observer's queue with the silent server, and how long one of its Observe calls may wait:
+// longer than the test that runs this program waits for it, so an Observe or a Close that waited
+// on the call would never let the program finish, however fast the machine.
 const (
 	silentQueueSize   = 1000
-	silentCallTimeout = 2 * time.Minute
+	silentCallTimeout = time.Hour
 )
 
 func main() {
@@ -222,48 +225,35 @@ func tools(ctx context.Context, client *sounding.Client, toolset string, out *re
 	out.RouteAfter = after.Top1
 }
 
-// silentObserver makes 10,000 Observe calls with an observer whose server accepts connections and
-// never answers, then closes it within 200 ms. Observe only queues (the spec's non-blocking
-// hand-off), so the calls return while the first batch waits on the silent server; an Observe
-// that waited for the network would take the connection's or the call's timeout (20 s, 2 min).
+// silentObserver makes 10,000 Observe calls with an observer whose server takes every call and
+// holds it unanswered, then closes it within 200 ms. Observe only queues (the spec's non-blocking
+// hand-off), so every call returns while the first batch is still held, and Close cancels that
+// batch rather than waiting out the call timeout.
 func silentObserver(out *report) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
-	defer listener.Close()
-	go func() {
-		var held []net.Conn // accepted, never read from or written to
-		defer func() {
-			for _, conn := range held {
-				conn.Close()
-			}
-		}()
-		for {
-			conn, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, conn)
-		}
-	}()
+	holding := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		<-stream.Context().Done()
+		return stream.Context().Err()
+	}))
+	go func() { _ = holding.Serve(listener) }()
+	defer holding.Stop()
 	client, err := sounding.Dial(listener.Addr().String(), sounding.Options{})
 	check(err)
 	defer client.Close()
 	observer := sounding.NewToolUseObserver(client, sounding.ObserverOptions{QueueSize: silentQueueSize, CallTimeout: silentCallTimeout})
 	took := make([]time.Duration, 10000)
-	started := time.Now()
 	for i := range took {
 		called := time.Now()
 		observer.Observe("tools", "request", "shell", nil, nil)
 		took[i] = time.Since(called)
 		out.ObserveCalls++
 	}
-	out.ObserveTotalMillis = time.Since(started).Milliseconds()
+	out.SettledWhileObserving = observer.Sent.Load() + observer.Failed.Load()
 	out.SilentDroppedOnFull = observer.Dropped.Load()
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	out.ObserveP99Micros = float64(took[len(took)*99/100]) / float64(time.Microsecond)
-	started = time.Now()
 	observer.Close(200 * time.Millisecond)
-	out.SilentCloseMillis = time.Since(started).Milliseconds()
 	out.SilentSent = observer.Sent.Load()
 	out.SilentDropped = observer.Dropped.Load() + observer.Failed.Load()
 }
