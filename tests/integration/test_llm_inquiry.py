@@ -98,6 +98,30 @@ def test_a_session_scores_every_rule_records_its_states_and_calibrates_the_next(
     assert signal.threshold == pytest.approx(report.diagnostics["tau"])
 
 
+def test_calibrate_chooses_the_threshold_by_the_prefix_rule_asked_for(client):
+    # 40 right states, 10 wrong, then 400 right: fixed-sequence testing (the default) stops
+    # where the errors start; the specification's largest prefix looks past them. (Its own task
+    # key, "gn+weights", so that no other test's sessions read these thresholds.)
+    states = [CalibrationState(float(i), 40 <= i < 50) for i in range(450)]
+    reports = {
+        rule: list(
+            client.calibrate(
+                "stop_threshold",
+                task="gn+weights",
+                regime="collapse",
+                stop_rule="mi_only",
+                states=states,
+                threshold_rule=rule,
+            )
+        )[-1]
+        for rule in ("", "largest_prefix")
+    }
+    assert "(fixed_sequence)" in reports[""].summary and reports[""].diagnostics["tau"] < 40
+    assert "(largest_prefix)" in reports["largest_prefix"].summary
+    assert reports["largest_prefix"].diagnostics["tau"] > 50
+    assert reports["largest_prefix"].diagnostics["risk_upper_bound"] <= 0.1
+
+
 def test_bad_llm_requests_name_the_field(client):
     with pytest.raises(SoundingError) as bad_rule:
         list(run_session(client, "coin_flip", FAST)[1])
@@ -109,3 +133,17 @@ def test_bad_llm_requests_name_the_field(client):
     with pytest.raises(SoundingError) as bad_calibration:
         list(client.calibrate("stop_threshold", task="dc", regime="hot"))
     assert bad_calibration.value.field_violations[0].field == "regime"
+    with pytest.raises(SoundingError) as bad_prefix_rule:
+        list(client.calibrate("stop_threshold", task="dc", regime="normal", threshold_rule="smallest"))
+    assert bad_prefix_rule.value.field_violations[0].field == "threshold_rule"
+    with pytest.raises(SoundingError) as set_rule:
+        list(
+            client.calibrate(
+                "stop_threshold",
+                task="dc",
+                regime="normal",
+                stop_rule="cip_lite",
+                threshold_rule="largest_prefix",
+            )
+        )
+    assert set_rule.value.field_violations[0].field == "threshold_rule"

@@ -157,6 +157,9 @@ def calibrate(
     one_state_per_session: bool = typer.Option(
         False, help="stop_threshold: fit on one state per recorded session (episode-level calibration)"
     ),
+    threshold_rule: str = typer.Option(
+        "", help="stop_threshold: fixed_sequence (default, the bound holds) or largest_prefix (the spec's)"
+    ),
     plot: Path = typer.Option(None, help="draw the fit's diagram into this PNG (the [plot] extra)"),
     address: str = ADDRESS,
     token: str = TOKEN,
@@ -180,6 +183,7 @@ def calibrate(
             stop_rule=stop_rule,
             collection=collection,
             one_state_per_session=one_state_per_session,
+            threshold_rule=threshold_rule,
         )
         for event in events:
             if isinstance(event, CalibrationReport):

@@ -17,7 +17,7 @@ import random
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
-from sounding.core import homogeneity, stop_rules
+from sounding.core import homogeneity, risk_control, stop_rules
 from sounding.inquiry.llm import ablations, outcomes, tasks
 from sounding.inquiry.llm.assessment import REGIMES
 from sounding.inquiry.llm.domain import DEFAULT_STOP_RULE, Threshold, threshold_key, threshold_prefix
@@ -59,6 +59,7 @@ class StopThresholdRequest:
     alpha: float = 0.05
     states: tuple[InlineState, ...] = ()
     one_state_per_session: bool = False
+    threshold_rule: risk_control.Rule = "fixed_sequence"
 
 
 def one_per_session(states: Sequence[InquiryState]) -> list[InquiryState]:
@@ -190,7 +191,12 @@ class InquiryLearning:
                     states = one_per_session(states)
             yield CalibrationProgress("fitting", 0.4)
             fitted = await asyncio.to_thread(
-                stop_thresholds.fit, states, request.stop_rule, request.delta, request.alpha
+                stop_thresholds.fit,
+                states,
+                request.stop_rule,
+                request.delta,
+                request.alpha,
+                request.threshold_rule,
             )
             target = threshold_key(request.task, request.regime, request.stop_rule, request.bucket)
             previous = (await self._log.calibrations_with_prefix(target)).get(target)
@@ -248,4 +254,10 @@ def _validate(request: StopThresholdRequest) -> None:
     if request.stop_rule not in stop_rules.STOP_RULES:
         raise errors.InvalidArgument(
             f"stop_rule must be one of {', '.join(stop_rules.STOP_RULES)}", field="stop_rule"
+        )
+    if request.stop_rule in stop_rules.SET_RULES and request.threshold_rule != "fixed_sequence":
+        raise errors.InvalidArgument(
+            f"{request.stop_rule} is a set rule: its threshold is the conformal quantile, which no "
+            "prefix rule chooses",
+            field="threshold_rule",
         )

@@ -1,9 +1,10 @@
 """Fitting a stop rule's threshold from recorded states (robust-MI spec §2.5.3, §3.3, §3.5).
 
 Score rules (lower is readier): τ by the Clopper–Pearson risk control of core.risk_control, so
-that the error rate among answered states is at most δ with confidence 1 − α; τ = −∞ (never
-answer) when no prefix qualifies. `verbalized_confidence` first maps the stated confidence to
-accuracy with an isotonic fit and controls the risk of 1 − mapped confidence. Set rules
+that the error rate among answered states is at most δ with confidence 1 − α (approximately,
+under the `largest_prefix` rule); τ = −∞ (never answer) when no prefix qualifies.
+`verbalized_confidence` first maps the stated confidence to accuracy with an isotonic fit and
+controls the risk of 1 − mapped confidence. Set rules
 (`knowno_set_size`, `cip_lite`): the split-conformal quantile q of the nonconformity scores at
 miscoverage δ.
 """
@@ -35,8 +36,16 @@ class StopThresholdFit:
     curves: tuple[Curve, ...]
 
 
-def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -> StopThresholdFit:
-    """FailedPrecondition when fewer than MIN_STATES states carry the rule's score."""
+def fit(
+    states: Sequence[InquiryState],
+    rule: str,
+    delta: float,
+    alpha: float,
+    threshold_rule: risk_control.Rule = "fixed_sequence",
+) -> StopThresholdFit:
+    """A score rule's τ chosen by `threshold_rule` (core.risk_control), or a set rule's quantile
+    (which no prefix rule chooses); FailedPrecondition when fewer than MIN_STATES states carry
+    the rule's score."""
     if rule not in stop_rules.STOP_RULES:
         raise errors.InvalidArgument(
             f"stop_rule must be one of {', '.join(stop_rules.STOP_RULES)}", field="stop_rule"
@@ -74,7 +83,7 @@ def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -
         scores = (1.0 - isotonic(stated)).tolist()
     else:
         scores = [s.scores[rule] for s in usable]
-    fitted = risk_control.calibrate_threshold(scores, erred, delta, alpha)
+    fitted = risk_control.calibrate_threshold(scores, erred, delta, alpha, threshold_rule)
     never = fitted.never_answer
     diagnostics = {
         "tau": -1.0 if never else fitted.tau,
@@ -88,15 +97,22 @@ def fit(states: Sequence[InquiryState], rule: str, delta: float, alpha: float) -
     if fitted.empirical_risk is not None and fitted.upper_bound is not None:
         diagnostics["empirical_risk"] = fitted.empirical_risk
         diagnostics["risk_upper_bound"] = fitted.upper_bound
+    fitted_by = f"{rule} ({threshold_rule})"
     summary = (
-        f"{rule}: never answer (no prefix of the {len(usable)} states has an upper risk bound <= {delta})"
+        f"{fitted_by}: never answer (no prefix of the {len(usable)} states has an upper "
+        f"risk bound <= {delta})"
         if never
-        else f"{rule}: tau = {fitted.tau:.4g} answers {fitted.answered} of {len(usable)} states with "
+        else f"{fitted_by}: tau = {fitted.tau:.4g} answers {fitted.answered} of {len(usable)} states with "
         f"empirical risk {fitted.empirical_risk:.3f}, upper bound {fitted.upper_bound:.3f} <= delta {delta}"
     )
     return StopThresholdFit(
         rule,
-        {"value": None if never else fitted.tau, "never_answer": never, "confidence_map": confidence_map},
+        {
+            "value": None if never else fitted.tau,
+            "never_answer": never,
+            "confidence_map": confidence_map,
+            "threshold_rule": threshold_rule,
+        },
         len(usable),
         summary,
         diagnostics,

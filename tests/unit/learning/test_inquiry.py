@@ -141,3 +141,9 @@ def test_an_outcome_teaches_what_its_sessions_domain_learns_from():
         Rejected(1, "FAILED_PRECONDITION", f"session {claim.session_id!r} has not answered yet"),
     ]
     assert corpus.verdicts == [(answered.session_id, "papers", "SUPPORT")]
+
+
+def test_a_set_rules_threshold_is_chosen_by_no_prefix_rule():
+    with pytest.raises(errors.InvalidArgument, match="set rule") as refused:
+        _validate(StopThresholdRequest("gn", "normal", stop_rule="cip_lite", threshold_rule="largest_prefix"))
+    assert refused.value.field == "threshold_rule"

@@ -43,7 +43,12 @@ def test_the_threshold_answers_the_right_states_and_keeps_the_risk_bound():
 
 def test_all_wrong_states_never_answer():
     fitted = stop_thresholds.fit(states(np.linspace(0, 1, 50), np.ones(50), "mi_only"), "mi_only", 0.1, 0.05)
-    assert fitted.params == {"value": None, "never_answer": True, "confidence_map": None}
+    assert fitted.params == {
+        "value": None,
+        "never_answer": True,
+        "confidence_map": None,
+        "threshold_rule": "fixed_sequence",
+    }
     assert stop_thresholds.threshold_value(fitted.params) == -math.inf
 
 
@@ -72,3 +77,16 @@ def test_set_rules_fit_the_conformal_quantile():
 def test_too_few_states_is_a_failed_precondition():
     with pytest.raises(errors.FailedPrecondition):
         stop_thresholds.fit(states([0.1] * 3, [0] * 3), "robust_mi_risk", 0.1, 0.05)
+
+
+def test_the_specifications_largest_prefix_rule_looks_past_the_first_failing_prefix():
+    # 40 right states, 10 wrong, then 400 right: fixed-sequence testing stops where the errors
+    # start; the largest prefix under the bound takes in most of the later right states.
+    erred = [False] * 40 + [True] * 10 + [False] * 400
+    scores = np.arange(len(erred), dtype=float)
+    fixed = stop_thresholds.fit(states(scores, erred), "robust_mi_risk", 0.1, 0.05)
+    largest = stop_thresholds.fit(states(scores, erred), "robust_mi_risk", 0.1, 0.05, "largest_prefix")
+    assert fixed.params["threshold_rule"] == "fixed_sequence" and fixed.params["value"] < 40
+    assert largest.params["threshold_rule"] == "largest_prefix" and largest.params["value"] > 50
+    assert largest.diagnostics["risk_upper_bound"] <= 0.1
+    assert "(largest_prefix)" in largest.summary

@@ -125,6 +125,8 @@ def stop_threshold_request(request: sounding_pb2.CalibrateRequest, max_inline_st
             for s in request.states
         ),
         one_state_per_session=request.one_state_per_session,
+        # The request's validation admits "", "fixed_sequence" and "largest_prefix".
+        threshold_rule="largest_prefix" if request.threshold_rule == "largest_prefix" else "fixed_sequence",
     )
 
 

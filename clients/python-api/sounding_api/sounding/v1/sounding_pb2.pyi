@@ -666,7 +666,7 @@ class RejectedObservation(_message.Message):
     def __init__(self, index: _Optional[int] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CalibrateRequest(_message.Message):
-    __slots__ = ("target", "collection", "task", "regime", "bucket", "risk", "alpha", "stop_rule", "states", "one_state_per_session")
+    __slots__ = ("target", "collection", "task", "regime", "bucket", "risk", "alpha", "stop_rule", "states", "one_state_per_session", "threshold_rule")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -677,6 +677,7 @@ class CalibrateRequest(_message.Message):
     STOP_RULE_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     ONE_STATE_PER_SESSION_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_RULE_FIELD_NUMBER: _ClassVar[int]
     target: CalibrationTarget
     collection: str
     task: str
@@ -687,7 +688,8 @@ class CalibrateRequest(_message.Message):
     stop_rule: str
     states: _containers.RepeatedCompositeFieldContainer[CalibrationState]
     one_state_per_session: bool
-    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., collection: _Optional[str] = ..., task: _Optional[str] = ..., regime: _Optional[str] = ..., bucket: _Optional[str] = ..., risk: _Optional[float] = ..., alpha: _Optional[float] = ..., stop_rule: _Optional[str] = ..., states: _Optional[_Iterable[_Union[CalibrationState, _Mapping]]] = ..., one_state_per_session: _Optional[bool] = ...) -> None: ...
+    threshold_rule: str
+    def __init__(self, target: _Optional[_Union[CalibrationTarget, str]] = ..., collection: _Optional[str] = ..., task: _Optional[str] = ..., regime: _Optional[str] = ..., bucket: _Optional[str] = ..., risk: _Optional[float] = ..., alpha: _Optional[float] = ..., stop_rule: _Optional[str] = ..., states: _Optional[_Iterable[_Union[CalibrationState, _Mapping]]] = ..., one_state_per_session: _Optional[bool] = ..., threshold_rule: _Optional[str] = ...) -> None: ...
 
 class CalibrationState(_message.Message):
     __slots__ = ("score", "error", "stated_confidence")
