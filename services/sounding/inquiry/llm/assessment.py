@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol
 
@@ -32,6 +32,16 @@ from sounding.runtime import errors
 Diversity = Literal["weighted", "unweighted", "off"]
 Regime = Literal["normal", "collapse"]
 REGIMES: dict[Regime, tuple[float, float]] = {"normal": (0.7, 0.95), "collapse": (0.1, 1.0)}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a state's scores are measured with, from the thresholds in force for its homogeneity
+    bucket: the conformal quantile of the set rules, and the verbalized confidence's isotonic
+    map (None: the stated confidence as it is)."""
+
+    quantile: float
+    confidence_map: Callable[[float], float] | None = None
 
 
 class Backend(Protocol):
@@ -286,11 +296,11 @@ async def assess(
     rules: set[str],
     settings: SamplingSettings,
     rng: random.Random,
-    conformal_quantile: float,
-    confidence_map=None,
+    calibration: Callable[[str], Calibration],
 ) -> Assessment:
     """Measure the state for the given stop rules (the plain samples are always drawn: they give
-    the answer distribution and diagnostics)."""
+    the answer distribution and diagnostics); the set size and the mapped verbalized confidence
+    use `calibration` of the state's homogeneity bucket."""
     jobs = [sample_pairs(backend, problem, turns, "base", settings, "off", rng)]
     robust = "robust_mi_risk" in rules
     if robust:
@@ -321,15 +331,18 @@ async def assess(
         "self_consistency": 1.0 - max(distribution.values()),
         "semantic_entropy": stop_rules.semantic_entropy(distribution),
     }
-    set_size = len(stop_rules.prediction_set(distribution, conformal_quantile))
+    vectors = await backend.embed([a or t for a, t in zip(plain.initial, plain.initial_texts, strict=True)])
+    diagnostics = homogeneity.diagnose(plain.initial_texts, vectors, plain.initial_labels)
+    calibrated = calibration(diagnostics.bucket)
+    set_size = len(stop_rules.prediction_set(distribution, calibrated.quantile))
     scores["knowno_set_size"] = scores["cip_lite"] = float(set_size)
     if robust:
         scores["robust_mi_risk"] = max(s.mutual_information for s in sampled[1:])
     stated = tasks.parse_confidence(verbal_text) if verbalized else None
     if verbalized:
         confidence = stated if stated is not None else 0.0
-        if confidence_map is not None:
-            confidence = float(confidence_map(confidence))
+        if calibrated.confidence_map is not None:
+            confidence = float(calibrated.confidence_map(confidence))
         scores["verbalized_confidence"] = 1.0 - confidence
     answer, share = _majority(
         [
@@ -340,8 +353,6 @@ async def assess(
     )
     if answer == tasks.UNPARSED:  # no revision parsed: the plain initial answers' majority
         answer, share = _majority(list(zip(plain.initial, plain.initial_labels, plain.weights, strict=True)))
-    vectors = await backend.embed([a or t for a, t in zip(plain.initial, plain.initial_texts, strict=True)])
-    diagnostics = homogeneity.diagnose(plain.initial_texts, vectors, plain.initial_labels)
     sensitivity = {}
     if robust and settings.variants > 1:  # each variant's modal answer: its heaviest cluster
         modal = [

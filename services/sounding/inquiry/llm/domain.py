@@ -277,14 +277,18 @@ class LlmInquiry:
         else:
             await self._think(policy, turn, backend)
 
-    async def _think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
-        knowno = self.threshold("knowno_set_size", "") if "knowno_set_size" in self.rules else None
-        quantile = (knowno or self.threshold("cip_lite", "")).value
-        verbal = self.threshold("verbalized_confidence", "")
+    def calibration(self, bucket: str) -> assessment.Calibration:
+        """The set rules' quantile (knowno's when it is scored, else cip_lite's) and the verbalized
+        confidence's map in force for `bucket`, as `threshold` finds them."""
+        set_rule = "knowno_set_size" if "knowno_set_size" in self.rules else "cip_lite"
+        verbal = self.threshold("verbalized_confidence", bucket)
         confidence_map = None
         if verbal.confidence_map is not None:
             xs, ys = verbal.confidence_map
             confidence_map = lambda c: float(np.interp(c, xs, ys))  # noqa: E731
+        return assessment.Calibration(self.threshold(set_rule, bucket).value, confidence_map)
+
+    async def _think(self, policy: Policy, turn: int, backend: assessment.Backend) -> None:
         measured: Assessment = await assessment.assess(
             backend,
             self.problem,
@@ -293,10 +297,10 @@ class LlmInquiry:
             set(self.rules),
             self.sampling,
             self._rng(turn, "assess"),
-            quantile,
-            confidence_map,
+            self.calibration,
         )
         current = measured.to_json()
+        quantile = self.calibration(current["bucket"]).quantile
         turns = [(question, answer) for question, answer in self.turns]
         hypotheses = None
         if stop_rules.HYPOTHESIS_ENTROPY in self.rules:  # §3.7-§3.8: the set decides, its MAP answers

@@ -61,11 +61,25 @@ def test_a_collapsed_model_still_fills_k_samples():
     assert pairs.weights[0] > pairs.weights[-1]
 
 
-def assess(reply, rules, samples=4):
+def assess(reply, rules, samples=4, calibration=lambda bucket: assessment.Calibration(0.5)):
     backend = FakeBackend(reply)
     settings = SamplingSettings(samples=samples, max_tries=2)
-    measured = asyncio.run(assessment.assess(backend, DC, [], 0, set(rules), settings, random.Random(0), 0.5))
+    measured = asyncio.run(
+        assessment.assess(backend, DC, [], 0, set(rules), settings, random.Random(0), calibration)
+    )
     return measured, backend
+
+
+def test_the_set_size_is_measured_with_the_quantile_of_the_states_own_bucket():
+    asked = []
+
+    def calibration(bucket):  # a wide set only in the bucket this state falls in
+        asked.append(bucket)
+        return assessment.Calibration(0.6 if bucket == "low" else 0.3)
+
+    measured, _ = assess(cycling("Alice Archer", "Bruno Baker"), ["mi_only"], calibration=calibration)
+    assert measured.bucket == "low" and asked == ["low"]
+    assert measured.scores["cip_lite"] == 2.0  # both answers at p = 0.5 >= 1 - 0.6
 
 
 def test_unanimous_answers_score_zero_mutual_information_and_full_consistency():

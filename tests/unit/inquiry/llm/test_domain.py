@@ -111,6 +111,31 @@ def test_calibrated_thresholds_apply_per_bucket_and_never_answer_is_honoured():
     assert isinstance(ask, AskEvent)
 
 
+def test_the_verbalized_confidence_is_mapped_by_its_buckets_calibration():
+    def reply(messages, _):
+        if "confident" in messages[-1]["content"]:
+            return '{"suspect": "Bruno Baker", "confidence": 9}'
+        return (
+            messages[-2]["content"]
+            if messages[-1]["content"].startswith("Reconsider")
+            else ('{"suspect": "Bruno Baker"}')
+        )
+
+    # All states' map: nothing stated is worth anything; the "high" bucket's: all of it is.
+    thresholds = {
+        "verbalized_confidence": {
+            "": Threshold(0.2, 1, "", ((0.0, 1.0), (0.0, 0.0))),
+            "high": Threshold(0.2, 2, "high", ((0.0, 1.0), (1.0, 1.0))),
+        }
+    }
+    session = engine.start(dc_start("verbalized_confidence", max_turns=1), thresholds)
+    belief, answer = run(engine.advance(session, FakeBackend(reply)))
+    (signal,) = belief.stop_signals
+    # Unanimous answers are the "high" bucket: its map makes the stated 0.9 a certainty.
+    assert (signal.score, signal.calibration_version, signal.answers) == (0.0, 2, True)
+    assert isinstance(answer, AnswerEvent)
+
+
 def test_gn_ends_when_the_feedback_says_four_digits_are_in_place():
     replies = {"JSON list": '["1234"]'}
 
