@@ -211,15 +211,21 @@ def judge(
 
 
 def by_bucket(task: str, played: list[dict], episodes: list[dict], rules: Sequence[str]) -> dict:
-    """§4.3 axis 6: per homogeneity bucket and rule, the answers the rule gave at the bucket's
-    states (forced ones left out: their count and mean score, accuracy or F1) and the Spearman
-    correlation between its score and error over the bucket's visited states."""
+    """§4.3 axis 6: per homogeneity bucket, its states' count and the means of every diagnostic
+    they carry (axes 1-4: collapse, repetition, prompt sensitivity, simulator divergence); per
+    bucket and rule, the answers the rule gave at the bucket's states (forced ones left out:
+    their count and mean score, accuracy or F1) and the Spearman correlation between its score
+    and error over the bucket's visited states."""
     from scipy.stats import spearmanr
 
     choices = {e["id"]: e["choices"] for e in episodes}
     result: dict = {}
     for bucket in homogeneity.BUCKETS:
-        result[bucket] = {"states": sum(s.get("bucket") == bucket for e in played for s in e["states"])}
+        inside = [s for e in played for s in e["states"] if s.get("bucket") == bucket]
+        result[bucket] = {
+            "states": len(inside),
+            "homogeneity_mean": means([s["homogeneity"] for s in inside]),
+        }
         for rule in rules:
             answered, visited = [], []
             for episode in played:

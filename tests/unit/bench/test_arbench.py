@@ -69,21 +69,40 @@ def test_hypothesis_entropy_is_judged_by_its_own_answer_not_the_states():
 
 
 def test_by_bucket_reports_where_each_rule_answered_and_its_score_error_correlation():
-    def at(bucket, answer, **signals):
-        return {**state(answer, **signals), "bucket": bucket}
+    def at(bucket, answer, homogeneity=None, **signals):
+        return {**state(answer, **signals), "bucket": bucket, "homogeneity": homogeneity or {}}
 
     first = [
-        at("high", "1234", mi_only=(0.9, 0.1, False), self_consistency=(0.1, 0.2, True)),
-        at("low", "5678", mi_only=(0.05, 0.1, True), self_consistency=(0.0, 0.2, True)),
+        at(
+            "high",
+            "1234",
+            {"p_max": 1.0, "prompt_sensitivity": 0.5, "simulator_surprise": 2.0},
+            mi_only=(0.9, 0.1, False),
+            self_consistency=(0.1, 0.2, True),
+        ),
+        at("low", "5678", {"p_max": 0.25}, mi_only=(0.05, 0.1, True), self_consistency=(0.0, 0.2, True)),
     ]
     second = [
-        at("high", "5678", mi_only=(0.2, 0.1, False), self_consistency=(0.1, 0.2, True)),
+        at(
+            "high",
+            "5678",
+            {"p_max": 0.5, "prompt_sensitivity": 0.0},
+            mi_only=(0.2, 0.1, False),
+            self_consistency=(0.1, 0.2, True),
+        ),
         at("high", "5678", mi_only=(0.1, 0.1, False), self_consistency=(0.0, 0.2, True)),
     ]
     played = [{**trajectory("5678", first), "id": "0"}, {**trajectory("5678", second), "id": "1"}]
     episodes = [{"id": "0", "choices": []}, {"id": "1", "choices": []}]
     found = arbench.by_bucket("gn", played, episodes, ["mi_only", "self_consistency"])
     assert [found[b]["states"] for b in ("high", "medium", "low")] == [3, 0, 1]
+    # Every axis a bucket's states carry, averaged over those that carry it.
+    assert found["high"]["homogeneity_mean"] == {
+        "p_max": 0.75,
+        "prompt_sensitivity": 0.25,
+        "simulator_surprise": 2.0,
+    }
+    assert found["low"]["homogeneity_mean"] == {"p_max": 0.25} and found["medium"]["homogeneity_mean"] == {}
     # self_consistency answers at once in both: wrongly in the first, rightly in the second.
     assert found["high"]["self_consistency"]["answered"] == 2
     assert found["high"]["self_consistency"]["mean_score"] == 0.5
