@@ -111,6 +111,11 @@ class RememberedRetrievals:
                 return
             self._unlogged.difference_update(r.retrieval_id for r in batch)
 
+    def not_held(self, retrieval_ids: set[str]) -> set[str]:
+        """Those of the retrievals not in memory (neither recent nor waiting to be written)."""
+        unwritten = {r.retrieval_id for r in self._unwritten}
+        return {i for i in retrieval_ids if i not in self._recent and i not in unwritten}
+
     async def records(self, retrieval_ids: set[str]) -> dict[str, RetrievalRecord]:
         """The retrievals, from memory (recent, or still waiting to be written) or the log."""
         held = {r.retrieval_id: r for r in self._unwritten} | self._recent

@@ -310,11 +310,12 @@ class LearningService(CalibratedMaps):
                 rejected.append(Rejected(index, "INVALID_ARGUMENT", problem))
             else:
                 valid.append((index, outcome))
-        await self._await_others_retrievals({o.retrieval_id for _, o in valid})
+        asked = {o.retrieval_id for _, o in valid}
+        logged_elsewhere = await self._others_retrievals(asked)
         async with self._lock:
             # An observation must never be durable while the retrieval it refers to is not.
             await self.remembered.wait_written()
-            records = await self.remembered.records({o.retrieval_id for _, o in valid})
+            records = await self.remembered.records(asked - set(logged_elsewhere)) | logged_elsewhere
             observed = await self.remembered.observed({o.retrieval_id for _, o in valid})
             accepted: list[tuple[RetrievalOutcome, RetrievalRecord]] = []
             for index, outcome in valid:
@@ -345,12 +346,19 @@ class LearningService(CalibratedMaps):
             await completed(self._commit(accepted))  # the lock is held until the commit is done
         return ObserveResult(len(accepted), sorted(rejected, key=lambda r: r.index))
 
-    async def _await_others_retrievals(self, retrieval_ids: set[str]) -> None:
-        """If some of these retrievals are unknown here, give the orchestrator that ran them
-        (another on the store) two of its flush intervals to log them, before they are refused
-        as NOT_FOUND."""
-        if retrieval_ids and len(await self.remembered.records(retrieval_ids)) < len(retrieval_ids):
+    async def _others_retrievals(self, retrieval_ids: set[str]) -> dict[str, RetrievalRecord]:
+        """Those of the retrievals not in memory here, as logged (by another orchestrator on the
+        store, or before a restart). If some are not logged either, the orchestrator that ran them
+        gets two of its flush intervals to log them before they are looked up again (those still
+        missing are refused NOT_FOUND)."""
+        missing = self.remembered.not_held(retrieval_ids)
+        if not missing:
+            return {}
+        found = await self._log.retrievals(missing)
+        if len(found) < len(missing):
             await asyncio.sleep(2 * self.remembered.flush_interval_s)
+            found |= await self._log.retrievals(missing - set(found))
+        return found
 
     async def _commit(self, accepted: list[tuple[RetrievalOutcome, RetrievalRecord]]) -> None:
         """The accepted outcomes into the log in one append, then into the selector, the miss

@@ -1,5 +1,6 @@
 import asyncio
 from dataclasses import replace
+from unittest.mock import AsyncMock
 
 import numpy as np
 import pytest
@@ -382,3 +383,23 @@ def test_another_orchestrators_observations_reach_this_selector_once_when_it_cat
         assert caught_up[arm].mean == pytest.approx(theirs[arm].mean)
         assert after_twice[arm].mean == pytest.approx(caught_up[arm].mean)
     assert [r.code for r in again.rejected] == ["ALREADY_EXISTS"]
+
+
+def test_an_outcome_of_a_retrieval_another_orchestrator_ran_is_read_from_the_log_once():
+    log = MemoryLog()
+
+    async def run():
+        here, there = service(log), service(log)
+        for learning in (here, there):
+            learning.remembered.flush_interval_s = 0.01
+        there.remember(record("r1"))
+        await there.remembered.wait_written()
+        log.retrievals = AsyncMock(side_effect=log.retrievals)  # counts the log's lookups
+        recorded = await here.observe([RetrievalOutcome("r1", ("d1",))])
+        lookups = log.retrievals.await_count
+        unknown = await here.observe([RetrievalOutcome("r9", ("d1",))])  # logged by no one
+        return recorded, lookups, unknown
+
+    recorded, lookups, unknown = asyncio.run(run())
+    assert recorded.recorded == 1 and lookups == 1
+    assert [r.code for r in unknown.rejected] == ["NOT_FOUND"]
