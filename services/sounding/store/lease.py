@@ -81,6 +81,34 @@ def _now_us() -> int:
     return int(time.time() * 1e6)
 
 
+async def _updated(table: lancedb.AsyncTable, where: str, updates_sql: dict[str, str]) -> int:
+    """The rows a conditional update changed: 0 also when other processes kept changing them
+    for all of Lance's retries of the commit (the rows are theirs for now)."""
+    try:
+        return (await table.update(where=where, updates_sql=updates_sql)).rows_updated
+    except RuntimeError as error:
+        if "Commit conflict" not in str(error):
+            raise
+        return 0
+
+
+async def take_if_free(table: lancedb.AsyncTable, where: str, claim: str, ttl_s: float) -> int | None:
+    """Take the lease-like row `where` selects (holder, token, expires_us) if it is free or
+    expired: `claim` holds it, with the next token, for `ttl_s`. The new token, or None if it is
+    held (or another taker won it at the same moment)."""
+    now = _now_us()
+    taken = await _updated(
+        table,
+        f"{where} AND expires_us < {now}",
+        {"holder": sql_string(claim), "token": "token + 1", "expires_us": str(now + int(ttl_s * 1e6))},
+    )
+    if not taken:
+        return None
+    row = (await table.query().where(where).limit(1).to_arrow()).to_pylist()[0]
+    # Another process can have taken it only after it expired, a whole ttl_s from now.
+    return row["token"] if row["holder"] == claim else None
+
+
 class Leases:
     """The store's leases, taken in this process's name: `holder` is its host, the address it
     serves (`served`; empty for a process serving none), its pid and a nonce. Earlier holders
@@ -128,42 +156,15 @@ class Leases:
         while True:
             last = (await self._row(name))["token"]
             start = max(last, after) + 1
-            try:
-                result = await self._table.update(
-                    where=f"name = {sql_string(name)} AND token = {last}",
-                    updates_sql={"token": str(start + count - 1)},
-                )
-            except RuntimeError as error:
-                if "Commit conflict" not in str(error):
-                    raise
-                continue
-            if result.rows_updated:
+            where = f"name = {sql_string(name)} AND token = {last}"
+            if await _updated(self._table, where, {"token": str(start + count - 1)}):
                 return range(start, start + count)
 
     async def try_acquire(self, name: str) -> Lease | None:
         """The lease if it is free or expired (taken with the next token), else None."""
         claim = f"{self.holder}/{uuid.uuid4().hex[:8]}"
-        now = _now_us()
-        try:
-            result = await self._table.update(
-                where=f"name = {sql_string(name)} AND expires_us < {now}",
-                updates_sql={
-                    "holder": sql_string(claim),
-                    "token": "token + 1",
-                    "expires_us": str(now + int(self.ttl_s * 1e6)),
-                },
-            )
-        except RuntimeError as error:
-            if "Commit conflict" not in str(error):
-                raise
-            # Others kept changing the row for all of Lance's retries: it is theirs for now.
-            log.debug("taking the %s lease lost to concurrent takers", name)
-            return None
-        if not result.rows_updated:
-            return None
-        row = await self._row(name)
-        # Another process can have taken it only after it expired, a whole ttl_s from now.
-        return Lease(name, claim, row["token"]) if row["holder"] == claim else None
+        token = await take_if_free(self._table, f"name = {sql_string(name)}", claim, self.ttl_s)
+        return None if token is None else Lease(name, claim, token)
 
     async def acquire(self, name: str, timeout_s: float) -> Lease:
         """The lease, waiting up to `timeout_s` for its holder to release it or let it expire."""

@@ -20,7 +20,7 @@ import lancedb
 import pyarrow as pa
 from lancedb.index import BTree
 
-from sounding.store.lease import SCHEMA, Leases
+from sounding.store.lease import SCHEMA, Leases, take_if_free
 from sounding.store.schema import sql_string
 from sounding.store.tenancy import ResourceRef
 
@@ -77,21 +77,10 @@ class SessionHolds:
             return 1
         if not await self._has_row(self._table, session):
             await self._add_free_row(session)
-        result = await self._table.update(
-            where=f"{self._where(session)} AND expires_us < {now}",
-            updates_sql={
-                "holder": sql_string(self.holder),
-                "token": "token + 1",
-                "expires_us": str(now + int(self.ttl_s * 1e6)),
-            },
-        )
-        if not result.rows_updated:
-            return None
-        row = (await self._table.query().where(self._where(session)).limit(1).to_arrow()).to_pylist()[0]
-        if row["holder"] != self.holder:
-            return None
-        self._held += 1
-        return row["token"]
+        token = await take_if_free(self._table, self._where(session), self.holder, self.ttl_s)
+        if token is not None:
+            self._held += 1
+        return token
 
     async def _has_row(self, table: lancedb.AsyncTable, session: ResourceRef) -> bool:
         return bool((await table.query().where(self._where(session)).limit(1).to_arrow()).num_rows)
