@@ -9,8 +9,10 @@ chunk is left. From them and the candidate's generation strategy the outcome mod
 new chunk at least as close to the claim as the session's relevance floor), and how sure it is.
 Then:
 
-- expected information gain over the verdicts (§3.1), from ν and the sensor table
-  (`core.claim_evidence.predicted_outcomes`);
+- expected information gain over the verdicts (§3.1), from ν and the candidate's own sensor
+  table (its generation strategy's: what such queries found on claims of each verdict;
+  `core.claim_evidence.predicted_outcomes`), so two candidates of equal reach gain differently
+  when their strategies' tables differ;
 - cost (§2.4): the search's latency plus inference over the sentences it is expected to bring
   (ν × sentences per query × ms per sentence), in ms, normalised by the session's cost scale
   (`Costs.scale_ms`, capped at 1);

@@ -218,13 +218,20 @@ class SearchHit:
 @dataclass(frozen=True)
 class OutcomeModels:
     """What a corpus session predicts with (the tenant's, for one collection): the outcome model
-    of reach, the sensor table, and the costs measured so far."""
+    of reach, the sensor table of all queries and each generation strategy's own, and the costs
+    measured so far."""
 
     reach: ReachModel
     sensor: SensorModel
     search_ms: float
     nli_ms_per_sentence: float
     sentences_per_query: float
+    strategy_sensors: Mapping[str, SensorModel] = field(default_factory=dict)
+
+    def sensor_for(self, strategy: str) -> SensorModel:
+        """The table a query of `strategy` is predicted with: its strategy's, once a session
+        with such a query was observed, else the table of all queries."""
+        return self.strategy_sensors.get(strategy, self.sensor)
 
 
 class CorpusBackend(Protocol):

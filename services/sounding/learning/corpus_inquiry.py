@@ -3,10 +3,14 @@
 - The outcome model, one per collection: every executed query teaches it whether a query with
   those features reached unread text (`core.reach`); its predictions and measured costs feed
   the next sessions' expected gains.
-- The sensor table, one per collection: an `InquiryOutcome` naming a finished corpus session and
+- The sensor tables, per collection: an `InquiryOutcome` naming a finished corpus session and
   its verdict adds that session's soft outcomes to the verdict's column of the counts, and the
   table is the smoothed, normalised counts (`core.claim_evidence.SensorModel.fit`); until a
-  session of the collection is observed, the default table.
+  session of the collection is observed, the default table. Each generation strategy also
+  counts its own queries' outcomes, and its table is those counts with the collection's table
+  as their prior (worth STRATEGY_PRIOR_WEIGHT outcomes per verdict): what a strategy's queries
+  tend to find (a refutation finding contradicting text, say) makes its candidates' expected
+  information gain its own, not their reach times a shared table's (active-learning spec §3.1).
 - Prediction metrics: predicted against actual information gain, reach and cost, overall and
   over the last 10 and 100 queries (`core.information.OutcomeLearner`).
 
@@ -40,12 +44,15 @@ DEFAULT_NLI_MS_PER_SENTENCE = 8.0
 DEFAULT_SENTENCES_PER_QUERY = 20.0
 # Steps remembered to recognise one repeated after a crash (a bounded memory).
 RECENT_STEPS = 100_000
+# A strategy's table starts from the collection's, worth this many outcomes per verdict.
+STRATEGY_PRIOR_WEIGHT = 10.0
 
 
 @dataclass
 class _Collection:
     reach: ReachModel = field(default_factory=prior_reach_model)
     counts: np.ndarray = field(default_factory=lambda: np.zeros((len(OUTCOMES), len(VERDICTS))))
+    strategy_counts: dict[str, np.ndarray] = field(default_factory=dict)
     sessions: int = 0
     search_ms: deque = field(default_factory=lambda: deque(maxlen=COST_WINDOW))
     nli_ms: deque = field(default_factory=lambda: deque(maxlen=COST_WINDOW))
@@ -62,6 +69,10 @@ class _Collection:
 
     def models(self) -> OutcomeModels:
         sensor = SensorModel.fit(self.counts, sessions=self.sessions)
+        strategy_sensors = {
+            strategy: SensorModel.fit(counts, sensor.table, STRATEGY_PRIOR_WEIGHT, self.sessions)
+            for strategy, counts in self.strategy_counts.items()
+        }
         return OutcomeModels(
             reach=ReachModel.from_dict(self.reach.to_dict()),
             sensor=sensor,
@@ -70,6 +81,7 @@ class _Collection:
             sentences_per_query=float(np.mean(self.sentences))
             if self.sentences
             else DEFAULT_SENTENCES_PER_QUERY,
+            strategy_sensors=strategy_sensors,
         )
 
 
@@ -176,9 +188,12 @@ class CorpusInquiryLearning:
     def _count(self, verdict: Verdict, queries: list[ExecutedQuery]) -> None:
         state = self._collection(verdict.collection)
         reached = [q for q in queries if q.reached and q.outcome]
-        state.counts += sensor_counts(
-            [q.outcome for q in reached], [q.found_before for q in reached], VERDICTS.index(verdict.verdict)
-        )
+        column = VERDICTS.index(verdict.verdict)
+        state.counts += sensor_counts([q.outcome for q in reached], [q.found_before for q in reached], column)
+        for strategy in {q.strategy for q in reached}:
+            own = [q for q in reached if q.strategy == strategy]
+            counts = sensor_counts([q.outcome for q in own], [q.found_before for q in own], column)
+            state.strategy_counts[strategy] = state.strategy_counts.get(strategy, 0.0) + counts
         state.sessions += 1
         self._observed += 1
 

@@ -56,6 +56,7 @@ class FakeCorpus:
         self.entailed = 0
         self.prompts: list[str] = []
         self.sensor = sensor or SensorModel()
+        self.strategy_sensors: dict[str, SensorModel] = {}
         self.reach = prior_reach_model()
 
     async def check(self, collection, arms):
@@ -91,7 +92,7 @@ class FakeCorpus:
         return {c: _vector(" ".join(DOCUMENTS[c.split("#")[0]])) for c in chunk_ids}
 
     async def outcome_models(self, collection):
-        return OutcomeModels(self.reach, self.sensor, 50.0, 5.0, 20.0)
+        return OutcomeModels(self.reach, self.sensor, 50.0, 5.0, 20.0, self.strategy_sensors)
 
     async def record_query(self, query):
         self.recorded.append(query)
@@ -211,6 +212,33 @@ def test_eig_prefers_a_query_that_reaches_unread_text_to_one_like_what_was_run()
     chosen = next(c for c in candidates if c["query"] == events[-1].chosen.question)
     assert chosen["expected_gain"] == gains.max()
     assert chosen["features"][to_queries] <= by_similarity[0]["features"][to_queries] + 0.01
+
+
+def test_eig_prefers_the_query_whose_strategy_tells_the_verdicts_apart_at_equal_reach():
+    backend = FakeCorpus(
+        # The collection's table: what a query finds says nothing about the verdict.
+        SensorModel(np.array([[0.3, 0.3, 0.3], [0.2, 0.2, 0.2], [0.5, 0.5, 0.5]]))
+    )
+    # Every candidate reaches new text alike (the outcome model knows only its bias).
+    backend.reach = ReachModel(
+        REACH_FEATURES,
+        np.array([1.0 if f == "bias" else 0.0 for f in REACH_FEATURES]),
+        np.full(len(REACH_FEATURES), 1e6),
+    )
+    # What the decomposition queries found told the verdicts apart.
+    backend.strategy_sensors = {"decomposition": SHARP}
+    session = start(max_turns=5, target_confidence=0.999)
+    asyncio.run(engine.advance(session, backend))
+    events = asyncio.run(engine.investigate(session, backend))
+    candidates = session.live.scored["candidates"]
+    strategies = {c["strategy"] for c in candidates}
+    assert "decomposition" in strategies and len(strategies) > 1
+    assert max(c["reach"] for c in candidates) - min(c["reach"] for c in candidates) < 1e-6
+    gains = {c["strategy"]: c["expected_gain"] for c in candidates}
+    assert gains["decomposition"] > 0.1
+    assert all(g < 1e-9 for s, g in gains.items() if s != "decomposition")
+    chosen = next(c for c in candidates if c["query"] == events[-1].chosen.question)
+    assert chosen["strategy"] == "decomposition"
 
 
 def _chunk_vector(chunk_id: str) -> np.ndarray:

@@ -6,9 +6,9 @@ import asyncio
 
 import numpy as np
 import pytest
-from sounding.core.claim_evidence import CONTRADICT, DEFAULT_SENSOR, NOTHING, SUPPORT
+from sounding.core.claim_evidence import CONTRADICT, CONTRADICTING, DEFAULT_SENSOR, NOTHING, SUPPORT
 from sounding.core.query_scoring import FEATURE_SET, REACH_FEATURES, features
-from sounding.learning.corpus_inquiry import CorpusInquiryLearning
+from sounding.learning.corpus_inquiry import STRATEGY_PRIOR_WEIGHT, CorpusInquiryLearning
 from sounding.store.corpus_inquiry import ExecutedQuery, Verdict
 
 pytestmark = pytest.mark.unit
@@ -168,3 +168,33 @@ def test_a_learner_follows_what_another_on_the_same_log_records_and_observes_onc
     assert there.models("papers").sensor.table == pytest.approx(here.models("papers").sensor.table)
     assert there.models("papers").reach.mean == pytest.approx(here.models("papers").reach.mean)
     assert there.models("papers").sensor.sessions == 1
+
+
+def test_each_strategy_gets_its_own_sensor_table_from_what_its_queries_found():
+    log = MemoryLog()
+    learning = asyncio.run(CorpusInquiryLearning.open(log))
+
+    async def teach():
+        # On a CONTRADICT claim, the refutation queries found contradicting text, the
+        # confirmation queries nothing.
+        for turn in range(1, 7):
+            await learning.record(query("s1", True, (0.0, 1.0, 0.0), strategy="refutation", turn=turn))
+        for turn in range(7, 13):
+            await learning.record(query("s1", True, (0.0, 0.0, 1.0), strategy="confirmation", turn=turn))
+        return await learning.observe("s1", "papers", "CONTRADICT")
+
+    assert asyncio.run(teach()) is None
+    models = learning.models("papers")
+    refuting = models.sensor_for("refutation").table[:, CONTRADICT]
+    confirming = models.sensor_for("confirmation").table[:, CONTRADICT]
+    pooled = models.sensor.table[:, CONTRADICT]
+    # P(contradicting found | CONTRADICT): each strategy's six outcomes on the collection's table
+    # (worth 10 per verdict) as their prior.
+    expected = (6.0 + STRATEGY_PRIOR_WEIGHT * pooled[CONTRADICTING]) / (6.0 + STRATEGY_PRIOR_WEIGHT)
+    assert refuting[CONTRADICTING] == pytest.approx(expected)
+    assert refuting[CONTRADICTING] > pooled[CONTRADICTING] > confirming[CONTRADICTING]
+    assert models.sensor_for("entity_probe") is models.sensor  # none observed: the collection's
+    restarted = asyncio.run(CorpusInquiryLearning.open(log))
+    assert restarted.models("papers").sensor_for("refutation").table == pytest.approx(
+        models.sensor_for("refutation").table
+    )

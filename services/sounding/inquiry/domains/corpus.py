@@ -184,7 +184,6 @@ class CorpusInquiry:
         found, candidates = _distinct(found, candidates, queries)
         read, unread = await self._read_and_unread(claim, backend)
         models = await backend.outcome_models(self.collection)
-        table = models.sensor.given_found(*self.found)
         aspects = [e["aspect"] for e in self.executed]
         scored = []
         costs = Costs(
@@ -203,7 +202,7 @@ class CorpusInquiry:
                 chunks_unread=unread,
                 aspects_run=aspects,
                 belief=self.probabilities,
-                table=table,
+                table=models.sensor_for(candidate.strategy).given_found(*self.found),
                 reach_model=models.reach,
                 costs=costs,
                 cost_sensitivity=policy.cost_sensitivity,
@@ -312,7 +311,8 @@ class CorpusInquiry:
         )
         outcome = evidence.outcome(scores[:, 0], scores[:, 2], thresholds) if reached else None
         if outcome is not None:
-            table = (await backend.outcome_models(self.collection)).sensor.given_found(*self.found)
+            models = await backend.outcome_models(self.collection)
+            table = models.sensor_for(chosen["strategy"]).given_found(*self.found)
             posterior = bayes_update(self.probabilities, 0.0, evidence.likelihood(outcome, table), 0.0)
             self.probabilities = posterior.probabilities
             self.found = [
