@@ -144,3 +144,32 @@ def test_a_policys_summary_counts_queries_reaching_the_target_and_accuracy():
     assert result["mean_sentences_judged"] == pytest.approx(16.0)
     # F1: SUPPORT 2/3 (1 of 2 found, 1 of 1 right), CONTRADICT 1, NOT_ENOUGH_INFO 0.
     assert result["macro_f1"] == pytest.approx((2 / 3 + 1 + 0) / 3, abs=1e-4)
+
+
+def _session(answer, reason, queries):
+    return claims_inquiry.Session("s", answer, 0.9, reason, [{"sentences_read": 1}] * queries, [], 1.0)
+
+
+def test_the_share_of_the_saving_from_giving_up_and_the_paired_accuracy_difference():
+    eig = [
+        _session("SUPPORT", "target_out_of_reach", 1),  # gave up: saved 7
+        _session("SUPPORT", "confidence_reached", 2),  # reached: saved 1
+        _session("CONTRADICT", "no_viable_queries", 4),  # gave up: saved 4
+    ]
+    naive = [
+        _session("SUPPORT", "max_queries_reached", 8),
+        _session("SUPPORT", "confidence_reached", 3),
+        _session("SUPPORT", "confidence_reached", 8),
+    ]
+    shared = claims_inquiry.giving_up_share(eig, naive)
+    assert shared == {"claims_given_up": 2, "queries_saved": 12, "queries_saved_giving_up": 11, "share": 0.9167}
+    labels = ["SUPPORT", "SUPPORT", "SUPPORT"]
+    runs = {"eig": eig, "generated_order": naive, "keywords": naive}
+    compared = claims_inquiry.compare(runs, labels, 0.75)
+    # eig wrong on the third claim, the baseline right on all three: −1/3.
+    accuracy = compared["accuracy_difference"]["generated_order"]
+    assert accuracy["difference"] == pytest.approx(-1 / 3, abs=1e-4)
+    low, high = accuracy["interval_95"]
+    assert low <= accuracy["difference"] <= high <= 0
+    assert compared["savings_where_both_reached_target"]["generated_order"]["claims"] == 1
+    assert compared["target_confidence"] == 0.75 and compared["policies"]["eig"]["target"] == 0.75
