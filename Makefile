@@ -15,8 +15,15 @@ GOPATH_DIR := $(CURDIR)/build/gopath
 GO := GO111MODULE=off GOPATH=$(GOPATH_DIR):/usr/share/gocode GOCACHE=$(CURDIR)/build/gocache go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# The TypeScript client needs Node.js 22 or later (its Connect transport's requirement), and is
+# built and tested on that oldest version: `make node` puts Node 22 from the npm registry (the
+# node-<os>-<cpu> package) in build/node22/bin, which comes first on the PATH of every target.
+NODE_MAJOR := 22
+NODE_PACKAGE := node-$(shell uname -s | tr A-Z a-z)-$(shell uname -m | sed 's/x86_64/x64/;s/aarch64/arm64/')@22.23.5
+NODE_DIR := $(CURDIR)/build/node22
+export PATH := $(NODE_DIR)/bin:$(PATH)
 
-.PHONY: install lock test-newer-python go-deps go-client ts-deps ts-client protos check-protos release-contract check-sync-client lint typecheck deploy-check test demo up bench-retrieval clean
+.PHONY: install lock test-newer-python go-deps go-client node ts-deps ts-client protos check-protos release-contract check-sync-client lint typecheck deploy-check test demo up bench-retrieval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +58,15 @@ go-client: go-deps
 	$(GO) vet sounding.dev/client/sounding sounding.dev/client/cmd/livetest
 	$(GO) build -o build/go/livetest sounding.dev/client/cmd/livetest
 
+node: $(NODE_DIR)/bin/node
+$(NODE_DIR)/bin/node:
+	npm install --no-save --no-audit --no-fund --prefix $(NODE_DIR)/package $(NODE_PACKAGE)
+	mkdir -p $(NODE_DIR)/bin
+	ln -sfn $(NODE_DIR)/package/node_modules/$(firstword $(subst @, ,$(NODE_PACKAGE)))/bin/node $@
+	test "$$($@ -p 'process.versions.node.split(".")[0]')" = $(NODE_MAJOR)
+
 TS := clients/typescript
-ts-deps: $(TS)/node_modules/.installed
+ts-deps: node $(TS)/node_modules/.installed
 $(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund
 	touch $@

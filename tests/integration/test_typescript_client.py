@@ -15,6 +15,8 @@ from .conftest import ride_out_restart
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+# The oldest Node.js the client states it runs on (package.json's engines, README.md).
+NODE_MAJOR = 22
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +25,18 @@ def livetest() -> Path:
     return ROOT / "clients" / "typescript" / "build" / "livetest" / "livetest" / "livetest.js"
 
 
-def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest):
+@pytest.fixture(scope="module")
+def node(livetest) -> str:
+    """The node `make ts-client` builds the client with: the oldest major version it states."""
+    path = str(ROOT / "build" / "node22" / "bin" / "node")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
+    assert int(version.strip().lstrip("v").split(".")[0]) == NODE_MAJOR, version
+    return path
+
+
+def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest, node):
     ran = subprocess.run(
-        ["node", str(livetest), "--address", stack.settings.address, "--collection", "ts-client"],
+        [node, str(livetest), "--address", stack.settings.address, "--collection", "ts-client"],
         capture_output=True,
         text=True,
         # Generous (it waits up to 5 minutes for the learner), and under the 20-minute deadline its
@@ -56,11 +67,11 @@ def test_the_typescript_client_does_every_call_against_the_stack(stack, livetest
     assert seen["silent_sent"] == 0 and seen["silent_dropped_or_failed"] == 10000, seen
 
 
-def test_the_typescript_client_resumes_an_inquiry_whose_server_restarted_under_it(stack, livetest, tmp_path):
+def test_the_typescript_client_resumes_an_inquiry_whose_server_restarted(stack, livetest, node, tmp_path):
     """Its orchestrator drains (handing the stream back) and starts again while the game waits
     at its second question: the client resumes the session by itself, turns applied once."""
     seen = ride_out_restart(
-        stack, tmp_path, ["node", str(livetest), "--ride-out", "--secret", "2580", "--address"]
+        stack, tmp_path, [node, str(livetest), "--ride-out", "--secret", "2580", "--address"]
     )
     assert seen["answer"] == "2580" and seen["resumes"] >= 1
     assert seen["turns"] == list(range(1, len(seen["turns"]) + 1))

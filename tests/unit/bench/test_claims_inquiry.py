@@ -162,7 +162,12 @@ def test_the_share_of_the_saving_from_giving_up_and_the_paired_accuracy_differen
         _session("SUPPORT", "confidence_reached", 8),
     ]
     shared = claims_inquiry.giving_up_share(eig, naive)
-    assert shared == {"claims_given_up": 2, "queries_saved": 12, "queries_saved_giving_up": 11, "share": 0.9167}
+    assert shared == {
+        "claims_given_up": 2,
+        "queries_saved": 12,
+        "queries_saved_giving_up": 11,
+        "share": 0.9167,
+    }
     labels = ["SUPPORT", "SUPPORT", "SUPPORT"]
     runs = {"eig": eig, "generated_order": naive, "keywords": naive}
     compared = claims_inquiry.compare(runs, labels, 0.75)
