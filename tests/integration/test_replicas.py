@@ -26,8 +26,11 @@ def documents(prefix: str) -> list[dict]:
     ]
 
 
-def plan_scores(client: Client, collection: str, query: str) -> dict[str, float]:
-    for event in client.retrieve(collection, query, top_k=3):
+def plan_scores(client: Client, collection: str, query: str, arms: tuple[str, ...] = ()) -> dict[str, float]:
+    """The plan's scores; with every arm requested, each arm's own one-arm plan's upper score, a
+    function of the learned state alone (the selector's own plans also depend on each process's
+    plan counter and measured arm costs)."""
+    for event in client.retrieve(collection, query, top_k=3, arms=list(arms)):
         if isinstance(event, Plan):
             return {a.arm: a.score for a in event.arms}
     raise AssertionError("no plan")
@@ -46,15 +49,16 @@ def test_two_orchestrators_share_what_they_learn_and_a_session_is_driven_by_one_
             here.create_collection("soundings")
             list(here.ingest("soundings", documents("east")))
             query = "the east buoy read 5 fathoms"
-            before = plan_scores(there, "soundings", query)
+            arms = tuple(plan_scores(here, "soundings", query))
+            before = plan_scores(there, "soundings", query, arms)
             final = here.retrieve_final("soundings", query, top_k=3)
             outcome = RetrievalOutcome(final.retrieval_id, (final.hits[0].document_id,), feedback="helpful")
             assert here.observe([outcome]).recorded == 1
             deadline = time.monotonic() + 120  # the follow interval is 0.5 s; generous for a busy machine
-            while (theirs := plan_scores(there, "soundings", query)) == pytest.approx(before, rel=1e-6):
+            while (theirs := plan_scores(there, "soundings", query, arms)) == pytest.approx(before, rel=1e-6):
                 assert time.monotonic() < deadline, "the other orchestrator never learned the outcome"
                 time.sleep(0.2)
-            assert theirs == pytest.approx(plan_scores(here, "soundings", query), rel=1e-5)
+            assert theirs == pytest.approx(plan_scores(here, "soundings", query, arms), rel=1e-5)
             assert [r.code for r in there.observe([outcome]).rejected] == ["ALREADY_EXISTS"]
             # An outcome sent to the other orchestrator at once, before the first logs its retrieval.
             fresh = here.retrieve_final("soundings", "the east buoy read 9 fathoms", top_k=3)
