@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import shlex
 import shutil
 import socket
@@ -153,11 +154,34 @@ def run_settings(address: str | None = None) -> Settings:
     )
 
 
+# Ports a stack is given lie between Ray's worker ports (10002-19999 by default) and the kernel's
+# ephemeral range, which the sidecar, Ray and every client connection draw from: a port handed out
+# here and bound a few seconds later cannot have been taken meanwhile by a process that asked for
+# any port.
+_ASSIGNED_PORTS = range(20000, 32768)
+_handed_out: set[int] = set()
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _ASSIGNED_PORTS.stop
+
+
 def free_port() -> int:
-    """A loopback TCP port nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback TCP port nothing listens on now, outside the ephemeral range and not handed out
+    before by this process."""
+    candidates = [port for port in _ASSIGNED_PORTS if port < _ephemeral_floor() and port not in _handed_out]
+    for port in random.sample(candidates, len(candidates)):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {_ASSIGNED_PORTS.start}-{_ASSIGNED_PORTS.stop - 1}")
 
 
 # The stacks a run used (`serving`, `fresh_stack`), which its provenance names.

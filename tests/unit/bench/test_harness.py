@@ -1,5 +1,6 @@
 """The harnesses' shared helpers."""
 
+import socket
 import threading
 
 import pytest
@@ -62,3 +63,21 @@ def test_a_run_on_a_stack_started_elsewhere_says_so_on_the_console_and_in_its_pr
         assert address == "10.0.0.9:50051"
     assert "on the stack at 10.0.0.9:50051, started elsewhere" in console.export_text()
     assert harness.provenance(Settings())["stacks"] == [{"own": False, "address": "10.0.0.9:50051"}]
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice():
+    ports = [harness.free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(20000 <= port < min(32768, harness._ephemeral_floor()) for port in ports)
+
+
+def test_a_port_something_listens_on_is_not_handed_out(monkeypatch):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        taken = listener.getsockname()[1]
+        listener.listen()
+        monkeypatch.setattr(harness, "_ASSIGNED_PORTS", range(taken, taken + 1))
+        monkeypatch.setattr(harness, "_handed_out", set())
+        monkeypatch.setattr(harness, "_ephemeral_floor", lambda: 65536)
+        with pytest.raises(RuntimeError, match="no free loopback port"):
+            harness.free_port()
