@@ -100,6 +100,31 @@ class CentroidBank:
         margin = float(scores[order[0]] - (scores[order[1]] if len(order) > 1 else 0.0))
         return Route(tuple((self.names[rows[i]], float(scores[i])) for i in order[:top_k]), True, margin)
 
+    def top1_hits(self, uses: Sequence[tuple[str, ArrayLike]]) -> int:
+        """How many of the uses ((tool, request embedding) pairs) this bank ranks their tool
+        first among all its tools (ties as in `rank`)."""
+        if not uses or not self.names:
+            return 0
+        queries = np.stack([_unit(np.asarray(v, dtype=np.float32)) for _, v in uses])
+        best = np.argmax(queries @ self._matrix.T, axis=1)
+        return sum(self.names[i] == tool for i, (tool, _) in zip(best, uses, strict=True))
+
+
+def untrusted_labels_validate(
+    without: CentroidBank,
+    with_untrusted: CentroidBank,
+    held_back: Sequence[tuple[str, ArrayLike]],
+    min_uses: int,
+) -> bool:
+    """Whether the free and teacher tiers' exemplars may route: their labels are the ranker's or a
+    generator's guesses, which can teach a tool the wrong requests, so they route only when at
+    least `min_uses` trusted uses held back from both banks are ranked right at least as often with
+    them (`with_untrusted`) as without (`without`). Without trusted uses they never route, so
+    routing is never below what the trusted tier alone gives (issue 48, item 4)."""
+    if len(held_back) < min_uses:
+        return False
+    return with_untrusted.top1_hits(held_back) >= without.top1_hits(held_back)
+
 
 class FlagReason(StrEnum):
     """Why a tool use is taken for a mis-route (spec: the fallback heuristic, then disagreement)."""

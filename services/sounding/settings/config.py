@@ -255,8 +255,12 @@ class ToolSettings(BaseModel):
     trust_successful_uses: bool = True
     # The fold: a tool's description embedding counts this many times against its exemplars.
     description_weight: float = Field(default=2.0, ge=0.0)
-    # The latest this many exemplars of a tool are folded into its centroid.
+    # The latest this many exemplars of a tool, per kind (trusted; free and teacher), are folded
+    # into its centroid.
     max_exemplars_per_tool: int = Field(default=200, ge=1, le=100_000)
+    # The free and teacher tiers' exemplars route only once this many trusted uses, held back from
+    # the fold, are ranked right at least as often with them as without (README, "Tool selection").
+    untrusted_validation_uses: int = Field(default=20, ge=1, le=256)
     # Events the learner processes together (one embedding call, one refold).
     batch_size: int = Field(default=64, ge=1, le=4096)
 

@@ -329,11 +329,11 @@ class ToolStore:
 
     async def latest_exemplars(
         self, per_tool: int
-    ) -> dict[tuple[str, str], list[tuple[int, int, np.ndarray]]]:
-        """Per (toolset, tool), its latest `per_tool` exemplars as (stamp, sequence, embedding),
-        oldest first, each event's once; read in batches, holding at most twice `per_tool` per
-        tool at a time."""
-        kept: dict[tuple[str, str], dict[int, tuple[int, int, np.ndarray]]] = {}
+    ) -> dict[tuple[str, str, str], list[tuple[int, int, np.ndarray]]]:
+        """Per (toolset, tool, tier), its latest `per_tool` exemplars as (stamp, sequence,
+        embedding), oldest first, each event's once; read in batches, holding at most twice
+        `per_tool` per key at a time."""
+        kept: dict[tuple[str, str, str], dict[int, tuple[int, int, np.ndarray]]] = {}
 
         def latest(
             exemplars: dict[int, tuple[int, int, np.ndarray]],
@@ -344,11 +344,11 @@ class ToolStore:
         query = (
             self._tables[EXEMPLARS_TABLE]
             .query()
-            .select(["sequence", "toolset", "tool", "embedding", "create_time_us"])
+            .select(["sequence", "toolset", "tool", "tier", "embedding", "create_time_us"])
         )
         async for batch in await query.to_batches():
             for row in batch.to_pylist():
-                key = (row["toolset"], row["tool"])
+                key = (row["toolset"], row["tool"], row["tier"])
                 exemplars = kept.setdefault(key, {})
                 exemplars[row["sequence"]] = (
                     row["create_time_us"],

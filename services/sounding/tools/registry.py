@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from sounding.core.tool_routing import CentroidBank, Route, fold
+from sounding.core.tool_routing import CentroidBank, LabelTier, Route, fold, untrusted_labels_validate
 from sounding.runtime import errors
 from sounding.runtime.following import SeenStamps
 from sounding.store.tools import ExemplarRecord, ToolRecord, ToolStore
@@ -21,6 +21,9 @@ from sounding.tools.protocol import Embedder, ToolConfig, ToolInfo, ToolSpec
 
 DEFAULT_TOP_K = 5
 DEFAULT_PAGE_SIZE = 100
+# The latest this many trusted uses of a toolset held back from the fold validate its untrusted
+# exemplars.
+HELD_BACK_USES = 256
 
 
 def tool_text(name: str, description: str, parameters_json: str) -> str:
@@ -35,13 +38,36 @@ def tool_text(name: str, description: str, parameters_json: str) -> str:
     return f"{words}: {description}{parameters}"
 
 
+def _held_back(sequence: int) -> bool:
+    """Whether a trusted use validates the untrusted exemplars rather than joining their banks
+    (every other event: the same on every process and after a restart)."""
+    return sequence % 2 == 1
+
+
+@dataclass(frozen=True)
+class _Folds:
+    """A tool's centroids: for routing, with its trusted exemplars alone (`trusted`) or with the
+    untrusted ones too (`every`); for validating the untrusted ones, without the held-back
+    trusted uses (`validation`) and with the untrusted ones besides (`validation_untrusted`)."""
+
+    trusted: np.ndarray
+    every: np.ndarray
+    validation: np.ndarray
+    validation_untrusted: np.ndarray
+
+
 @dataclass
 class _Toolset:
     version: int = 0
     tools: dict[str, ToolRecord] = field(default_factory=dict)
-    exemplars: dict[str, deque[np.ndarray]] = field(default_factory=dict)
+    # Per tool, its latest exemplars as (sequence, embedding): the agent's trusted uses, and the
+    # free and teacher tiers' labels.
+    trusted: dict[str, deque[tuple[int, np.ndarray]]] = field(default_factory=dict)
+    untrusted: dict[str, deque[np.ndarray]] = field(default_factory=dict)
+    held_back: deque[tuple[str, np.ndarray]] = field(default_factory=lambda: deque(maxlen=HELD_BACK_USES))
     exemplar_counts: dict[str, int] = field(default_factory=dict)
-    centroids: dict[str, np.ndarray] = field(default_factory=dict)
+    folds: dict[str, _Folds] = field(default_factory=dict)
+    untrusted_route: bool = False
     bank: CentroidBank = field(default_factory=lambda: CentroidBank((), ()))
 
 
@@ -69,10 +95,20 @@ class ToolRegistry:
         registry._load_tools(await store.tools())
         max_exemplars = config.settings.max_exemplars_per_tool
         latest = await store.latest_exemplars(max_exemplars)
-        for (name, tool), exemplars in latest.items():
+        held_back: dict[str, list[tuple[int, str, np.ndarray]]] = {}
+        for (name, tool, tier), exemplars in latest.items():
             toolset = registry._toolsets.setdefault(name, _Toolset())
-            toolset.exemplars[tool] = deque((v for *_, v in exemplars), maxlen=max_exemplars)
+            if tier == LabelTier.TRUSTED:
+                toolset.trusted[tool] = deque(((q, v) for _, q, v in exemplars), maxlen=max_exemplars)
+                uses = held_back.setdefault(name, [])
+                uses.extend((stamp, tool, v) for stamp, q, v in exemplars if _held_back(q))
+            else:
+                toolset.untrusted[tool] = deque((v for *_, v in exemplars), maxlen=max_exemplars)
             registry._seen.add((sequence, stamp) for stamp, sequence, _ in exemplars)
+        for name, uses in held_back.items():
+            registry._toolsets[name].held_back.extend(
+                (tool, v) for _, tool, v in sorted(uses, key=lambda u: u[0])
+            )
         for (name, tool), count in (await store.exemplar_counts()).items():
             registry._toolsets.setdefault(name, _Toolset()).exemplar_counts[tool] = count
         recent = await store.exemplars_since(registry._seen.since_us)
@@ -105,7 +141,7 @@ class ToolRegistry:
         if self._versions is not None and versions[0] == self._versions[0]:
             return
         for toolset in self._load_tools(await self._store.tools()):
-            self._refold(toolset, set(toolset.tools) | set(toolset.centroids))
+            self._refold(toolset, set(toolset.tools) | set(toolset.folds))
         self._versions = (versions[0], self._versions[1] if self._versions is not None else -1)
 
     async def catch_up(self) -> None:
@@ -231,8 +267,12 @@ class ToolRegistry:
             for name in names:
                 del current.tools[name]
                 if forget_exemplars:
-                    current.exemplars.pop(name, None)
+                    current.trusted.pop(name, None)
+                    current.untrusted.pop(name, None)
                     current.exemplar_counts.pop(name, None)
+            if forget_exemplars:
+                kept = [(tool, v) for tool, v in current.held_back if tool not in names]
+                current.held_back = deque(kept, maxlen=HELD_BACK_USES)
             self._refold(current, names)
             return version, len(current.tools)
 
@@ -284,29 +324,66 @@ class ToolRegistry:
                 continue
             self._seen.add([(e.sequence, e.create_time_us)])
             current = self._toolsets.setdefault(e.toolset, _Toolset())
-            kept = current.exemplars.setdefault(e.tool, deque(maxlen=self._settings.max_exemplars_per_tool))
-            kept.append(np.asarray(e.embedding, np.float32))
+            vector = np.asarray(e.embedding, np.float32)
+            maxlen = self._settings.max_exemplars_per_tool
+            if e.tier == LabelTier.TRUSTED:
+                current.trusted.setdefault(e.tool, deque(maxlen=maxlen)).append((e.sequence, vector))
+                if _held_back(e.sequence):
+                    current.held_back.append((e.tool, vector))
+            else:
+                current.untrusted.setdefault(e.tool, deque(maxlen=maxlen)).append(vector)
             current.exemplar_counts[e.tool] = current.exemplar_counts.get(e.tool, 0) + 1
             touched.setdefault(e.toolset, set()).add(e.tool)
         for name, tools in touched.items():
             self._refold(self._toolsets[name], tools)
 
+    def untrusted_route(self, toolset: str) -> bool:
+        """Whether the toolset's free and teacher exemplars route (validated on held-back trusted
+        uses; `untrusted_labels_validate`)."""
+        return self._get(toolset).untrusted_route
+
     def _refold(self, toolset: _Toolset, changed: Iterable[str]) -> None:
-        """Fold the changed tools' centroids again (removed tools leave the bank) and rebuild the
-        bank's matrix."""
+        """Fold the changed tools' centroids again (removed tools leave the bank), validate the
+        untrusted exemplars and rebuild the bank's matrix from the centroids they allow."""
         started = time.perf_counter()
+        weight = self._settings.description_weight
         for name in changed:
             record = toolset.tools.get(name)
             if record is None:
-                toolset.centroids.pop(name, None)
+                toolset.folds.pop(name, None)
                 continue
-            exemplars = toolset.exemplars.get(name, ())
-            toolset.centroids[name] = fold(
-                record.embedding,
-                np.stack(list(exemplars)) if exemplars else np.empty((0, len(record.embedding))),
-                self._settings.description_weight,
+            trusted = toolset.trusted.get(name, ())
+            folded = [v for q, v in trusted if not _held_back(q)]
+            untrusted = list(toolset.untrusted.get(name, ()))
+            toolset.folds[name] = _Folds(
+                trusted=fold(record.embedding, _rows([v for _, v in trusted], record.embedding), weight),
+                every=fold(
+                    record.embedding, _rows([v for _, v in trusted] + untrusted, record.embedding), weight
+                ),
+                validation=fold(record.embedding, _rows(folded, record.embedding), weight),
+                validation_untrusted=fold(
+                    record.embedding, _rows(folded + untrusted, record.embedding), weight
+                ),
             )
-        names = sorted(toolset.centroids)
-        toolset.bank = CentroidBank(names, np.stack([toolset.centroids[n] for n in names]) if names else ())
+        names = sorted(toolset.folds)
+
+        def bank(kind: str) -> CentroidBank:
+            return CentroidBank(
+                names, np.stack([getattr(toolset.folds[n], kind) for n in names]) if names else ()
+            )
+
+        held_back = [(tool, v) for tool, v in toolset.held_back if tool in toolset.folds]
+        toolset.untrusted_route = any(toolset.untrusted.get(n) for n in names) and untrusted_labels_validate(
+            bank("validation"),
+            bank("validation_untrusted"),
+            held_back,
+            self._settings.untrusted_validation_uses,
+        )
+        toolset.bank = bank("every" if toolset.untrusted_route else "trusted")
         self.refreshes += 1
         self.refresh_seconds += time.perf_counter() - started
+
+
+def _rows(vectors: Sequence[np.ndarray], description: np.ndarray) -> np.ndarray:
+    """Exemplar embeddings as the rows `fold` takes (none: a 0-row array of the description's width)."""
+    return np.stack(vectors) if vectors else np.empty((0, len(description)))

@@ -143,7 +143,7 @@ def observed(tmp_path, uses, teacher=None, **settings):
     return asyncio.run(run())
 
 
-def test_free_tier_labels_a_confident_fallback_use_and_teaches_the_centroid(tmp_path):
+def test_free_tier_labels_a_confident_fallback_use_and_keeps_it_from_routing_until_validated(tmp_path):
     use = ToolUse(toolset="ts", request="forecast rain tomorrow", used_tool="shell")
     recorded, rejected, before, after, metrics = observed(tmp_path, [use], margin_floor=0.0)
     assert (recorded, rejected) == (1, [])
@@ -151,8 +151,8 @@ def test_free_tier_labels_a_confident_fallback_use_and_teaches_the_centroid(tmp_
     assert (
         metrics.flagged_fallback == 1 and metrics.labels_free == 1 and metrics.exemplars == {"get_weather": 1}
     )
-    # The exemplar pulled the centroid towards the request.
-    assert dict(after[0].candidates)["get_weather"] > dict(before[0].candidates)["get_weather"]
+    # No trusted use has validated the free tier: routing is the descriptions' still.
+    assert after[0].candidates == before[0].candidates
 
 
 def test_below_the_margin_floor_the_teacher_labels(tmp_path):
@@ -162,10 +162,7 @@ def test_below_the_margin_floor_the_teacher_labels(tmp_path):
     [(request, candidates)] = teacher.asked
     assert request == use.request and set(candidates) == {"get_weather", "send_email", "book_flight"}
     assert metrics.labels_teacher == 1 and metrics.labels_free == 0 and metrics.exemplars == {"send_email": 1}
-    assert (
-        after[0].top1 == "send_email"
-        or dict(after[0].candidates)["send_email"] > dict(before[0].candidates)["send_email"]
-    )
+    assert after[0].candidates == before[0].candidates  # not validated by trusted uses yet
 
 
 @pytest.mark.parametrize("teacher", [Teacher(error=RuntimeError("down")), Teacher(answer=None), None])
