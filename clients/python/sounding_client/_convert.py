@@ -403,4 +403,5 @@ def tool_metrics(r: tools_pb2.GetToolMetricsResponse) -> t.ToolMetrics:
         refreshes_since_start=r.refreshes_since_start,
         mean_refresh_seconds=r.mean_refresh_seconds,
         flagged_share=r.flagged_share,
+        untrusted_exemplars_route=r.untrusted_exemplars_route,
     )

@@ -298,6 +298,9 @@ class ToolMetrics:
     mean_refresh_seconds: float
     # Processed events flagged as mis-routes, as a share of those processed.
     flagged_share: float = 0.0
+    # Whether the free tier's and the teacher's exemplars route now (validated on held-back
+    # trusted uses; otherwise the descriptions and the trusted uses alone route).
+    untrusted_exemplars_route: bool = False
 
 
 @dataclass(frozen=True)

@@ -421,4 +421,5 @@ class ToolLearner:
             dropped_since_start=self.dropped,
             refreshes_since_start=refreshes,
             mean_refresh_seconds=self._registry.refresh_seconds / refreshes if refreshes else 0.0,
+            untrusted_exemplars_route=self._registry.untrusted_route(toolset),
         )

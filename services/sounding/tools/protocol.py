@@ -89,6 +89,7 @@ class ToolMetrics:
     dropped_since_start: int = 0
     refreshes_since_start: int = 0
     mean_refresh_seconds: float = 0.0
+    untrusted_exemplars_route: bool = False
 
 
 class Embedder(Protocol):

@@ -152,7 +152,7 @@ def test_free_tier_labels_a_confident_fallback_use_and_keeps_it_from_routing_unt
         metrics.flagged_fallback == 1 and metrics.labels_free == 1 and metrics.exemplars == {"get_weather": 1}
     )
     # No trusted use has validated the free tier: routing is the descriptions' still.
-    assert after[0].candidates == before[0].candidates
+    assert after[0].candidates == before[0].candidates and not metrics.untrusted_exemplars_route
 
 
 def test_below_the_margin_floor_the_teacher_labels(tmp_path):

@@ -62,4 +62,5 @@ def metrics_response(m: ToolMetrics) -> tools_pb2.GetToolMetricsResponse:
         dropped_since_start=m.dropped_since_start,
         refreshes_since_start=m.refreshes_since_start,
         mean_refresh_seconds=m.mean_refresh_seconds,
+        untrusted_exemplars_route=m.untrusted_exemplars_route,
     )

@@ -130,7 +130,7 @@ class ToolAccuracyWindow(_message.Message):
     def __init__(self, first_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., labelled: _Optional[int] = ..., accuracy: _Optional[float] = ...) -> None: ...
 
 class GetToolMetricsResponse(_message.Message):
-    __slots__ = ("version", "tool_count", "events", "processed", "flagged_fallback", "flagged_disagreement", "labels_free", "labels_teacher", "labels_trusted", "teacher_dropped", "accuracy", "accuracy_windows", "exemplars", "dropped_since_start", "refreshes_since_start", "mean_refresh_seconds", "flagged_share")
+    __slots__ = ("version", "tool_count", "events", "processed", "flagged_fallback", "flagged_disagreement", "labels_free", "labels_teacher", "labels_trusted", "teacher_dropped", "accuracy", "accuracy_windows", "exemplars", "dropped_since_start", "refreshes_since_start", "mean_refresh_seconds", "flagged_share", "untrusted_exemplars_route")
     class ExemplarsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +155,7 @@ class GetToolMetricsResponse(_message.Message):
     REFRESHES_SINCE_START_FIELD_NUMBER: _ClassVar[int]
     MEAN_REFRESH_SECONDS_FIELD_NUMBER: _ClassVar[int]
     FLAGGED_SHARE_FIELD_NUMBER: _ClassVar[int]
+    UNTRUSTED_EXEMPLARS_ROUTE_FIELD_NUMBER: _ClassVar[int]
     version: int
     tool_count: int
     events: int
@@ -172,4 +173,5 @@ class GetToolMetricsResponse(_message.Message):
     refreshes_since_start: int
     mean_refresh_seconds: float
     flagged_share: float
-    def __init__(self, version: _Optional[int] = ..., tool_count: _Optional[int] = ..., events: _Optional[int] = ..., processed: _Optional[int] = ..., flagged_fallback: _Optional[int] = ..., flagged_disagreement: _Optional[int] = ..., labels_free: _Optional[int] = ..., labels_teacher: _Optional[int] = ..., labels_trusted: _Optional[int] = ..., teacher_dropped: _Optional[int] = ..., accuracy: _Optional[float] = ..., accuracy_windows: _Optional[_Iterable[_Union[ToolAccuracyWindow, _Mapping]]] = ..., exemplars: _Optional[_Mapping[str, int]] = ..., dropped_since_start: _Optional[int] = ..., refreshes_since_start: _Optional[int] = ..., mean_refresh_seconds: _Optional[float] = ..., flagged_share: _Optional[float] = ...) -> None: ...
+    untrusted_exemplars_route: bool
+    def __init__(self, version: _Optional[int] = ..., tool_count: _Optional[int] = ..., events: _Optional[int] = ..., processed: _Optional[int] = ..., flagged_fallback: _Optional[int] = ..., flagged_disagreement: _Optional[int] = ..., labels_free: _Optional[int] = ..., labels_teacher: _Optional[int] = ..., labels_trusted: _Optional[int] = ..., teacher_dropped: _Optional[int] = ..., accuracy: _Optional[float] = ..., accuracy_windows: _Optional[_Iterable[_Union[ToolAccuracyWindow, _Mapping]]] = ..., exemplars: _Optional[_Mapping[str, int]] = ..., dropped_since_start: _Optional[int] = ..., refreshes_since_start: _Optional[int] = ..., mean_refresh_seconds: _Optional[float] = ..., flagged_share: _Optional[float] = ..., untrusted_exemplars_route: _Optional[bool] = ...) -> None: ...
