@@ -36,6 +36,7 @@ for command in (
     calls.calibrate,
     calls.limits,
     calls.collections,
+    calls.mcp,
 ):
     app.command()(command)
 

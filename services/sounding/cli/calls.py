@@ -1,4 +1,4 @@
-"""Commands that call a running orchestrator (ingest, retrieve, collections) and the local
+"""Commands that call a running orchestrator (ingest, retrieve, collections, the MCP server) and the local
 ones about its configuration (limits, token create)."""
 
 from __future__ import annotations
@@ -239,3 +239,43 @@ def token_create(
     os.replace(staged.name, file)
     console.print(f"added a {role} token of tenant {tenant} to {file}; the token (shown only now):")
     print(token)
+
+
+class McpTransport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+def mcp(
+    transport: McpTransport = typer.Option(
+        McpTransport.stdio, help="stdio, or streamable HTTP on --host/--port"
+    ),
+    host: str = typer.Option("127.0.0.1", help="http: the interface to listen on"),
+    port: int = typer.Option(8000, min=1, max=65535, help="http: the port to listen on"),
+    address: str = ADDRESS,
+    token: str = TOKEN,
+    tls_ca: Path = TLS_CA,
+    tls_cert: Path = TLS_CERT,
+    tls_key: Path = TLS_KEY,
+) -> None:
+    """Serve Sounding to MCP clients (desktop assistants, IDE agents): retrieve, verify_claim,
+    report_outcome, route_tool and report_tool_use, and the collections as resources, calling the
+    orchestrator at --address. Logs go to stderr (stdout is the stdio transport's)."""
+    from sounding_client import AsyncClient
+
+    from sounding.cli.mcp_server import build_server
+    from sounding.runtime import telemetry
+
+    settings = Settings()
+    telemetry.configure_logging(settings.log_level, settings.log_format)
+
+    def connect() -> AsyncClient:
+        return AsyncClient(
+            address or settings.address, token=token, ca_file=tls_ca, cert_file=tls_cert, key_file=tls_key
+        )
+
+    server = build_server(connect)
+    if transport is McpTransport.stdio:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)
