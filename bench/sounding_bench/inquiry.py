@@ -140,10 +140,18 @@ def bulls_and_cows(client, spec: BullsAndCowsRun, console: Console) -> dict:
 
 
 def hypotheses_benchmark(n_hypotheses: int, n_questions: int, seed: int) -> np.ndarray:
-    """attributes[h, q]: whether hypothesis h has attribute q (the answer to question q)."""
+    """attributes[h, q]: whether hypothesis h has attribute q (the answer to question q). Every
+    attribute splits the hypotheses: one that none of them drew (or all did) is given to (taken
+    from) one hypothesis at random, so that both answers are among the question's outcomes (a
+    noisy answer may be either, and the service accepts only a question's outcomes). Among many
+    hypotheses this never happens: the default benchmark is the same as without it."""
     rng = np.random.default_rng(seed)
     base_rates = rng.uniform(0.02, 0.5, size=n_questions)
-    return rng.random((n_hypotheses, n_questions)) < base_rates
+    attributes = rng.random((n_hypotheses, n_questions)) < base_rates
+    if n_hypotheses > 1:
+        for q in np.flatnonzero(attributes.all(axis=0) | ~attributes.any(axis=0)):
+            attributes[rng.integers(n_hypotheses), q] ^= True
+    return attributes
 
 
 def play_hypotheses(client, attributes: np.ndarray, secret: int, policy, noise: float, rng) -> dict:

@@ -151,7 +151,7 @@ def _bm25(tools: dict[str, dict], requests: list[Request]) -> dict[str, list[str
     retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
     found, _ = retriever.retrieve(
         bm25s.tokenize([r.text for r in requests], stopwords="en", show_progress=False),
-        k=TOP_K,
+        k=min(TOP_K, len(names)),
         show_progress=False,
     )
     return {r.id: [names[i] for i in row] for r, row in zip(requests, found, strict=True)}
@@ -228,6 +228,7 @@ def _replay(client, stream: list[Request], fallback_share: float, seed: int, con
             "mean_refresh_s": round(metrics.mean_refresh_seconds, 4),
             "dropped": metrics.dropped_since_start,
             "flagged_share": round(metrics.flagged_share, 4),
+            "untrusted_exemplars_route": metrics.untrusted_exemplars_route,
         },
     }
 
