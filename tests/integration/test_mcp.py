@@ -2,7 +2,8 @@
 streamable HTTP (issue 50, item 1): the tools listed; `retrieve` with its stream's events as
 progress notifications before the result; `report_outcome` recorded by Observe (GetStrategyMetrics
 counts it); `verify_claim` answering with its queries; a failed call as a tool error naming the
-gRPC code; the collections as resources; and a call cancelled mid-stream, which the server sees."""
+gRPC code; `route_tool` and `report_tool_use`; the collections as resources; and a call cancelled
+mid-stream, which the server sees."""
 
 import asyncio
 import json
@@ -11,11 +12,13 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from sounding_client import Tool
 
 from .conftest import DEMO_CORPUS, free_port
 
@@ -26,6 +29,10 @@ TOOLS = {"retrieve", "verify_claim", "report_outcome", "route_tool", "report_too
 CLAIM = "An echo sounder measures water depth by timing the return of a sound pulse."
 # The first Entail of a fresh machine trains the sidecar's NLI model (a minute in this suite).
 FIRST_CALL_S = 600
+TOOLSET = [
+    Tool("get_weather", "Current weather and forecast (rain, temperature) for a city."),
+    Tool("send_email", "Send an email message to a recipient."),
+]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +92,21 @@ async def exercise(mcp_client, client, collection):
     assert verdict["verdict"] in ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
     assert 1 <= len(verdict["queries"]) <= 2 and 0.0 <= verdict["confidence"] <= 1.0
     assert any(m.startswith("query ") for m in claim_progress)
+
+    toolset = f"it-mcp-{uuid.uuid4().hex[:8]}"
+    client.put_tools(toolset, TOOLSET)
+    routed = await mcp_client.call_tool(
+        "route_tool", {"toolset": toolset, "request": "will it rain in Oslo?"}
+    )
+    assert not routed.is_error and routed.structured_content["candidates"][0]["name"] == "get_weather"
+    used = {
+        "toolset": toolset,
+        "request": "will it rain in Oslo?",
+        "used_tool": "get_weather",
+        "success": True,
+    }
+    tool_use = await mcp_client.call_tool("report_tool_use", used)
+    assert tool_use.structured_content == {"recorded": 1, "rejected": []}
 
     missing = await mcp_client.call_tool("retrieve", {"collection": "it-mcp-nowhere", "query": "depth"})
     assert missing.is_error and "NOT_FOUND" in missing.content[0].text
