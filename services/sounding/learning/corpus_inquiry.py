@@ -189,11 +189,11 @@ class CorpusInquiryLearning:
         state = self._collection(verdict.collection)
         reached = [q for q in queries if q.reached and q.outcome]
         column = VERDICTS.index(verdict.verdict)
-        state.counts += sensor_counts([q.outcome for q in reached], [q.found_before for q in reached], column)
-        for strategy in {q.strategy for q in reached}:
+        for strategy in {q.strategy for q in reached}:  # the pooled counts are the strategies' sum
             own = [q for q in reached if q.strategy == strategy]
             counts = sensor_counts([q.outcome for q in own], [q.found_before for q in own], column)
             state.strategy_counts[strategy] = state.strategy_counts.get(strategy, 0.0) + counts
+            state.counts += counts
         state.sessions += 1
         self._observed += 1
 
