@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -154,12 +155,14 @@ def run_settings(address: str | None = None) -> Settings:
     )
 
 
-# Ports a stack is given lie between Ray's worker ports (10002-19999 by default) and the kernel's
-# ephemeral range, which the sidecar, Ray and every client connection draw from: a port handed out
-# here and bound a few seconds later cannot have been taken meanwhile by a process that asked for
-# any port.
+# Ports a stack is given lie below the kernel's ephemeral range, which the sidecar, Ray and every
+# client connection draw from: a port handed out here and bound a few seconds later cannot have
+# been taken meanwhile by a process that asked for any port. (Where that range starts too low to
+# leave room, any free port is taken.)
 _ASSIGNED_PORTS = range(20000, 32768)
 _handed_out: set[int] = set()
+_handing_out = threading.Lock()
+_draws = random.SystemRandom()
 
 
 def _ephemeral_floor() -> int:
@@ -170,17 +173,23 @@ def _ephemeral_floor() -> int:
 
 
 def free_port() -> int:
-    """A loopback TCP port nothing listens on now, outside the ephemeral range and not handed out
-    before by this process."""
-    candidates = [port for port in _ASSIGNED_PORTS if port < _ephemeral_floor() and port not in _handed_out]
-    for port in random.sample(candidates, len(candidates)):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _handed_out.add(port)
-        return port
+    """A loopback TCP port nothing listens on now, outside the ephemeral range where it leaves
+    room, and not handed out before by this process."""
+    with _handing_out:
+        floor = _ephemeral_floor()
+        candidates = [p for p in _ASSIGNED_PORTS if p < floor and p not in _handed_out]
+        if not candidates and floor <= _ASSIGNED_PORTS.start:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                return probe.getsockname()[1]
+        for port in _draws.sample(candidates, len(candidates)):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
     raise RuntimeError(f"no free loopback port in {_ASSIGNED_PORTS.start}-{_ASSIGNED_PORTS.stop - 1}")
 
 

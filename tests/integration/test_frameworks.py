@@ -21,7 +21,8 @@ QUERY = "how does an echo sounder measure depth"
 
 
 def own_collection(client, name):
-    documents = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines() if line.strip()]
+    lines = DEMO_CORPUS.read_text().splitlines()
+    documents = [json.loads(line) | {"metadata": {"source": "handbook"}} for line in lines if line.strip()]
     client.create_collection(name)
     list(client.ingest(name, documents, batch_size=16))
     return name
@@ -32,6 +33,7 @@ def assert_ranked_with_uncertainty(metadata, scores, texts):
     assert scores == sorted(scores, reverse=True) == [m["sounding_score"] for m in metadata]
     assert len({m["sounding_retrieval_id"] for m in metadata}) == 1
     assert metadata[0]["sounding_document_id"] == "echo-sounder"
+    assert all(m["source"] == "handbook" for m in metadata)  # the document's own metadata
     for m in metadata:
         assert 0.0 <= m["sounding_miss_rate"] <= 1.0
         # No calibration has run on the collection: no recall is stated.
@@ -76,11 +78,10 @@ def test_a_llama_index_retriever_returns_scored_nodes_and_reports_what_was_used(
     assert all(isinstance(n, NodeWithScore) for n in nodes)
     metadata = [n.node.metadata for n in nodes]
     assert_ranked_with_uncertainty(metadata, [n.score for n in nodes], [n.node.get_content() for n in nodes])
-    # A model reading a node sees its title and text, not Sounding's ids and figures.
+    # A model reading a node sees its text, title and own metadata, not Sounding's ids and figures.
     for_model = nodes[0].node.get_content(metadata_mode=MetadataMode.LLM)
-    assert (
-        metadata[0]["sounding_title"] in for_model and metadata[0]["sounding_retrieval_id"] not in for_model
-    )
+    assert metadata[0]["sounding_title"] in for_model and "source: handbook" in for_model
+    assert metadata[0]["sounding_retrieval_id"] not in for_model
 
     async def asynchronously():
         async with AsyncClient(stack.settings.address, timeout=60) as async_client:

@@ -13,12 +13,13 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from typing import Any, cast
 
+import grpc
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import BaseModel, Field
 from sounding_client import (
     Ask,
@@ -112,8 +113,8 @@ def _failed(error: SoundingError) -> ToolError:
 
 @asynccontextmanager
 async def _calls(tool: str) -> AsyncIterator[None]:
-    """A tool's gRPC calls: a failure becomes a tool error; a cancel is logged and goes on
-    (leaving the `async for` over a stream cancels its call)."""
+    """A tool's gRPC calls: a failure becomes a tool error; a cancel is logged and goes on (the
+    tool's stream is closed on the way out, which cancels its call)."""
     try:
         yield
     except SoundingError as error:
@@ -124,7 +125,8 @@ async def _calls(tool: str) -> AsyncIterator[None]:
 
 
 def build_server(connect: Callable[[], AsyncClient]) -> MCPServer:
-    """The MCP server; `connect` makes the Python client each session calls Sounding with."""
+    """The MCP server; `connect` makes the Python client it calls Sounding with (one per process,
+    opened and closed with the server)."""
 
     connected: list[AsyncClient] = []  # the server's one client while it runs (its lifespan)
 
@@ -148,9 +150,10 @@ def build_server(connect: Callable[[], AsyncClient]) -> MCPServer:
         "with the retrieval_id and the documents you used: that is how the collection learns."
     )
     async def retrieve(collection: str, query: str, ctx: Context, k: int = 10) -> Retrieved:
-        step = 0
-        async with _calls("retrieve"):
-            async for event in sounding().retrieve(collection, query, top_k=k):
+        stream = _generator(sounding().retrieve(collection, query, top_k=k))
+        async with _calls("retrieve"), aclosing(stream) as events:
+            step = 0
+            async for event in events:
                 step += 1
                 if isinstance(event, Final):
                     return _retrieved(event)
@@ -167,17 +170,20 @@ def build_server(connect: Callable[[], AsyncClient]) -> MCPServer:
     ) -> Verdict:
         policy = InquiryPolicy(max_turns=max_queries, target_confidence=target_confidence)
         queries: list[Query] = []
-        async with _calls("verify_claim"):
-            inquiry = sounding().inquire(
-                "corpus", policy, domain_parameters={"collection": collection}, context=claim
-            )
-            async for event in inquiry:
+        inquiry = sounding().inquire(
+            "corpus", policy, domain_parameters={"collection": collection}, context=claim
+        )
+        async with _calls("verify_claim"), aclosing(_generator(inquiry.__aiter__())) as events:
+            # Progress counts steps, two per query (asked, then judged), so it only ever rises.
+            async for event in events:
                 if isinstance(event, Ask):
-                    await ctx.report_progress(len(queries), max_queries, f"query {event.question!r}")
+                    step = 2 * len(queries) + 1
+                    await ctx.report_progress(step, 2 * max_queries, f"query {event.question!r}")
                 elif isinstance(event, Evidence):
                     queries.append(_query(event))
                     found = ", ".join(queries[-1].documents) or "nothing new"
-                    await ctx.report_progress(len(queries), max_queries, f"found {found}: {event.outcome}")
+                    step = 2 * len(queries)
+                    await ctx.report_progress(step, 2 * max_queries, f"found {found}: {event.outcome}")
                 elif isinstance(event, InquiryAnswer):
                     return Verdict(
                         verdict=event.answer,
@@ -250,9 +256,15 @@ def build_server(connect: Callable[[], AsyncClient]) -> MCPServer:
         try:
             return json.dumps(_collection(await sounding().get_collection(name)))
         except SoundingError as error:
-            raise ResourceError(str(_failed(error))) from None
+            missing = error.code is grpc.StatusCode.NOT_FOUND
+            raise (ResourceNotFoundError if missing else ResourceError)(str(_failed(error))) from None
 
     return server
+
+
+def _generator(events: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    """The client's streams are async generators (typed as iterators): closing one cancels its call."""
+    return cast(AsyncGenerator[Any, None], events)
 
 
 def _progress(event: Any) -> str:

@@ -24,6 +24,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
+from sounding.core.tool_routing import LabelTier
 from sounding.store.compaction import BackgroundCompaction
 from sounding.store.connection import table_names
 from sounding.store.database import Database
@@ -329,11 +330,11 @@ class ToolStore:
 
     async def latest_exemplars(
         self, per_tool: int
-    ) -> dict[tuple[str, str, str], list[tuple[int, int, np.ndarray]]]:
-        """Per (toolset, tool, tier), its latest `per_tool` exemplars as (stamp, sequence,
-        embedding), oldest first, each event's once; read in batches, holding at most twice
-        `per_tool` per key at a time."""
-        kept: dict[tuple[str, str, str], dict[int, tuple[int, int, np.ndarray]]] = {}
+    ) -> dict[tuple[str, str, bool], list[tuple[int, int, np.ndarray]]]:
+        """Per (toolset, tool, trusted: whether the tier is the agent's trusted use), its latest
+        `per_tool` exemplars by (stamp, sequence) as (stamp, sequence, embedding), oldest first,
+        each event's once; read in batches, holding at most twice `per_tool` per key at a time."""
+        kept: dict[tuple[str, str, bool], dict[int, tuple[int, int, np.ndarray]]] = {}
 
         def latest(
             exemplars: dict[int, tuple[int, int, np.ndarray]],
@@ -348,7 +349,7 @@ class ToolStore:
         )
         async for batch in await query.to_batches():
             for row in batch.to_pylist():
-                key = (row["toolset"], row["tool"], row["tier"])
+                key = (row["toolset"], row["tool"], row["tier"] == LabelTier.TRUSTED)
                 exemplars = kept.setdefault(key, {})
                 exemplars[row["sequence"]] = (
                     row["create_time_us"],

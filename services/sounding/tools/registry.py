@@ -4,6 +4,7 @@ centroid bank folded from them (core.tool_routing) that ranks the tools for a re
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import re
 import time
@@ -60,11 +61,12 @@ class _Folds:
 class _Toolset:
     version: int = 0
     tools: dict[str, ToolRecord] = field(default_factory=dict)
-    # Per tool, its latest exemplars as (sequence, embedding): the agent's trusted uses, and the
-    # free and teacher tiers' labels.
-    trusted: dict[str, deque[tuple[int, np.ndarray]]] = field(default_factory=dict)
+    # Per tool, its latest exemplars by (stamp, sequence): the agent's trusted uses, as (stamp,
+    # sequence, embedding), and the free and teacher tiers' labels.
+    trusted: dict[str, deque[tuple[int, int, np.ndarray]]] = field(default_factory=dict)
     untrusted: dict[str, deque[np.ndarray]] = field(default_factory=dict)
-    held_back: deque[tuple[str, np.ndarray]] = field(default_factory=lambda: deque(maxlen=HELD_BACK_USES))
+    # The held-back trusted uses among those, by (stamp, sequence): (tool, embedding).
+    held_back: dict[tuple[int, int], tuple[str, np.ndarray]] = field(default_factory=dict)
     exemplar_counts: dict[str, int] = field(default_factory=dict)
     folds: dict[str, _Folds] = field(default_factory=dict)
     untrusted_route: bool = False
@@ -95,20 +97,14 @@ class ToolRegistry:
         registry._load_tools(await store.tools())
         max_exemplars = config.settings.max_exemplars_per_tool
         latest = await store.latest_exemplars(max_exemplars)
-        held_back: dict[str, list[tuple[int, str, np.ndarray]]] = {}
-        for (name, tool, tier), exemplars in latest.items():
+        for (name, tool, trusted), exemplars in latest.items():
             toolset = registry._toolsets.setdefault(name, _Toolset())
-            if tier == LabelTier.TRUSTED:
-                toolset.trusted[tool] = deque(((q, v) for _, q, v in exemplars), maxlen=max_exemplars)
-                uses = held_back.setdefault(name, [])
-                uses.extend((stamp, tool, v) for stamp, q, v in exemplars if _held_back(q))
+            if trusted:
+                toolset.trusted[tool] = deque(exemplars, maxlen=max_exemplars)
+                toolset.held_back.update(((t, q), (tool, v)) for t, q, v in exemplars if _held_back(q))
             else:
                 toolset.untrusted[tool] = deque((v for *_, v in exemplars), maxlen=max_exemplars)
             registry._seen.add((sequence, stamp) for stamp, sequence, _ in exemplars)
-        for name, uses in held_back.items():
-            registry._toolsets[name].held_back.extend(
-                (tool, v) for _, tool, v in sorted(uses, key=lambda u: u[0])
-            )
         for (name, tool), count in (await store.exemplar_counts()).items():
             registry._toolsets.setdefault(name, _Toolset()).exemplar_counts[tool] = count
         recent = await store.exemplars_since(registry._seen.since_us)
@@ -271,8 +267,7 @@ class ToolRegistry:
                     current.untrusted.pop(name, None)
                     current.exemplar_counts.pop(name, None)
             if forget_exemplars:
-                kept = [(tool, v) for tool, v in current.held_back if tool not in names]
-                current.held_back = deque(kept, maxlen=HELD_BACK_USES)
+                current.held_back = {k: use for k, use in current.held_back.items() if use[0] not in names}
             self._refold(current, names)
             return version, len(current.tools)
 
@@ -319,7 +314,8 @@ class ToolRegistry:
         """Take saved exemplars not taken in before into the tools' centroids: one refold per
         toolset touched."""
         touched: dict[str, set[str]] = {}
-        for e in exemplars:
+        # In (stamp, sequence) order, as a restart reads them: every process keeps the same latest.
+        for e in sorted(exemplars, key=lambda e: (e.create_time_us, e.sequence)):
             if e.sequence in self._seen:
                 continue
             self._seen.add([(e.sequence, e.create_time_us)])
@@ -327,9 +323,12 @@ class ToolRegistry:
             vector = np.asarray(e.embedding, np.float32)
             maxlen = self._settings.max_exemplars_per_tool
             if e.tier == LabelTier.TRUSTED:
-                current.trusted.setdefault(e.tool, deque(maxlen=maxlen)).append((e.sequence, vector))
+                kept = current.trusted.setdefault(e.tool, deque(maxlen=maxlen))
+                if len(kept) == maxlen:
+                    current.held_back.pop(kept[0][:2], None)
+                kept.append((e.create_time_us, e.sequence, vector))
                 if _held_back(e.sequence):
-                    current.held_back.append((e.tool, vector))
+                    current.held_back[(e.create_time_us, e.sequence)] = (e.tool, vector)
             else:
                 current.untrusted.setdefault(e.tool, deque(maxlen=maxlen)).append(vector)
             current.exemplar_counts[e.tool] = current.exemplar_counts.get(e.tool, 0) + 1
@@ -352,18 +351,19 @@ class ToolRegistry:
             if record is None:
                 toolset.folds.pop(name, None)
                 continue
-            trusted = toolset.trusted.get(name, ())
-            folded = [v for q, v in trusted if not _held_back(q)]
+            description = record.embedding
+            trusted = [v for *_, v in toolset.trusted.get(name, ())]
+            folded = [v for _, q, v in toolset.trusted.get(name, ()) if not _held_back(q)]
             untrusted = list(toolset.untrusted.get(name, ()))
+
+            def folding(exemplars: list[np.ndarray], description: np.ndarray = description) -> np.ndarray:
+                return fold(description, _rows(exemplars, description), weight).astype(np.float32)
+
             toolset.folds[name] = _Folds(
-                trusted=fold(record.embedding, _rows([v for _, v in trusted], record.embedding), weight),
-                every=fold(
-                    record.embedding, _rows([v for _, v in trusted] + untrusted, record.embedding), weight
-                ),
-                validation=fold(record.embedding, _rows(folded, record.embedding), weight),
-                validation_untrusted=fold(
-                    record.embedding, _rows(folded + untrusted, record.embedding), weight
-                ),
+                trusted=folding(trusted),
+                every=folding(trusted + untrusted),
+                validation=folding(folded),
+                validation_untrusted=folding(folded + untrusted),
             )
         names = sorted(toolset.folds)
 
@@ -372,13 +372,14 @@ class ToolRegistry:
                 names, np.stack([getattr(toolset.folds[n], kind) for n in names]) if names else ()
             )
 
-        held_back = [(tool, v) for tool, v in toolset.held_back if tool in toolset.folds]
-        toolset.untrusted_route = any(toolset.untrusted.get(n) for n in names) and untrusted_labels_validate(
-            bank("validation"),
-            bank("validation_untrusted"),
-            held_back,
-            self._settings.untrusted_validation_uses,
-        )
+        minimum = self._settings.untrusted_validation_uses
+        uses = [(key, use) for key, use in toolset.held_back.items() if use[0] in toolset.folds]
+        toolset.untrusted_route = False
+        if len(uses) >= minimum and any(toolset.untrusted.get(n) for n in names):
+            held_back = [use for _, use in heapq.nlargest(HELD_BACK_USES, uses, key=lambda u: u[0])]
+            toolset.untrusted_route = untrusted_labels_validate(
+                bank("validation"), bank("validation_untrusted"), held_back, minimum
+            )
         toolset.bank = bank("every" if toolset.untrusted_route else "trusted")
         self.refreshes += 1
         self.refresh_seconds += time.perf_counter() - started

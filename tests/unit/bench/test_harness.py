@@ -81,3 +81,10 @@ def test_a_port_something_listens_on_is_not_handed_out(monkeypatch):
         monkeypatch.setattr(harness, "_ephemeral_floor", lambda: 65536)
         with pytest.raises(RuntimeError, match="no free loopback port"):
             harness.free_port()
+
+
+def test_where_the_ephemeral_range_leaves_no_room_any_free_port_is_taken(monkeypatch):
+    monkeypatch.setattr(harness, "_ephemeral_floor", lambda: 1024)
+    port = harness.free_port()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", port))  # it was free

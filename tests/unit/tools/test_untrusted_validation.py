@@ -38,19 +38,23 @@ def trusted(sequences, tool="get_weather"):
     return [(q, tool, LabelTier.TRUSTED) for q in sequences]
 
 
-def routed(tmp_path, exemplars):
-    """(untrusted_route, route of REQUEST, the same after a restart from the store)."""
+def routed(tmp_path, exemplars, batches=1, **settings):
+    """(untrusted_route, route of REQUEST, the same after a restart from the store); the
+    exemplars are saved in `batches` learner batches."""
 
     async def run():
         store = await ToolStore.open(await Database.open(StoreLocation(str(tmp_path))))
-        settings = ToolSettings(description_weight=1.0, untrusted_validation_uses=len(HELD_BACK_SEQUENCES))
-        registry = await ToolRegistry.restore(store, Words(), ToolConfig(settings))
+        defaults = {"description_weight": 1.0, "untrusted_validation_uses": len(HELD_BACK_SEQUENCES)}
+        config = ToolConfig(ToolSettings(**defaults | settings))
+        registry = await ToolRegistry.restore(store, Words(), config)
         await registry.put("ts", TOOLS)
         [vector] = await Words().embed([REQUEST])
         records = [exemplar(q, tool, tier, vector) for q, tool, tier in exemplars]
-        registry.add_exemplars(await store.append_learned([], records))
+        size = max(1, -(-len(records) // batches))
+        for start in range(0, len(records), size):
+            registry.add_exemplars(await store.append_learned([], records[start : start + size]))
         route, _ = await registry.route("ts", REQUEST, 3)
-        restored = await ToolRegistry.restore(store, Words(), ToolConfig(settings))
+        restored = await ToolRegistry.restore(store, Words(), config)
         again, _ = await restored.route("ts", REQUEST, 3)
         return registry.untrusted_route("ts"), route, restored.untrusted_route("ts"), again
 
@@ -97,3 +101,19 @@ def test_the_validation_counts_top1_hits_of_the_held_back_uses():
     )
     assert untrusted_labels_validate(right, right, uses, 2)  # no worse is enough
     assert not untrusted_labels_validate(wrong, right, uses, 3)
+
+
+def test_free_and_teacher_exemplars_and_evicted_uses_are_the_same_after_a_restart(tmp_path):
+    """Both untrusted tiers of one tool, and trusted uses beyond what a tool keeps (the held-back
+    ones among them evicted with it), as a live process and a restarted one hold them."""
+    teacher = [(200 + i, "get_weather", LabelTier.TEACHER) for i in range(6)]
+    many = trusted(range(1, 41))  # 20 held back, 20 folded; a tool keeps its latest 12
+    exemplars = untrusted("get_weather", 6) + teacher + many
+    adopted, route, adopted_again, again = routed(
+        tmp_path, exemplars, batches=4, max_exemplars_per_tool=12, untrusted_validation_uses=6
+    )
+    assert adopted and adopted_again and route.candidates == again.candidates
+    short = routed(
+        tmp_path / "b", exemplars, batches=4, max_exemplars_per_tool=12, untrusted_validation_uses=7
+    )
+    assert short[0] is False and short[2] is False  # 6 held-back uses kept, not 7

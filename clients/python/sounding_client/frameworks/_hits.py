@@ -49,7 +49,7 @@ def outcome(
     used = list(used)
     ids: set[str] = {retrieval_id} if retrieval_id else set()
     for metadata in used:
-        if not isinstance(found := metadata.get(RETRIEVAL_ID), str):
+        if not isinstance(found := metadata.get(RETRIEVAL_ID), str) or DOCUMENT_ID not in metadata:
             raise ValueError("a used document does not come from a Sounding retriever (no retrieval id)")
         ids.add(found)
     if not ids:

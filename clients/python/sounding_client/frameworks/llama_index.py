@@ -7,6 +7,7 @@ retriever.report_outcome(nodes[:2], success=True)   # Observe: what the agent us
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +45,7 @@ class SoundingLlamaRetriever(ReportsOutcomes[NodeWithScore], BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self.async_client is None:
-            return await super()._aretrieve(query_bundle)
+            return await asyncio.to_thread(self._retrieve, query_bundle)
         final = await self.async_client.retrieve_final(
             self.collection, query_bundle.query_str, top_k=self.top_k, **self.retrieve_options
         )
@@ -61,8 +62,8 @@ def _nodes(final: t.Final) -> list[NodeWithScore]:
     nodes = []
     for hit in final.hits:
         metadata = hit_metadata(final, hit)
-        # What a model and an embedder read of a node is its text and title, not the ids and figures.
-        hidden = [key for key in metadata if key != "sounding_title"]
+        # A model and an embedder read a node's text, title and own metadata, not Sounding's ids and figures.
+        hidden = [key for key in metadata if key.startswith("sounding_") and key != "sounding_title"]
         node = TextNode(
             id_=hit.chunk_id or hit.document_id,
             text=hit.text,
