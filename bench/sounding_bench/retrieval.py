@@ -2,15 +2,17 @@
 references computed in the same run.
 
 Service systems (over gRPC, one Retrieve per query and system, arms named in the request):
-`dense`, `lexical`, `fused` (both arms, RRF), searching with the base embeddings. With
-`learn_split`, the learned ranking first (`learn_ranking`): that split's queries are replayed as
-outcomes through Observe and Calibrate(QUERY_ADAPTER) fits the collection's query adapter; then
-`dense_learned` and `fused_learned` (the same requests with the adapter: what a client gets by
-default) are measured beside the others. References (in this process, same machine, same
-moment): `ref_bm25s`, `ref_minilm` (all-MiniLM-L6-v2 exact cosine scan), `ref_rrf` (their RRF,
-k = 60), `ref_lancedb_hybrid` (LanceDB's hybrid query over the same vectors and its full-text
-index, fused by its RRF reranker: the peer a user could call in process). Each reference's
-latency covers the whole query path (tokenise or encode the query, score, fuse). Systems take
+`dense`, `lexical`, `fused` (both arms, the fusion a client gets by default: min-max) and
+`fused_rrf` (both arms, RRF k = 60, the fusion before it), searching with the base embeddings.
+With `learn_split`, the learned ranking first (`learn_ranking`): that split's queries are
+replayed as outcomes through Observe and Calibrate(QUERY_ADAPTER) fits the collection's query
+adapter; then `dense_learned`, `fused_learned` (the same requests with the adapter: what a
+client gets by default) and `fused_learned_rrf` are measured beside the others. References
+(in this process, same machine, same moment): `ref_bm25s`, `ref_minilm` (all-MiniLM-L6-v2
+exact cosine scan), `ref_rrf` (their RRF, k = 60), `ref_lancedb_hybrid` (LanceDB's hybrid
+query over the same vectors and its full-text index, fused by its RRF reranker: the peer a user
+could call in process). Each reference's latency covers the whole query path (tokenise or encode
+the query, score, fuse). Systems take
 turns query by query, so a drift in the machine's speed affects them alike. A hit whose id
 equals the query id is dropped, as BEIR does.
 
@@ -125,11 +127,12 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
 
         # The arms and fusion are measured; the expansion loop is off (`eval calibration` measures it).
         no_loop = ExpansionOptions(max_iterations=0)
-        # {system: (arms, learned ranking)}
+        # {system: (arms, learned ranking, fusion: None for the default)}
         service_arms = {
-            "dense": (["dense"], False),
-            "lexical": (["lexical"], False),
-            "fused": (["dense", "lexical"], False),
+            "dense": (["dense"], False, None),
+            "lexical": (["lexical"], False, None),
+            "fused": (["dense", "lexical"], False, None),
+            "fused_rrf": (["dense", "lexical"], False, "rrf"),
         }
         learning = None
         if spec.learn_split:
@@ -138,8 +141,9 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
                 client, collection, learned_from, spec.learn_split, settings, spec.long_queries, console
             )
             service_arms |= {
-                "dense_learned": (["dense"], True),
-                "fused_learned": (["dense", "lexical"], True),
+                "dense_learned": (["dense"], True, None),
+                "fused_learned": (["dense", "lexical"], True, None),
+                "fused_learned_rrf": (["dense", "lexical"], True, "rrf"),
             }
         names = [*service_arms, *references.names]
         rankings: dict[str, dict[str, list[str]]] = {name: {} for name in names}
@@ -162,7 +166,7 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
                 for name, (ranking, latency_ms) in references.search(text).items():
                     rankings[name][query_id] = without_self(query_id, ranking)
                     latencies[name].append(latency_ms)
-                for name, (arms, learned) in service_arms.items():
+                for name, (arms, learned, fusion) in service_arms.items():
                     started = time.perf_counter()
                     final = next(
                         e
@@ -174,6 +178,7 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
                             omit_text=True,
                             expansion=no_loop,
                             learned_ranking=learned,
+                            fusion=fusion,
                         )
                         if isinstance(e, Final)
                     )
@@ -206,6 +211,9 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
         comparisons["fused_learned_minus_fused_recall@100"] = round(
             systems["fused_learned"]["recall@100"] - systems["fused"]["recall@100"], 4
         )
+        comparisons["fused_learned_minus_fused_learned_rrf_ndcg"] = round(
+            systems["fused_learned"]["ndcg@10"] - systems["fused_learned_rrf"]["ndcg@10"], 4
+        )
     return {
         "dataset": dataset.name,
         "split": spec.split,
@@ -221,6 +229,14 @@ def run(spec: RetrievalRun, settings: Settings, console: Console) -> dict:
             "fused_p50_minus_ref_lancedb_hybrid_p50_ms": round(
                 fused_p50 - systems["ref_lancedb_hybrid"]["latency_ms_p50"], 2
             ),
+            "fused_minus_fused_rrf_ndcg": round(
+                systems["fused"]["ndcg@10"] - systems["fused_rrf"]["ndcg@10"], 4
+            ),
+            "fused_minus_fused_rrf_recall@100": round(
+                systems["fused"]["recall@100"] - systems["fused_rrf"]["recall@100"], 4
+            ),
+            # What the default fusion adds to a Retrieve's p50, against RRF in the same run.
+            "fused_p50_minus_fused_rrf_p50_ms": round(fused_p50 - systems["fused_rrf"]["latency_ms_p50"], 2),
             "fused_ndcg_minus_ref_lancedb_hybrid": round(
                 systems["fused"]["ndcg@10"] - systems["ref_lancedb_hybrid"]["ndcg@10"], 4
             ),

@@ -116,9 +116,11 @@ class AsyncClient(AsyncConnection):
         timeout: float | None = None,
         expansion: t.ExpansionOptions | None = None,
         learned_ranking: bool = True,
+        fusion: str | None = None,
     ) -> AsyncIterator[t.RetrieveEvent]:
         """Stream a Retrieve's events; `learned_ranking=False` searches with the base embeddings,
-        without the collection's query adapter (Calibrate("query_adapter"))."""
+        without the collection's query adapter (Calibrate("query_adapter")); `fusion` is
+        "min_max" or "rrf" (None: the deployment's, or RRF when `fusion_k` is set)."""
         request = _requests.retrieve_request(
             collection,
             query,
@@ -129,6 +131,7 @@ class AsyncClient(AsyncConnection):
             synthesis_confidence,
             expansion,
             learned_ranking,
+            fusion,
         )
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         async for event in self._stream(call, _convert.retrieve_event):

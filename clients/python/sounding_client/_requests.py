@@ -44,6 +44,14 @@ def ingest_requests(
         yield corpus_pb2.IngestDocumentsRequest(collection=collection, documents=batch)
 
 
+# A Retrieve's `fusion`: None for the deployment's.
+FUSION_METHODS = {
+    None: sounding_pb2.FUSION_METHOD_UNSPECIFIED,
+    "min_max": sounding_pb2.FUSION_METHOD_MIN_MAX,
+    "rrf": sounding_pb2.FUSION_METHOD_RRF,
+}
+
+
 def retrieve_request(
     collection: str,
     query: str,
@@ -54,7 +62,10 @@ def retrieve_request(
     synthesis_confidence: float | None,
     expansion: t.ExpansionOptions | None = None,
     learned_ranking: bool = True,
+    fusion: str | None = None,
 ) -> sounding_pb2.RetrieveRequest:
+    if fusion not in FUSION_METHODS:
+        raise ValueError(f"fusion must be 'min_max', 'rrf' or None, got {fusion!r}")
     request = sounding_pb2.RetrieveRequest(
         collection=collection,
         query=query,
@@ -63,6 +74,7 @@ def retrieve_request(
         fusion_k=fusion_k,
         omit_text=omit_text,
         without_learned_ranking=not learned_ranking,
+        fusion=FUSION_METHODS[fusion],
     )
     if synthesis_confidence is not None:
         request.synthesis_confidence = synthesis_confidence

@@ -111,9 +111,11 @@ class Client(Connection):
         timeout: float | None = None,
         expansion: t.ExpansionOptions | None = None,
         learned_ranking: bool = True,
+        fusion: str | None = None,
     ) -> Iterator[t.RetrieveEvent]:
         """Stream a Retrieve's events; `learned_ranking=False` searches with the base embeddings,
-        without the collection's query adapter (Calibrate("query_adapter"))."""
+        without the collection's query adapter (Calibrate("query_adapter")); `fusion` is
+        "min_max" or "rrf" (None: the deployment's, or RRF when `fusion_k` is set)."""
         request = _requests.retrieve_request(
             collection,
             query,
@@ -124,6 +126,7 @@ class Client(Connection):
             synthesis_confidence,
             expansion,
             learned_ranking,
+            fusion,
         )
         call = self._sounding.Retrieve(request, timeout=timeout or self.timeout)
         yield from self._stream(call, _convert.retrieve_event)

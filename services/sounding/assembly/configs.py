@@ -46,6 +46,7 @@ def ray_executor_config(settings: Settings) -> RayExecutorConfig:
 def retrieval_config(settings: Settings) -> RetrievalConfig:
     return RetrievalConfig(
         expansion=settings.retrieval.expansion,
+        fusion=settings.retrieval.fusion,
         fusion_k=settings.retrieval.fusion_k,
         limits=settings.limits.retrieve,
     )

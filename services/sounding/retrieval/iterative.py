@@ -8,7 +8,7 @@ the last refusal as its reason.
 
 Merge: the first `protected_head` positions of the result before the loop stay as they are
 (expansions chase recall; the head the caller reads first was ranked by the query itself).
-Below them, every expanded query's ranking joins the arms' rankings in the weighted RRF
+Below them, every expanded query's ranking joins the arms' rankings in the request's fusion
 (weight: `fusion_weight` × the arms' mean weight), so a document is listed once, with every
 arm and expanded query that found it among its contributions. The loop's running miss rate starts at
 the stated one; after a merge that brought `added` new documents into the top k it becomes
@@ -31,6 +31,7 @@ import numpy as np
 
 from sounding.core import expansion as core
 from sounding.core.expansion_gate import ExpansionStep
+from sounding.core.fusion import Fusion
 from sounding.core.provenance import Provenance
 from sounding.retrieval.fusion import fuse_hits
 from sounding.retrieval.protocol import (
@@ -84,7 +85,7 @@ class LoopInputs:
     gaps: Sequence[core.Gap]
     landed: Mapping[str, ArmResult]
     weights: Mapping[str, float]
-    fusion_k: float
+    fusion: Fusion
     recall: Callable[[float], Provenance]
     refusal: Callable[[str], str]
     flow: str = ""
@@ -158,7 +159,7 @@ async def run_loop(
             state.expansions.append(
                 QueryExpansion(inputs.query, text, strategy, len(documents), bool(documents - before))
             )
-        merged = fuse_hits({**landed, **state.rankings}, all_weights, inputs.fusion_k, top_k)
+        merged = fuse_hits({**landed, **state.rankings}, all_weights, inputs.fusion, top_k)
         state.fused = [*head, *(h for h in merged if h.document_id not in head_ids)][:top_k]
         added_ids = [h.document_id for h in state.fused if h.document_id not in before]
         added = len(added_ids)

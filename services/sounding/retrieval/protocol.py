@@ -113,6 +113,8 @@ class RetrieveQuery:
     query: str
     top_k: int
     arms: tuple[str, ...] = ()
+    # `core.fusion.FUSION_METHODS`, or "" for the deployment's (RRF when `fusion_k` is set).
+    fusion: str = ""
     fusion_k: float = 0.0
     omit_text: bool = False
     synthesis_confidence: float | None = None

@@ -29,7 +29,7 @@ import numpy as np
 from sounding.core.entities import extract_entities
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
-from sounding.core.fusion import DEFAULT_RRF_K
+from sounding.core.fusion import DEFAULT_RRF_K, FUSION_METHODS, MIN_MAX, RRF, Fusion
 from sounding.core.uncertainty import MissRateSignals
 from sounding.models.client import ModelsClient
 from sounding.retrieval.fusion import fuse_hits
@@ -88,6 +88,12 @@ def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) ->
         raise errors.InvalidArgument(
             f"fusion_k must be at most {limits.max_fusion_k:g} (0 for the default)", field="fusion_k"
         )
+    if query.fusion and query.fusion not in FUSION_METHODS:
+        raise errors.InvalidArgument(
+            f"unknown fusion {query.fusion!r}; known: {list(FUSION_METHODS)}", field="fusion"
+        )
+    if query.fusion == MIN_MAX and query.fusion_k:
+        raise errors.InvalidArgument("fusion_k is RRF's constant; min_max takes none", field="fusion_k")
     options = query.expansion
     if options.max_iterations is not None and options.max_iterations > limits.max_expansion_iterations:
         raise errors.InvalidArgument(
@@ -108,10 +114,12 @@ def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) ->
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """The expansion loop's defaults, the fusion constant of a request that sets none, and the
-    deployment's limits on a Retrieve."""
+    """The expansion loop's defaults, the fusion of a request that names none (`fusion_k` is
+    RRF's constant when RRF is asked for without one), and the deployment's limits on a
+    Retrieve."""
 
     expansion: ExpansionSettings = field(default_factory=ExpansionSettings)
+    fusion: str = MIN_MAX
     fusion_k: float = DEFAULT_RRF_K
     limits: RetrieveLimits = field(default_factory=RetrieveLimits)
 
@@ -130,6 +138,11 @@ class RetrievalService:
         self._models = models
         self._graphs = graphs
         self._config = config
+
+    def _fusion(self, query: RetrieveQuery) -> Fusion:
+        """The fusion the request names, RRF if it sets only `fusion_k`, else the deployment's."""
+        method = query.fusion or (RRF if query.fusion_k else self._config.fusion)
+        return Fusion(method, query.fusion_k or self._config.fusion_k)
 
     def _loop_settings(self, options: ExpansionOptions) -> LoopSettings:
         defaults = self._config.expansion
@@ -159,7 +172,7 @@ class RetrievalService:
             if query.learned_ranking
             else None
         )
-        run = _Run(query, learning, adapter, query.fusion_k or self._config.fusion_k, started)
+        run = _Run(query, learning, adapter, self._fusion(query), started)
         try:
             planned = await self._plan(run)
             yield PlanEvent(
@@ -249,7 +262,7 @@ class RetrievalService:
             gaps=measured.gaps,
             landed=run.landed,
             weights=planned.plan.weights,
-            fusion_k=run.fusion_k,
+            fusion=run.fusion,
             recall=lambda miss_rate: loop_recall(miss_rate, calibration),
             refusal=self._gate(run),
             flow=run.flow,
@@ -366,7 +379,7 @@ class _Run:
     query: RetrieveQuery
     learning: RetrievalLearner
     adapter: QueryAdapter | None
-    fusion_k: float
+    fusion: Fusion
     started: float  # time.perf_counter() when the call began
     retrieval_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     carrier: Mapping[str, str] = field(default_factory=telemetry.inject)
@@ -387,7 +400,7 @@ class _Run:
         return future
 
     def fuse(self, rankings: Mapping[str, ArmResult], weights: Mapping[str, float]) -> list[FusedHit]:
-        return fuse_hits(rankings, weights, self.fusion_k, self.query.top_k)
+        return fuse_hits(rankings, weights, self.fusion, self.query.top_k)
 
     async def cancel_outstanding(self) -> None:
         """Cancels what is still running (a consumer that went away: client cancel, deadline)."""

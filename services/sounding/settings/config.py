@@ -228,6 +228,9 @@ class RetrievalSettings(BaseModel):
     # Custom Ray resources each strategy worker requires: {"sounding_worker": 1} places the workers
     # only on nodes that declare that resource (deploy/: the RayCluster's worker group does).
     worker_resources: dict[str, float] = {}
+    # How a Retrieve that names no fusion fuses its rankings: "min_max" (normalised-score fusion)
+    # or "rrf" (reciprocal rank fusion with `fusion_k`); core.fusion, bench/README.md "Zero-shot fusion".
+    fusion: Literal["min_max", "rrf"] = "min_max"
     fusion_k: float = Field(default=60.0, gt=0)
     # Above this many chunks the dense arm uses LanceDB's vector search instead of an exact
     # in-memory scan of the table's vectors.

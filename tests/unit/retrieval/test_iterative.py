@@ -3,6 +3,7 @@ import asyncio
 import numpy as np
 import pytest
 from sounding.core.expansion import Gap
+from sounding.core.fusion import RRF, Fusion
 from sounding.core.provenance import Provenance
 from sounding.retrieval.fusion import fuse_hits
 from sounding.retrieval.iterative import LoopInputs, LoopSettings, LoopState, run_loop
@@ -44,7 +45,7 @@ class FakeExecutor:
 
 def run(found, miss_rate, settings, top_k=4, refusal=lambda strategy: ""):
     landed = {"dense": ArmResult("dense", hits("a", "b", "c"), 1.0)}
-    state = LoopState(fuse_hits(landed, {"dense": 1.0}, 60, top_k), miss_rate)
+    state = LoopState(fuse_hits(landed, {"dense": 1.0}, Fusion(RRF, 60), top_k), miss_rate)
     executor = FakeExecutor(found)
 
     async def collect():
@@ -61,7 +62,7 @@ def run(found, miss_rate, settings, top_k=4, refusal=lambda strategy: ""):
                     gaps=GAPS,
                     landed=landed,
                     weights={"dense": 1.0},
-                    fusion_k=60,
+                    fusion=Fusion(RRF, 60),
                     recall=lambda m: Provenance("derived", value=1 - m),
                     refusal=refusal,
                 ),

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from sounding.core.expansion import DEFAULT_STRATEGIES
 from sounding.core.expansion_gate import ExpansionStep
+from sounding.core.fusion import MIN_MAX, RRF, min_max_fusion, weighted_rrf
 from sounding.core.provenance import Provenance
 from sounding.learning.query_adapter import QueryAdapter
 from sounding.learning.service import LearningConfig, LearningService
@@ -127,7 +128,7 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
 
     async def collect():  # dense lands only once lexical's result is out, however slow the machine
         events = []
-        async for event in service_over(executor).retrieve(RetrieveQuery(C, "q", 3)):
+        async for event in service_over(executor).retrieve(RetrieveQuery(C, "q", 3, fusion=RRF)):
             events.append(event)
             if isinstance(event, StrategyResultEvent):
                 executor.release("dense")
@@ -141,7 +142,7 @@ def test_streams_plan_results_in_landing_order_fused_then_final():
         "dense",
     ]
     final = events[-1]
-    assert [h.document_id for h in final.hits][0] == "b"  # found by both arms
+    assert [h.document_id for h in final.hits][0] == "b"  # found by both arms: first by RRF
     assert final.hits[0].text == "text of b#0" and final.hits[0].metadata == {"k": "v"}
     assert final.uncertainty.corpus_coverage.kind == "deterministic"
     assert final.uncertainty.corpus_coverage.value == pytest.approx(0.75)
@@ -247,6 +248,8 @@ def test_a_consumer_going_away_cancels_outstanding_arms():
         (RetrieveQuery(C, "q", 1001), "top_k"),
         (RetrieveQuery(C, "q", 10, arms=("telepathy",)), "arms"),
         (RetrieveQuery(C, "q", 10, fusion_k=1e9), "fusion_k"),
+        (RetrieveQuery(C, "q", 10, fusion="borda"), "fusion"),
+        (RetrieveQuery(C, "q", 10, fusion=MIN_MAX, fusion_k=10), "fusion_k"),
         (RetrieveQuery(C, "q", 10, expansion=ExpansionOptions(budget=51)), "expansion.budget"),
         (
             RetrieveQuery(C, "q", 10, expansion=ExpansionOptions(strategies=("guess",))),
@@ -258,6 +261,29 @@ def test_requests_beyond_the_limits_or_naming_unknown_strategies_name_the_field(
     with pytest.raises(errors.InvalidArgument) as raised:
         validate(query)
     assert raised.value.field == field
+
+
+@pytest.mark.parametrize(
+    "fusion,fusion_k,expected",
+    [
+        ("", 0.0, lambda r: min_max_fusion(r)),
+        (MIN_MAX, 0.0, lambda r: min_max_fusion(r)),
+        (RRF, 0.0, lambda r: weighted_rrf(r, k=60)),
+        ("", 10.0, lambda r: weighted_rrf(r, k=10)),
+        (RRF, 10.0, lambda r: weighted_rrf(r, k=10)),
+    ],
+)
+def test_the_final_ranking_is_the_requested_fusion_min_max_by_default(fusion, fusion_k, expected):
+    rankings = {"dense": ["a", "b", "c", "d"], "lexical": ["d", "c", "e"]}
+    service = service_over(FakeExecutor({"dense": 0, "lexical": 0}, rankings))
+    query = RetrieveQuery(C, "q", 5, arms=("dense", "lexical"), fusion=fusion, fusion_k=fusion_k)
+    final = asyncio.run(_collect(service, query))[-1]
+    assert isinstance(final, FinalEvent)
+    # FakeExecutor scores an arm's i-th hit 1 / (i + 1).
+    scored = {arm: [(d, 1.0 / (i + 1)) for i, d in enumerate(ids)] for arm, ids in rankings.items()}
+    assert [(h.document_id, h.score) for h in final.hits] == [
+        (item.key, pytest.approx(item.score)) for item in expected(scored)
+    ]
 
 
 def test_unknown_collection_is_not_found():

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from sounding_api.sounding.v1 import common_pb2, sounding_pb2
 
+from sounding.core.fusion import MIN_MAX, RRF
 from sounding.core.provenance import Provenance
 from sounding.retrieval import protocol as p
 from sounding.store.tenancy import ResourceRef
+
+FUSION_METHODS = {
+    sounding_pb2.FUSION_METHOD_UNSPECIFIED: "",
+    sounding_pb2.FUSION_METHOD_MIN_MAX: MIN_MAX,
+    sounding_pb2.FUSION_METHOD_RRF: RRF,
+}
 
 
 def retrieve_query(
@@ -18,6 +25,7 @@ def retrieve_query(
         query=request.query,
         top_k=request.top_k,
         arms=tuple(request.arms),
+        fusion=FUSION_METHODS[request.fusion],
         fusion_k=request.fusion_k,
         omit_text=request.omit_text,
         synthesis_confidence=(

@@ -9,6 +9,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FusionMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSION_METHOD_UNSPECIFIED: _ClassVar[FusionMethod]
+    FUSION_METHOD_MIN_MAX: _ClassVar[FusionMethod]
+    FUSION_METHOD_RRF: _ClassVar[FusionMethod]
+
 class StoppingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STOPPING_REASON_UNSPECIFIED: _ClassVar[StoppingReason]
@@ -33,6 +39,9 @@ class CalibrationTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CALIBRATION_TARGET_STOP_THRESHOLD: _ClassVar[CalibrationTarget]
     CALIBRATION_TARGET_CONFIDENCE: _ClassVar[CalibrationTarget]
     CALIBRATION_TARGET_QUERY_ADAPTER: _ClassVar[CalibrationTarget]
+FUSION_METHOD_UNSPECIFIED: FusionMethod
+FUSION_METHOD_MIN_MAX: FusionMethod
+FUSION_METHOD_RRF: FusionMethod
 STOPPING_REASON_UNSPECIFIED: StoppingReason
 STOPPING_REASON_CONFIDENCE_REACHED: StoppingReason
 STOPPING_REASON_BUDGET_EXHAUSTED: StoppingReason
@@ -51,7 +60,7 @@ CALIBRATION_TARGET_CONFIDENCE: CalibrationTarget
 CALIBRATION_TARGET_QUERY_ADAPTER: CalibrationTarget
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence", "expansion", "without_learned_ranking")
+    __slots__ = ("collection", "query", "top_k", "arms", "fusion_k", "omit_text", "synthesis_confidence", "expansion", "without_learned_ranking", "fusion")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +70,7 @@ class RetrieveRequest(_message.Message):
     SYNTHESIS_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     EXPANSION_FIELD_NUMBER: _ClassVar[int]
     WITHOUT_LEARNED_RANKING_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     top_k: int
@@ -70,7 +80,8 @@ class RetrieveRequest(_message.Message):
     synthesis_confidence: float
     expansion: ExpansionOptions
     without_learned_ranking: bool
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ..., expansion: _Optional[_Union[ExpansionOptions, _Mapping]] = ..., without_learned_ranking: _Optional[bool] = ...) -> None: ...
+    fusion: FusionMethod
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., top_k: _Optional[int] = ..., arms: _Optional[_Iterable[str]] = ..., fusion_k: _Optional[float] = ..., omit_text: _Optional[bool] = ..., synthesis_confidence: _Optional[float] = ..., expansion: _Optional[_Union[ExpansionOptions, _Mapping]] = ..., without_learned_ranking: _Optional[bool] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ...) -> None: ...
 
 class ExpansionOptions(_message.Message):
     __slots__ = ("min_recall", "max_iterations", "budget", "strategies")
