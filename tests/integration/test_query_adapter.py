@@ -118,8 +118,18 @@ def test_a_query_adapter_learns_which_documents_agents_use_and_survives_a_restar
     assert report.deployed and report.version == "1" and report.sample_size == len(outcomes)
     assert d["holdout_size"] == 12 and d["training_size"] == 48 and d["pool_chunks"] == 2 * len(ANIMALS)
     assert d["holdout_ndcg_at_10_candidate"] > d["holdout_ndcg_at_10_base"]
-    # The retrievals ran dense and lexical: the dense arm's weight was chosen on all 12 held out.
+    # The retrievals ran dense and lexical and logged their scores: the fusion, min-max or RRF,
+    # and the dense arm's weight were chosen on all 12 held out.
     assert d["fusion_holdout_size"] == 12 and d["dense_fusion_weight"] in (1.0, 1.5, 2.0, 3.0, 4.0)
+    assert {k for k in d if k.startswith(("holdout_min_max_", "holdout_fused_"))} == {
+        f"holdout_{fusion}_ndcg_at_10_dense_weight_{w:g}"
+        for fusion in ("min_max", "fused")
+        for w in (1.0, 1.5, 2.0, 3.0, 4.0)
+    }
+    chosen = "min_max" if d["fusion_min_max"] == 1.0 else "fused"
+    assert d[f"holdout_{chosen}_ndcg_at_10_dense_weight_{d['dense_fusion_weight']:g}"] == max(
+        v for k, v in d.items() if k.startswith(("holdout_min_max_", "holdout_fused_"))
+    )
     assert report.summary.startswith("deployed query adapter v1")
 
     # Queries phrased as none of the observed ones find the habitat page higher with the adapter.

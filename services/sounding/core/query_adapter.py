@@ -80,21 +80,28 @@ def fit(
     return result.x.reshape(d, d)
 
 
-def document_rankings(
+def scored_document_rankings(
     queries: np.ndarray, pool: np.ndarray, pool_documents: np.ndarray, depth: int = 100
-) -> list[list[str]]:
+) -> list[list[tuple[str, float]]]:
     """Each query's ranking of the pool's documents (each by its best chunk, cosine), the first
-    `depth`, the queries searched as given."""
+    `depth` with their cosines, the queries searched as given."""
     scores = np.asarray(queries, dtype=np.float32) @ np.asarray(pool, dtype=np.float32).T
     rankings = []
     for row in scores:
-        ranked: dict[str, None] = {}
+        ranked: dict[str, float] = {}
         for chunk in np.argsort(-row, kind="stable"):
-            ranked.setdefault(str(pool_documents[chunk]))
+            ranked.setdefault(str(pool_documents[chunk]), float(row[chunk]))
             if len(ranked) == depth:
                 break
-        rankings.append(list(ranked))
+        rankings.append(list(ranked.items()))
     return rankings
+
+
+def document_rankings(
+    queries: np.ndarray, pool: np.ndarray, pool_documents: np.ndarray, depth: int = 100
+) -> list[list[str]]:
+    """`scored_document_rankings` without the cosines."""
+    return [[d for d, _ in r] for r in scored_document_rankings(queries, pool, pool_documents, depth)]
 
 
 def ndcg_at_10(rankings: Sequence[Sequence[str]], used: Sequence[set[str]]) -> float:

@@ -8,8 +8,11 @@ Retrieve from then on (issue 22, item 2).
 - Validation: the latest HOLDOUT_SHARE of them (at least MIN_HOLDOUT), in log order, are left out
   of the fit; the candidate is deployed only if its nDCG@10 of their documents (the dense ranking
   of the pool) is above the incumbent's (the deployed adapter, or the base embeddings). On the
-  same outcomes the dense arm's fusion weight is chosen: its adapted ranking fused by RRF with
-  the rankings the retrieval's other arms logged, weighted 1 each.
+  same outcomes the fusion is chosen, method and dense weight together: the adapted dense
+  ranking (as deep as the other arms' logged rankings) fused with the rankings the retrieval's
+  other arms logged, weighted 1 each, by min-max fusion or RRF, whichever ranks their documents
+  best. Min-max needs the arms' logged scores; outcomes logged without them leave RRF alone
+  (issue 53, item 3: the zero-shot fusion stays only where it validates with the adapter).
 - Pool: every chunk of a collection of at most POOL_CHUNKS chunks; a larger one contributes a
   uniform sample of POOL_CHUNKS chunks plus the used documents' chunks.
 - An adapter belongs to one incarnation of its collection (its creation time): a collection
@@ -21,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from sounding.core import query_adapter
-from sounding.core.fusion import weighted_rrf
+from sounding.core.fusion import MIN_MAX, RRF, Fusion
 from sounding.learning.protocol import CalibrationProgress, CalibrationReport
 from sounding.retrieval.protocol import PoolReader
 from sounding.runtime import errors
@@ -49,6 +52,8 @@ class QueryAdapter:
     # The creation time of the collection incarnation it was fitted for.
     collection_create_time_us: int
     dense_fusion_weight: float = 1.0
+    # The fusion validated with it (adapters fitted before the choice was made were RRF's).
+    fusion: str = RRF
 
     def search_vector(self, embedding: np.ndarray) -> np.ndarray:
         return query_adapter.adapted(self.matrix, embedding)
@@ -64,6 +69,7 @@ class QueryAdapter:
             "matrix": base64.b64encode(self.matrix.astype("<f4").tobytes()).decode("ascii"),
             "collection_create_time_us": self.collection_create_time_us,
             "dense_fusion_weight": self.dense_fusion_weight,
+            "fusion": self.fusion,
         }
 
     @classmethod
@@ -75,6 +81,7 @@ class QueryAdapter:
             matrix.astype(np.float32),
             int(params["collection_create_time_us"]),
             float(params.get("dense_fusion_weight", 1.0)),
+            str(params.get("fusion", RRF)),
         )
 
 
@@ -87,6 +94,12 @@ class Outcome:
     needed: set[str]
     # The rankings the retrieval's other arms logged (the dense arm's is recomputed).
     other_rankings: dict[str, list[str]]
+    # Their scores, in the same order, where they were logged.
+    other_scores: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def scored(self) -> bool:
+        return all(arm in self.other_scores for arm in self.other_rankings)
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,7 @@ class Fitted:
     deploy: bool
     matrix: np.ndarray
     dense_fusion_weight: float
+    fusion: str
     diagnostics: dict[str, float]
 
 
@@ -101,9 +115,11 @@ def fit_and_validate(
     outcomes: Sequence[Outcome], pool_documents: np.ndarray, pool: np.ndarray, incumbent: np.ndarray | None
 ) -> Fitted:
     """Fit on all but the latest outcomes; on those, score candidate, incumbent and base embeddings
-    (the dense ranking alone), and choose the dense arm's fusion weight among DENSE_FUSION_WEIGHTS
-    (RRF with the other arms the held-out retrievals ran; the smallest weight on a tie). ValueError
-    below MIN_OUTCOMES outcomes."""
+    (the dense ranking alone), and choose the fusion of the candidate's ranking with the other arms
+    the held-out retrievals ran: min-max or RRF, with the dense weight among DENSE_FUSION_WEIGHTS
+    (on a tie min-max, then the smallest weight). Min-max competes where at least MIN_HOLDOUT of
+    those retrievals logged their arms' scores, and the comparison is then over those alone.
+    ValueError below MIN_OUTCOMES outcomes."""
     if len(outcomes) < MIN_OUTCOMES:
         raise ValueError(f"a query adapter needs at least {MIN_OUTCOMES} outcomes, has {len(outcomes)}")
     holdout = max(MIN_HOLDOUT, round(HOLDOUT_SHARE * len(outcomes)))
@@ -114,27 +130,34 @@ def fit_and_validate(
     held, held_outcomes = queries[-holdout:], outcomes[-holdout:]
     needed = [o.needed for o in held_outcomes]
 
-    def dense(matrix: np.ndarray | None) -> list[list[str]]:
+    def dense(matrix: np.ndarray | None) -> list[list[tuple[str, float]]]:
         searched = held if matrix is None else query_adapter.adapted(matrix, held)
-        return query_adapter.document_rankings(searched, pool, pool_documents)
+        return query_adapter.scored_document_rankings(searched, pool, pool_documents)
+
+    def ids(rankings: list[list[tuple[str, float]]]) -> list[list[str]]:
+        return [[d for d, _ in r] for r in rankings]
 
     candidate_rankings = dense(matrix)
-    base = query_adapter.ndcg_at_10(dense(None), needed)
-    candidate = query_adapter.ndcg_at_10(candidate_rankings, needed)
-    current = base if incumbent is None else query_adapter.ndcg_at_10(dense(incumbent), needed)
+    base = query_adapter.ndcg_at_10(ids(dense(None)), needed)
+    candidate = query_adapter.ndcg_at_10(ids(candidate_rankings), needed)
+    current = base if incumbent is None else query_adapter.ndcg_at_10(ids(dense(incumbent)), needed)
     fused = [i for i, o in enumerate(held_outcomes) if o.other_rankings]
-    by_weight = {
-        weight: query_adapter.ndcg_at_10(
-            [_fused(candidate_rankings[i], held_outcomes[i].other_rankings, weight) for i in fused],
-            [needed[i] for i in fused],
+    scored = [i for i in fused if held_outcomes[i].scored]
+    compared, methods = (scored, (MIN_MAX, RRF)) if len(scored) >= MIN_HOLDOUT else (fused, (RRF,))
+    by_fusion = {
+        (method, weight): query_adapter.ndcg_at_10(
+            [_fused(candidate_rankings[i], held_outcomes[i], Fusion(method), weight) for i in compared],
+            [needed[i] for i in compared],
         )
-        for weight in (DENSE_FUSION_WEIGHTS if len(fused) >= MIN_HOLDOUT else ())
+        for method in methods
+        for weight in (DENSE_FUSION_WEIGHTS if len(compared) >= MIN_HOLDOUT else ())
     }
-    weight = max(by_weight, key=lambda w: by_weight[w], default=1.0)
+    method, weight = max(by_fusion, key=lambda f: by_fusion[f], default=(RRF, 1.0))
     return Fitted(
         deploy=bool(candidate > current),
         matrix=matrix.astype(np.float32),
         dense_fusion_weight=weight,
+        fusion=method,
         diagnostics={
             "holdout_ndcg_at_10_candidate": candidate,
             "holdout_ndcg_at_10_incumbent": current,
@@ -143,18 +166,30 @@ def fit_and_validate(
             "holdout_size": float(holdout),
             "pool_chunks": float(len(pool)),
             "dense_fusion_weight": weight,
-            "fusion_holdout_size": float(len(fused)),
-            **{f"holdout_fused_ndcg_at_10_dense_weight_{w:g}": v for w, v in by_weight.items()},
+            "fusion_min_max": float(method == MIN_MAX),
+            "fusion_holdout_size": float(len(compared)),
+            **{
+                f"holdout_{'fused' if m == RRF else 'min_max'}_ndcg_at_10_dense_weight_{w:g}": v
+                for (m, w), v in by_fusion.items()
+            },
         },
     )
 
 
-def _fused(dense: list[str], others: dict[str, list[str]], dense_weight: float) -> list[str]:
+def _fused(
+    dense: list[tuple[str, float]], outcome: Outcome, fusion: Fusion, dense_weight: float
+) -> list[str]:
+    """The top 10 of `fusion` over the dense ranking, cut as deep as the other arms' logged ones,
+    and theirs (with their scores where min-max needs them)."""
+    depth = max(len(r) for r in outcome.other_rankings.values()) or len(dense)
     rankings = {
-        "dense": [(d, 0.0) for d in dense],
-        **{arm: [(d, 0.0) for d in r] for arm, r in others.items()},
+        "dense": dense[:depth],
+        **{
+            arm: list(zip(r, outcome.other_scores.get(arm) or [0.0] * len(r), strict=True))
+            for arm, r in outcome.other_rankings.items()
+        },
     }
-    return [item.key for item in weighted_rrf(rankings, {"dense": dense_weight}, limit=10)]
+    return [item.key for item in fusion.fuse(rankings, {"dense": dense_weight}, limit=10)]
 
 
 class QueryAdapters:
@@ -210,6 +245,7 @@ class QueryAdapters:
                 np.asarray(r.embedding, dtype=np.float32),
                 needed & present,
                 {arm: ran["document_ids"] for arm, ran in r.arms.items() if arm != "dense"},
+                {arm: scores for arm, scores in r.arm_scores.items() if arm != "dense"},
             )
             for needed, r in logged
             if needed & present
@@ -229,13 +265,16 @@ class QueryAdapters:
             f"held-out nDCG@10 {d['holdout_ndcg_at_10_candidate']:.4f} against "
             f"{d['holdout_ndcg_at_10_incumbent']:.4f} in use (base embeddings "
             f"{d['holdout_ndcg_at_10_base']:.4f}), fitted on {d['training_size']:.0f} outcomes, "
-            f"validated on {d['holdout_size']:.0f}; dense fusion weight {fitted.dense_fusion_weight:g}"
+            f"validated on {d['holdout_size']:.0f}; fusion {fitted.fusion}, dense weight "
+            f"{fitted.dense_fusion_weight:g}"
         )
         if fitted.deploy:
             # Versions count on across the collection's incarnations: the latest row is the one in use.
             latest = self._deployed.get(collection)
             version = (latest.version if latest else 0) + 1
-            adapter = QueryAdapter(version, fitted.matrix, create_time_us, fitted.dense_fusion_weight)
+            adapter = QueryAdapter(
+                version, fitted.matrix, create_time_us, fitted.dense_fusion_weight, fitted.fusion
+            )
             await self._log.append_calibration(TARGET_PREFIX + collection.key, version, adapter.params(), d)
             self._deployed[collection] = adapter
             summary = f"deployed query adapter v{version}: {figures}"

@@ -216,6 +216,11 @@ class QueryAdapter(Protocol):
         """Factors on the fusion weights of the arms it names."""
         ...
 
+    @property
+    def fusion(self) -> str:
+        """The fusion method validated with it (`core.fusion.FUSION_METHODS`)."""
+        ...
+
     def search_vector(self, embedding: np.ndarray) -> np.ndarray: ...
 
 

@@ -27,9 +27,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sounding.core.entities import extract_entities
-from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
 from sounding.core.expansion import Gap, detect_gaps
-from sounding.core.fusion import DEFAULT_RRF_K, FUSION_METHODS, MIN_MAX, RRF, Fusion
+from sounding.core.fusion import DEFAULT_RRF_K, MIN_MAX, RRF, Fusion
 from sounding.core.uncertainty import MissRateSignals
 from sounding.models.client import ModelsClient
 from sounding.retrieval.fusion import fuse_hits
@@ -59,7 +58,8 @@ from sounding.retrieval.uncertainty import (
     stated_confidence,
 )
 from sounding.retrieval.uncertainty import uncertainty as stated_uncertainty
-from sounding.runtime import errors, telemetry
+from sounding.retrieval.validation import validate
+from sounding.runtime import telemetry
 from sounding.settings.config import ExpansionSettings
 from sounding.settings.limits import RetrieveLimits
 from sounding.store.collections import CollectionStats, Store
@@ -68,48 +68,6 @@ from sounding.store.learning import RetrievalRecord
 from sounding.store.tenancy import ResourceRef
 
 T = TypeVar("T")
-
-
-def validate(query: RetrieveQuery, limits: RetrieveLimits = RetrieveLimits()) -> None:
-    """The deployment's limits and the names this service knows (the rules RetrieveRequest
-    declares, such as a non-empty query and unique arms, are checked before: `validation`)."""
-    if len(query.query) > limits.max_query_chars:
-        raise errors.InvalidArgument(
-            f"query is longer than {limits.max_query_chars} characters", field="query"
-        )
-    if query.top_k > limits.max_top_k:
-        raise errors.InvalidArgument(
-            f"top_k must be at most {limits.max_top_k}, got {query.top_k}", field="top_k"
-        )
-    unknown = sorted(set(query.arms) - set(STRATEGIES))
-    if unknown:
-        raise errors.InvalidArgument(f"unknown arms {unknown}; known: {sorted(STRATEGIES)}", field="arms")
-    if query.fusion_k > limits.max_fusion_k:
-        raise errors.InvalidArgument(
-            f"fusion_k must be at most {limits.max_fusion_k:g} (0 for the default)", field="fusion_k"
-        )
-    if query.fusion and query.fusion not in FUSION_METHODS:
-        raise errors.InvalidArgument(
-            f"unknown fusion {query.fusion!r}; known: {list(FUSION_METHODS)}", field="fusion"
-        )
-    if query.fusion == MIN_MAX and query.fusion_k:
-        raise errors.InvalidArgument("fusion_k is RRF's constant; min_max takes none", field="fusion_k")
-    options = query.expansion
-    if options.max_iterations is not None and options.max_iterations > limits.max_expansion_iterations:
-        raise errors.InvalidArgument(
-            f"max_iterations must be at most {limits.max_expansion_iterations}",
-            field="expansion.max_iterations",
-        )
-    if options.budget is not None and options.budget > limits.max_expansion_budget:
-        raise errors.InvalidArgument(
-            f"budget must be at most {limits.max_expansion_budget}", field="expansion.budget"
-        )
-    unknown = sorted(set(options.strategies) - set(EXPANSION_STRATEGIES))
-    if unknown:
-        raise errors.InvalidArgument(
-            f"unknown expansion strategies {unknown}; known: {list(EXPANSION_STRATEGIES)}",
-            field="expansion.strategies",
-        )
 
 
 @dataclass(frozen=True)
@@ -139,9 +97,11 @@ class RetrievalService:
         self._graphs = graphs
         self._config = config
 
-    def _fusion(self, query: RetrieveQuery) -> Fusion:
-        """The fusion the request names, RRF if it sets only `fusion_k`, else the deployment's."""
-        method = query.fusion or (RRF if query.fusion_k else self._config.fusion)
+    def _fusion(self, query: RetrieveQuery, adapter: QueryAdapter | None) -> Fusion:
+        """The fusion the request names, RRF if it sets only `fusion_k`, else the one validated
+        with the query adapter in use, else the deployment's."""
+        default = adapter.fusion if adapter else self._config.fusion
+        method = query.fusion or (RRF if query.fusion_k else default)
         return Fusion(method, query.fusion_k or self._config.fusion_k)
 
     def _loop_settings(self, options: ExpansionOptions) -> LoopSettings:
@@ -172,7 +132,7 @@ class RetrievalService:
             if query.learned_ranking
             else None
         )
-        run = _Run(query, learning, adapter, self._fusion(query), started)
+        run = _Run(query, learning, adapter, self._fusion(query, adapter), started)
         try:
             planned = await self._plan(run)
             yield PlanEvent(
@@ -325,6 +285,7 @@ class RetrievalService:
                     }
                     for arm, result in run.landed.items()
                 },
+                arm_scores={arm: [h.score for h in result.hits] for arm, result in run.landed.items()},
                 stated_miss_rate=measured.signals.miss_rate(),
                 stated_confidence=stated_confidence(confidence),
                 expansions=tuple(measured.loop.steps),

@@ -17,7 +17,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import lancedb
 import numpy as np
@@ -73,6 +73,8 @@ class RetrievalRecord:
     expansions: tuple[ExpansionStep, ...] = ()
     # When it was logged (0 until then).
     create_time_us: int = 0
+    # Each arm's scores of its `document_ids`, in the same order (empty in rows logged before).
+    arm_scores: dict[str, list[float]] = field(default_factory=dict)
 
     def row(self) -> dict:
         return {
@@ -94,6 +96,7 @@ class RetrievalRecord:
                 }
                 for step in self.expansions
             ],
+            "arm_scores": [{"arm": arm, "scores": list(scores)} for arm, scores in self.arm_scores.items()],
         }
 
     @classmethod
@@ -113,6 +116,7 @@ class RetrievalRecord:
                 for step in row.get("expansions") or ()
             ),
             create_time_us=row["create_time_us"],
+            arm_scores={ran["arm"]: ran["scores"] for ran in row.get("arm_scores") or ()},
         )
 
 

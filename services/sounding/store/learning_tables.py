@@ -17,6 +17,8 @@ ARM_RUN = pa.struct(
         ("exploration", pa.bool_()),
     ]
 )
+# An arm's scores of the documents it returned, in rank order (what score-aware fusion reads).
+ARM_SCORES = pa.struct([("arm", pa.string()), ("scores", pa.list_(pa.float64()))])
 # A step of the expansion loop: its strategy, the documents it brought into the result, its latency.
 EXPANSION_STEP = pa.struct(
     [
@@ -55,6 +57,8 @@ RETRIEVALS_SCHEMA = pa.schema(
         ("stated_confidence", pa.float64()),
         # The expansion loop's steps, in order (null in rows logged before they were kept).
         ("expansions", pa.list_(EXPANSION_STEP)),
+        # Each arm's scores, beside `arms` (null in rows logged before they were kept).
+        ("arm_scores", pa.list_(ARM_SCORES)),
     ]
 )
 

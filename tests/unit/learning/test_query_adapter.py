@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from sounding.core.fusion import MIN_MAX, RRF, Fusion
 from sounding.learning import query_adapter as qa
 from sounding.learning.query_adapter import Outcome, QueryAdapter, fit_and_validate
 
@@ -72,3 +73,75 @@ def test_the_dense_weight_is_the_one_whose_fusion_ranks_the_held_out_documents_b
     by_weight = {w: d[f"holdout_fused_ndcg_at_10_dense_weight_{w:g}"] for w in qa.DENSE_FUSION_WEIGHTS}
     assert fitted.dense_fusion_weight == max(by_weight, key=lambda w: by_weight[w])
     assert fitted.dense_fusion_weight > 1.0 and by_weight[fitted.dense_fusion_weight] > by_weight[1.0]
+
+
+def scored_outcomes(p, lexical) -> list[Outcome]:
+    """The systematic problem's outcomes, each with the other arm's ranking and scores `lexical(t)`."""
+    used = p.used(systematic=True)
+    return [
+        Outcome(q, used[t], {"lexical": [d for d, _ in lexical(t)]}, {"lexical": [s for _, s in lexical(t)]})
+        for t, q in enumerate(p.queries)
+    ]
+
+
+def fillers(topic: int, count: int) -> list[str]:
+    return [f"near{t}" for t in range(20, 40) if t != topic][:count]
+
+
+def test_min_max_fusion_is_kept_with_the_adapter_where_it_ranks_the_held_out_documents_best(
+    preference_problem,
+):
+    p = preference_problem(120, seed=0)
+
+    # The other arm ranks the near page first and the used one 6th, a hair below it: RRF sees
+    # only the ranks, min-max sees that the other arm hardly tells them apart.
+    def lexical(topic: int) -> list[tuple[str, float]]:
+        head = [(f"near{topic}", 10.0), *((f, 9.999 - 0.001 * i) for i, f in enumerate(fillers(topic, 4)))]
+        return [*head, (f"used{topic}", 9.99), *((f, 0.0) for f in fillers(topic, 9)[4:])]
+
+    fitted = fit_and_validate(scored_outcomes(p, lexical), p.documents, p.pool, incumbent=None)
+    d = fitted.diagnostics
+    assert fitted.fusion == MIN_MAX and d["fusion_min_max"] == 1.0 and d["fusion_holdout_size"] == 24
+    best_rrf = max(d[f"holdout_fused_ndcg_at_10_dense_weight_{w:g}"] for w in qa.DENSE_FUSION_WEIGHTS)
+    assert d[f"holdout_min_max_ndcg_at_10_dense_weight_{fitted.dense_fusion_weight:g}"] > best_rrf
+    adapter = QueryAdapter(1, fitted.matrix, 0, fitted.dense_fusion_weight, fitted.fusion)
+    assert QueryAdapter.from_params(1, adapter.params()).fusion == MIN_MAX
+
+
+def test_rrf_is_chosen_where_the_logged_scores_mislead_min_max(preference_problem):
+    p = preference_problem(120, seed=0)
+
+    # The other arm scores its near page a hundred times its used one, which RRF reads as one rank.
+    def lexical(topic: int) -> list[tuple[str, float]]:
+        tail = [(f, 0.9 - 0.1 * i) for i, f in enumerate(fillers(topic, 8))]
+        return [(f"near{topic}", 100.0), (f"used{topic}", 1.0), *tail]
+
+    fitted = fit_and_validate(scored_outcomes(p, lexical), p.documents, p.pool, incumbent=None)
+    d = fitted.diagnostics
+    assert fitted.fusion == RRF and d["fusion_min_max"] == 0.0
+    best_min_max = max(d[f"holdout_min_max_ndcg_at_10_dense_weight_{w:g}"] for w in qa.DENSE_FUSION_WEIGHTS)
+    assert d[f"holdout_fused_ndcg_at_10_dense_weight_{fitted.dense_fusion_weight:g}"] > best_min_max
+
+
+def test_without_logged_scores_the_fusion_stays_rrf(preference_problem):
+    p = preference_problem(120, seed=0)
+    logged = scored_outcomes(p, lambda t: [(f"near{t}", 1.0)])
+    unscored = [Outcome(o.embedding, o.needed, o.other_rankings) for o in logged]
+    fitted = fit_and_validate(unscored, p.documents, p.pool, incumbent=None)
+    assert fitted.fusion == RRF and fitted.diagnostics["fusion_holdout_size"] == 24
+    assert not any(key.startswith("holdout_min_max") for key in fitted.diagnostics)
+    params = QueryAdapter(1, fitted.matrix, 0).params()
+    del params["fusion"]
+    assert QueryAdapter.from_params(1, params).fusion == RRF  # adapters fitted before the choice
+
+
+def test_the_held_out_min_max_fusion_reads_the_logged_scores():
+    dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
+
+    def top(lexical_scores: list[float]) -> str:
+        outcome = Outcome(np.ones(2), {"a"}, {"lexical": ["b", "a", "c"]}, {"lexical": lexical_scores})
+        return qa._fused(dense, outcome, Fusion(MIN_MAX), 1.0)[0]
+
+    # The other arm's near tie leaves the dense arm's first; its wide gap puts its own first.
+    assert top([1.0, 0.999, 0.0]) == "a"
+    assert top([1.0, 0.0, 0.0]) == "b"

@@ -18,7 +18,8 @@ from sounding.retrieval.protocol import (
     RetrieveQuery,
     StrategyResultEvent,
 )
-from sounding.retrieval.service import RetrievalConfig, RetrievalService, validate
+from sounding.retrieval.service import RetrievalConfig, RetrievalService
+from sounding.retrieval.validation import validate
 from sounding.runtime import errors
 from sounding.settings.config import ExpansionSettings
 from sounding.settings.limits import RetrieveLimits
@@ -314,13 +315,16 @@ def test_requested_arms_that_need_no_embedding_start_while_it_is_computed():
 
 class OneAdapter:
     """The adapters of a learner that deployed one for collection "c": it swaps the first two axes
-    and triples the dense arm's fusion weight."""
+    and triples the dense arm's fusion weight, validated with `fusion`."""
+
+    def __init__(self, fusion: str = RRF):
+        self.fusion = fusion
 
     def of(self, collection, create_time_us):
         if (collection, create_time_us) != (C, CREATED_US):
             return None
         swap = np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
-        return QueryAdapter(7, swap, CREATED_US, dense_fusion_weight=3.0)
+        return QueryAdapter(7, swap, CREATED_US, dense_fusion_weight=3.0, fusion=self.fusion)
 
 
 def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out():
@@ -338,6 +342,34 @@ def test_the_arms_search_with_the_deployed_adapter_unless_the_request_opts_out()
     assert events[0].query_adapter_version == 0
     assert {a.arm: a.fusion_weight for a in events[0].arms} == {"dense": 1.0, "lexical": 1.0}
     assert executor.vectors["dense"] == pytest.approx([1.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("validated", [RRF, MIN_MAX])
+def test_with_an_adapter_a_request_naming_no_fusion_gets_the_one_validated_with_it(validated):
+    rankings = {"dense": ["a", "b", "c", "d"], "lexical": ["d", "c", "e"]}
+    scored = {arm: [(d, 1.0 / (i + 1)) for i, d in enumerate(ids)] for arm, ids in rankings.items()}
+    fused = {
+        RRF: [i.key for i in weighted_rrf(scored, {"dense": 3.0})],
+        MIN_MAX: [i.key for i in min_max_fusion(scored, {"dense": 3.0})],
+    }
+    assert fused[RRF] != fused[MIN_MAX]
+
+    def final(fusion: str = "", learned_ranking: bool = True) -> list[str]:
+        tenant = service_over(FakeExecutor({"dense": 0.0, "lexical": 0.0}, rankings))
+        tenant.learning.query_adapters = OneAdapter(validated)
+        query = RetrieveQuery(
+            C, "q", 5, arms=("dense", "lexical"), fusion=fusion, learned_ranking=learned_ranking
+        )
+        events = asyncio.run(_collect(tenant, query))
+        remembered = tenant.learning.remembered.unwritten[-1]
+        assert remembered.arm_scores == {arm: [s for _, s in hits] for arm, hits in scored.items()}
+        return [h.document_id for h in events[-1].hits]
+
+    assert final() == fused[validated]
+    other = MIN_MAX if validated == RRF else RRF
+    assert final(fusion=other) == fused[other]
+    # Without the adapter the weights are 1 and the fusion the deployment's.
+    assert final(learned_ranking=False) == [i.key for i in min_max_fusion(scored)]
 
 
 def test_the_default_request_expands_only_where_outcomes_show_that_steps_pay():

@@ -169,6 +169,7 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
     assert sorted(records) == ["r0", "r1", "r2"]
     r1 = records["r1"]
     assert r1.query_index == 1 and r1.stated_miss_rate is None and r1.expansions == ()
+    assert r1.arm_scores == {}
     assert r1.arms == {
         "dense": {"document_ids": ["d1", "d2"], "latency_ms": 12.5, "cost_ms": 12.5, "exploration": False},
         "lexical": {"document_ids": ["d3"], "latency_ms": 3.0, "cost_ms": 4.0, "exploration": True},
@@ -219,7 +220,7 @@ def test_a_log_round_trips_its_typed_values(tmp_path):
     assert observation.outcome["agent_success"] is True and observation.rewards == {"dense": 1.0}
 
 
-def test_a_retrieval_round_trips_its_expansion_steps(tmp_path):
+def test_a_retrieval_round_trips_its_expansion_steps_and_arm_scores(tmp_path):
     from sounding.core.expansion_gate import ExpansionStep
     from sounding.store.learning import RetrievalRecord
 
@@ -239,6 +240,7 @@ def test_a_retrieval_round_trips_its_expansion_steps(tmp_path):
                     embedding=[1.0],
                     arms=arms,
                     expansions=expansions,
+                    arm_scores={"dense": [0.75]} if expansions else {},
                 )
                 for name, expansions in (("r", steps), ("none", ()))
             ]
@@ -247,3 +249,4 @@ def test_a_retrieval_round_trips_its_expansion_steps(tmp_path):
 
     records = asyncio.run(run())
     assert records["r"].expansions == steps and records["none"].expansions == ()
+    assert records["r"].arm_scores == {"dense": [0.75]} and records["none"].arm_scores == {}
