@@ -95,6 +95,7 @@ def retrieve_event(message: sounding_pb2.RetrieveResponse) -> t.RetrieveEvent:
             ],
             message.plan.mode,
             message.plan.query_adapter_version,
+            FUSIONS[message.plan.fusion],
         )
     if kind == "strategy_result":
         r = message.strategy_result
@@ -299,6 +300,15 @@ def observe_result(response: sounding_pb2.ObserveResponse) -> t.ObserveResult:
         [t.RejectedObservation(r.index, r.code, r.message) for r in response.rejected],
     )
 
+
+# A Retrieve's `fusion`: None for the deployment's.
+FUSION_METHODS = {
+    None: sounding_pb2.FUSION_METHOD_UNSPECIFIED,
+    "min_max": sounding_pb2.FUSION_METHOD_MIN_MAX,
+    "rrf": sounding_pb2.FUSION_METHOD_RRF,
+}
+# A Plan's fusion by its enum value ("" where the server did not say).
+FUSIONS = {value: name or "" for name, value in FUSION_METHODS.items()}
 
 CALIBRATION_TARGETS = {
     "bandit": sounding_pb2.CALIBRATION_TARGET_BANDIT,

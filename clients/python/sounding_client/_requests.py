@@ -8,7 +8,7 @@ from sounding_api.sounding.v1 import common_pb2, corpus_pb2, sounding_pb2, tools
 
 from sounding_client import inquiry
 from sounding_client import types as t
-from sounding_client._convert import CALIBRATION_TARGETS
+from sounding_client._convert import CALIBRATION_TARGETS, FUSION_METHODS
 
 # An Observe stream's messages carry at most this many observations, of about this many bytes.
 OBSERVE_BATCH = 1000
@@ -42,14 +42,6 @@ def ingest_requests(
             batch = []
     if batch:
         yield corpus_pb2.IngestDocumentsRequest(collection=collection, documents=batch)
-
-
-# A Retrieve's `fusion`: None for the deployment's.
-FUSION_METHODS = {
-    None: sounding_pb2.FUSION_METHOD_UNSPECIFIED,
-    "min_max": sounding_pb2.FUSION_METHOD_MIN_MAX,
-    "rrf": sounding_pb2.FUSION_METHOD_RRF,
-}
 
 
 def retrieve_request(

@@ -46,6 +46,8 @@ class Plan:
     mode: str = ""
     # The Calibrate("query_adapter") version the query was searched with; 0 for none.
     query_adapter_version: int = 0
+    # How the ranking is fused: "min_max" or "rrf" ("" from a server older than the choice).
+    fusion: str = ""
 
 
 @dataclass(frozen=True)

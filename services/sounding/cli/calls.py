@@ -26,6 +26,11 @@ class Arm(StrEnum):
     grounded = "grounded"
 
 
+class FusionMethod(StrEnum):
+    min_max = "min_max"
+    rrf = "rrf"
+
+
 class ExpansionStrategy(StrEnum):
     synonym = "synonym"
     hypernym = "hypernym"
@@ -99,6 +104,9 @@ def retrieve(
     learned_ranking: bool = typer.Option(
         True, help="search with the collection's query adapter, if Calibrate deployed one"
     ),
+    fusion: FusionMethod = typer.Option(
+        None, help="how the arms' rankings are fused (default: the deployment's, or the adapter's)"
+    ),
     address: str = ADDRESS,
     token: str = TOKEN,
     tls_ca: Path = TLS_CA,
@@ -112,7 +120,16 @@ def retrieve(
         min_recall=min_recall, max_iterations=max_iterations, strategies=tuple(e.value for e in expansion)
     )
     with connect(address, token, tls_ca, tls_cert, tls_key) as client:
-        print_retrieve(client, collection, query, top_k, [a.value for a in arm], options, learned_ranking)
+        print_retrieve(
+            client,
+            collection,
+            query,
+            top_k,
+            [a.value for a in arm],
+            options,
+            learned_ranking,
+            fusion.value if fusion else None,
+        )
 
 
 def collections(

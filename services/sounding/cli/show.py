@@ -6,14 +6,27 @@ from sounding.cli.common import console
 
 
 def print_retrieve(
-    client, collection: str, query: str, top_k: int, arms: list[str], expansion=None, learned_ranking=True
+    client,
+    collection: str,
+    query: str,
+    top_k: int,
+    arms: list[str],
+    expansion=None,
+    learned_ranking=True,
+    fusion: str | None = None,
 ):
     """Prints every event; returns the Final one."""
     from sounding_client import Expansion, Final, Fused, Plan, StrategyResult
 
     final = None
     events = client.retrieve(
-        collection, query, top_k=top_k, arms=arms, expansion=expansion, learned_ranking=learned_ranking
+        collection,
+        query,
+        top_k=top_k,
+        arms=arms,
+        expansion=expansion,
+        learned_ranking=learned_ranking,
+        fusion=fusion,
     )
     for event in events:
         if isinstance(event, Plan):
@@ -24,7 +37,8 @@ def print_retrieve(
                 for a in event.arms
             )
             adapter = f", query adapter v{event.query_adapter_version}" if event.query_adapter_version else ""
-            console.print(f"[bold]plan[/bold] {event.retrieval_id}{adapter}: {planned}")
+            fusion = f", {event.fusion} fusion" if event.fusion else ""
+            console.print(f"[bold]plan[/bold] {event.retrieval_id}{adapter}{fusion}: {planned}")
         elif isinstance(event, StrategyResult):
             top = ", ".join(h.document_id for h in event.hits[:top_k])
             console.print(f"[bold]{event.arm}[/bold] {event.latency_ms:.1f} ms: {top}")

@@ -232,6 +232,8 @@ class PlanEvent:
     mode: str
     # The query adapter version the query's embedding was searched with (0: none).
     query_adapter_version: int = 0
+    # The fusion method of the result's ranking (`core.fusion.FUSION_METHODS`).
+    fusion: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,8 +135,9 @@ class RetrievalService:
         run = _Run(query, learning, adapter, self._fusion(query, adapter), started)
         try:
             planned = await self._plan(run)
+            version = adapter.version if adapter else 0
             yield PlanEvent(
-                run.retrieval_id, planned.plan.arms, planned.plan.mode, adapter.version if adapter else 0
+                run.retrieval_id, planned.plan.arms, planned.plan.mode, version, run.fusion.method
             )
             async for event in self._arms(run, planned.plan.weights):
                 yield event

@@ -1,6 +1,7 @@
 import pytest
-from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, Role
+from sounding.cli.calls import Arm, CalibrationTarget, ExpansionStrategy, FusionMethod, Role
 from sounding.core.expansion import STRATEGIES as EXPANSION_STRATEGIES
+from sounding.core.fusion import FUSION_METHODS
 from sounding.core.stop_rules import SESSION_STOP_RULES
 from sounding.inquiry.domains.bulls_and_cows import POLICIES
 from sounding.inquiry.llm.ablations import SESSION_ABLATIONS
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.unit
     ("choices", "accepted"),
     [
         (Arm, list(STRATEGIES)),
+        (FusionMethod, list(FUSION_METHODS)),
         (ExpansionStrategy, list(EXPANSION_STRATEGIES)),
         (Role, list(ROLES)),
         (CalibrationTarget, list(CALIBRATION_TARGETS)),

@@ -9,6 +9,7 @@ from sounding.inquiry.protocol import STOPPING_REASONS, AnswerEvent
 from sounding.retrieval import protocol as p
 from sounding_client import ArmRank, Fused, Hit, InquiryAnswer
 from sounding_client._convert import Hits, inquiry_event, retrieve_event
+from sounding_client._requests import retrieve_request
 
 pytestmark = pytest.mark.unit
 
@@ -84,3 +85,14 @@ def test_a_stopping_reason_newer_than_the_client_is_named_not_fatal():
     message.answer.stopping_reason = 99  # an open enum: a later server may send values unknown here
     answer = inquiry_event(message)
     assert isinstance(answer, InquiryAnswer) and answer.stopping_reason == "unknown_99"
+
+
+@pytest.mark.parametrize(("fusion", "received"), [(None, ""), ("min_max", "min_max"), ("rrf", "rrf")])
+def test_a_requested_fusion_reaches_the_service_as_named(fusion, received):
+    request = retrieve_request("c", "q", 10, (), 0.0, False, None, fusion=fusion)
+    assert convert.retrieve_query(request, "default", None).fusion == received
+
+
+def test_an_unknown_fusion_is_refused_before_sending():
+    with pytest.raises(ValueError, match="fusion"):
+        retrieve_request("c", "q", 10, (), 0.0, False, None, fusion="borda")

@@ -22,6 +22,7 @@ from typing import Literal, Union, get_args, get_origin, get_type_hints
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+from sounding.core.fusion import FUSION_METHODS
 from sounding.core.provenance import Provenance
 from sounding.core.tool_routing import Route
 from sounding.corpus.service import IngestProgress
@@ -160,9 +161,15 @@ def stopping_reason(path: str, values: Values) -> str:
     return str(values.choice(path, inquiry_protocol.STOPPING_REASONS))
 
 
+def fusion(path: str, values: Values) -> str:
+    """One of the fusion methods Plan's enum names."""
+    return str(values.choice(path, FUSION_METHODS))
+
+
 # Fields whose values their type hints do not say.
 SHAPES: dict[str, Callable[[str, Values], object]] = {
     "AnswerEvent.stopping_reason": stopping_reason,
+    "PlanEvent.fusion": fusion,
     "BeliefEvent.homogeneity": homogeneity,
     "PredictionMetrics.windows": prediction_windows,
 }

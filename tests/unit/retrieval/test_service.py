@@ -278,8 +278,10 @@ def test_the_final_ranking_is_the_requested_fusion_min_max_by_default(fusion, fu
     rankings = {"dense": ["a", "b", "c", "d"], "lexical": ["d", "c", "e"]}
     service = service_over(FakeExecutor({"dense": 0, "lexical": 0}, rankings))
     query = RetrieveQuery(C, "q", 5, arms=("dense", "lexical"), fusion=fusion, fusion_k=fusion_k)
-    final = asyncio.run(_collect(service, query))[-1]
-    assert isinstance(final, FinalEvent)
+    events = asyncio.run(_collect(service, query))
+    plan, final = events[0], events[-1]
+    assert isinstance(plan, PlanEvent) and isinstance(final, FinalEvent)
+    assert plan.fusion == (fusion or (RRF if fusion_k else MIN_MAX))
     # FakeExecutor scores an arm's i-th hit 1 / (i + 1).
     scored = {arm: [(d, 1.0 / (i + 1)) for i, d in enumerate(ids)] for arm, ids in rankings.items()}
     assert [(h.document_id, h.score) for h in final.hits] == [
@@ -361,6 +363,7 @@ def test_with_an_adapter_a_request_naming_no_fusion_gets_the_one_validated_with_
             C, "q", 5, arms=("dense", "lexical"), fusion=fusion, learned_ranking=learned_ranking
         )
         events = asyncio.run(_collect(tenant, query))
+        assert events[0].fusion == (fusion or (validated if learned_ranking else MIN_MAX))
         remembered = tenant.learning.remembered.unwritten[-1]
         assert remembered.arm_scores == {arm: [s for _, s in hits] for arm, hits in scored.items()}
         return [h.document_id for h in events[-1].hits]

@@ -16,6 +16,9 @@ FUSION_METHODS = {
 }
 
 
+FUSION_ENUMS = {name: value for value, name in FUSION_METHODS.items()}
+
+
 def retrieve_query(
     request: sounding_pb2.RetrieveRequest, tenant: str, timeout_s: float | None
 ) -> p.RetrieveQuery:
@@ -101,6 +104,7 @@ def retrieve_response(event: p.RetrieveEvent) -> sounding_pb2.RetrieveResponse:
                 ],
                 mode=event.mode,
                 query_adapter_version=event.query_adapter_version,
+                fusion=FUSION_ENUMS[event.fusion],
             )
         )
     if isinstance(event, p.StrategyResultEvent):

@@ -110,16 +110,18 @@ class RetrieveResponse(_message.Message):
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., strategy_result: _Optional[_Union[StrategyResult, _Mapping]] = ..., fused: _Optional[_Union[Fused, _Mapping]] = ..., expansion: _Optional[_Union[Expansion, _Mapping]] = ..., final: _Optional[_Union[Final, _Mapping]] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("retrieval_id", "arms", "mode", "query_adapter_version")
+    __slots__ = ("retrieval_id", "arms", "mode", "query_adapter_version", "fusion")
     RETRIEVAL_ID_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     QUERY_ADAPTER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
     retrieval_id: str
     arms: _containers.RepeatedCompositeFieldContainer[PlannedArm]
     mode: str
     query_adapter_version: int
-    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ..., mode: _Optional[str] = ..., query_adapter_version: _Optional[int] = ...) -> None: ...
+    fusion: FusionMethod
+    def __init__(self, retrieval_id: _Optional[str] = ..., arms: _Optional[_Iterable[_Union[PlannedArm, _Mapping]]] = ..., mode: _Optional[str] = ..., query_adapter_version: _Optional[int] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ...) -> None: ...
 
 class PlannedArm(_message.Message):
     __slots__ = ("arm", "chosen", "score", "exploration", "fusion_weight", "reason")
