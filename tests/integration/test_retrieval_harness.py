@@ -48,6 +48,7 @@ def test_every_system_ranks_each_query_and_a_run_resumes_from_its_journal(stack,
         "dense",
         "lexical",
         "fused",
+        "fused_rrf",
         "ref_bm25s",
         "ref_minilm",
         "ref_rrf",
@@ -109,13 +110,14 @@ def test_learning_from_the_train_outcomes_fits_a_query_adapter_and_measures_it(s
     assert learning["deployed"] and learning["version"] == "1"
     d = learning["diagnostics"]
     assert d["holdout_ndcg_at_10_candidate"] > d["holdout_ndcg_at_10_base"]
-    assert {"dense_learned", "fused_learned"} <= set(result["systems"])
+    assert {"dense_learned", "fused_learned", "fused_learned_rrf"} <= set(result["systems"])
     # The base systems still rank the sonar page first for the test query about depth; the
     # adapter's ranking puts the chart above where the base ranking had it.
     assert result["rankings"]["dense"]["q1"][0] == "sonar"
     learned, base = result["rankings"]["dense_learned"]["q1"], result["rankings"]["dense"]["q1"]
     assert learned.index("chart") < base.index("chart")
     assert "fused_learned_ndcg_minus_ref_lancedb_hybrid" in result["comparisons"]
+    assert "fused_learned_minus_fused_learned_rrf_ndcg" in result["comparisons"]
     # A second run measures the adapter already deployed instead of replaying the outcomes again.
     again = measured()
     assert again["learning"] == {"split": "train", "reused_adapter_version": 1}
