@@ -97,11 +97,9 @@ def scored_document_rankings(
     return rankings
 
 
-def document_rankings(
-    queries: np.ndarray, pool: np.ndarray, pool_documents: np.ndarray, depth: int = 100
-) -> list[list[str]]:
-    """`scored_document_rankings` without the cosines."""
-    return [[d for d, _ in r] for r in scored_document_rankings(queries, pool, pool_documents, depth)]
+def ranked_ids(rankings: Sequence[Sequence[tuple[str, float]]]) -> list[list[str]]:
+    """Scored rankings without their scores."""
+    return [[document for document, _ in ranking] for ranking in rankings]
 
 
 def ndcg_at_10(rankings: Sequence[Sequence[str]], used: Sequence[set[str]]) -> float:

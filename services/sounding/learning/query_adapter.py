@@ -134,13 +134,14 @@ def fit_and_validate(
         searched = held if matrix is None else query_adapter.adapted(matrix, held)
         return query_adapter.scored_document_rankings(searched, pool, pool_documents)
 
-    def ids(rankings: list[list[tuple[str, float]]]) -> list[list[str]]:
-        return [[d for d, _ in r] for r in rankings]
-
     candidate_rankings = dense(matrix)
-    base = query_adapter.ndcg_at_10(ids(dense(None)), needed)
-    candidate = query_adapter.ndcg_at_10(ids(candidate_rankings), needed)
-    current = base if incumbent is None else query_adapter.ndcg_at_10(ids(dense(incumbent)), needed)
+    base = query_adapter.ndcg_at_10(query_adapter.ranked_ids(dense(None)), needed)
+    candidate = query_adapter.ndcg_at_10(query_adapter.ranked_ids(candidate_rankings), needed)
+    current = (
+        base
+        if incumbent is None
+        else query_adapter.ndcg_at_10(query_adapter.ranked_ids(dense(incumbent)), needed)
+    )
     fused = [i for i, o in enumerate(held_outcomes) if o.other_rankings]
     scored = [i for i in fused if held_outcomes[i].scored]
     compared, methods = (scored, (MIN_MAX, RRF)) if len(scored) >= MIN_HOLDOUT else (fused, (RRF,))

@@ -20,9 +20,13 @@ def test_adapted_maps_and_normalises():
 def test_documents_rank_by_their_best_chunk_and_ndcg_is_computed_by_hand():
     pool = unit([[1, 0], [0.9, 0.1], [0, 1], [0.5, 0.5]])
     documents = np.array(["a", "a", "b", "c"], dtype=object)
-    rankings = query_adapter.document_rankings(unit([[1, 0.2], [0, 1]]), pool, documents)
+    rankings = query_adapter.ranked_ids(
+        query_adapter.scored_document_rankings(unit([[1, 0.2], [0, 1]]), pool, documents)
+    )
     assert rankings == [["a", "c", "b"], ["b", "c", "a"]]
-    assert query_adapter.document_rankings(unit([[1, 0.2]]), pool, documents, depth=2) == [["a", "c"]]
+    assert query_adapter.ranked_ids(
+        query_adapter.scored_document_rankings(unit([[1, 0.2]]), pool, documents, depth=2)
+    ) == [["a", "c"]]
     first = rankings[:1]
     assert query_adapter.ndcg_at_10(first, [{"a"}]) == pytest.approx(1.0)
     assert query_adapter.ndcg_at_10(first, [{"c"}]) == pytest.approx(1 / np.log2(3))
@@ -69,9 +73,13 @@ def test_a_systematic_preference_is_learned_and_carries_to_unseen_queries(prefer
     matrix = query_adapter.fit(problem.queries[train], rows, problem.pool)
     held = problem.queries[test]
     pool, documents = problem.pool, problem.documents
-    before = query_adapter.ndcg_at_10(query_adapter.document_rankings(held, pool, documents), used[test])
+    before = query_adapter.ndcg_at_10(
+        query_adapter.ranked_ids(query_adapter.scored_document_rankings(held, pool, documents)), used[test]
+    )
     adapted = query_adapter.adapted(matrix, held)
-    after = query_adapter.ndcg_at_10(query_adapter.document_rankings(adapted, pool, documents), used[test])
+    after = query_adapter.ndcg_at_10(
+        query_adapter.ranked_ids(query_adapter.scored_document_rankings(adapted, pool, documents)), used[test]
+    )
     assert before < 0.65 and after > 0.8
 
 

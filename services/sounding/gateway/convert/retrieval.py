@@ -14,8 +14,6 @@ FUSION_METHODS = {
     sounding_pb2.FUSION_METHOD_MIN_MAX: MIN_MAX,
     sounding_pb2.FUSION_METHOD_RRF: RRF,
 }
-
-
 FUSION_ENUMS = {name: value for value, name in FUSION_METHODS.items()}
 
 
