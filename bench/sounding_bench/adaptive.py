@@ -21,35 +21,51 @@ arm timeout (and a Retrieve's default deadline) is raised to `ARM_TIMEOUT_S`: on
 a batch of generations can outlast the deployment's 30 s, and an arm dropped from a Retrieve
 would score as an empty ranking; a Retrieve that drops an arm all the same stops the run.
 
-Per system: nDCG@10, recall@100, mean arm executions per query and mean arm cost per query (each
-arm's `cost_ms`: its latency with cached generations counted at the time decoding them took, the
-figure the selector's latency penalty charges); adaptive's mean end-to-end latency (queries one at
-a time, as a client sees them, generations served from the cache); each fixed arm's mean latency
-inside its worker, measured in the all-arms pass with four queries in flight (so under load, and
-decoding unless an earlier run cached the generation). The regret
-curve over the train stream after the cold start compares, query by query, the nDCG@10 of the best
-fixed plan in hindsight (the set of arms, fused as the service fuses them, with the best mean over
-those queries) with the adaptive result's; its growth is summarised by `regret_growth`. The best
-fixed plan on the test queries is reported beside adaptive too. Per query, the result lists
-adaptive's mode, chosen arms, nDCG@10 and top 10 documents.
+Per system: nDCG@10, recall@100, the mean §5.4 reward (adaptive-strategy spec) as the selector
+computes it (`core.plans`: the plan's fused ranking's binary nDCG@10 against the query's relevant
+documents, less the latency penalty on its slowest arm's cost), mean arm executions per query and
+mean arm cost per query (each arm's `cost_ms`: its latency with cached generations counted at the
+time decoding them took, the figure the selector's latency penalty charges); adaptive's mean
+end-to-end latency (queries one at a time, as a client sees them, generations served from the
+cache); each fixed arm's mean latency inside its worker, measured in the all-arms pass with four
+queries in flight (so under load, and decoding unless an earlier run cached the generation). The
+regret curve over the train stream after the cold start compares, query by query, the nDCG@10 of the best
+fixed plan in hindsight (the set of arms, fused as the service fused the all-arms Retrieve of that
+query: by the fusion its Plan names, over the arms' own scores, with equal weights) with the
+adaptive result's; its growth is summarised by `regret_growth`. On the test queries every fixed
+plan's nDCG@10 and mean reward are reported beside adaptive's, with the best plan by each and the
+best plan whose arms each cost under `AFFORDABLE_ARM_MS` on average. Per query, the result lists
+adaptive's mode, chosen arms, nDCG@10, reward and top 10 documents.
+
+`run_seeds` repeats the run with the selector seeded differently each time (its exploration
+draws) and summarises each figure over the seeds: mean, standard deviation, min and max.
 """
 
 from __future__ import annotations
 
 import io
-import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
-from sounding.core.fusion import weighted_rrf
+from sounding.core.plans import plan_name, plan_rewards_many
 from sounding.runtime.progress import progress_bar
 from sounding.settings.config import Settings
 
 from sounding_bench import beir
+from sounding_bench.fixed_plans import (
+    AFFORDABLE_ARM_MS,
+    ArmsPass,
+    fixed_plan_rewards,
+    fixed_plans,
+    over_seeds,
+    relevant_documents,
+    reward_inputs,
+    scored_hits,
+)
 from sounding_bench.harness import calibration_record, own_stack, run_concurrently
 from sounding_bench.metrics import beir_scores, per_query, without_self
 
@@ -60,20 +76,19 @@ GENERATION_CACHE_ENTRIES = 1_000_000
 ARM_TIMEOUT_S = 3600
 
 
-def _relevant(qrels: dict[str, int]) -> set[str]:
-    return {d for d, grade in qrels.items() if grade > 0}
-
-
 @dataclass(frozen=True)
 class AdaptiveRun:
     """What a run measures: the BEIR dataset at `data`, the split learned from and the split
-    measured, each cut to its first `train_limit` and `test_limit` queries if given."""
+    measured, each cut to its first `train_limit` and `test_limit` queries if given, with the
+    selector seeded by `seed`."""
 
     data: Path
     train_split: str
     split: str
     train_limit: int | None = None
     test_limit: int | None = None
+    # The selector's seed (its exploration draws).
+    seed: int = 0
 
 
 def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, bytes]:
@@ -94,6 +109,7 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
         "SOUNDING_MODELS__GENERATOR__CACHE_MAX_ENTRIES": str(GENERATION_CACHE_ENTRIES),
         "SOUNDING_LIMITS__RETRIEVE__ARM_TIMEOUT_S": str(ARM_TIMEOUT_S),
         "SOUNDING_LIMITS__DEADLINES__RETRIEVE_S": str(ARM_TIMEOUT_S),
+        "SOUNDING_RETRIEVAL__SELECTION__SEED": str(spec.seed),
     }
     with own_stack(settings, "adaptive", train, console, include_calibrations=True, env=env) as (
         client,
@@ -103,21 +119,21 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
         def all_arms(queries, label):
             """Several queries in flight (order does not matter here; the sidecar batches their
             generations), so the arms' latencies are measured under that load."""
-            per_arm = {arm: {} for arm in arms}
+            per_arm: dict[str, dict[str, list[tuple[str, float]]]] = {arm: {} for arm in arms}
             arm_latency = {arm: [] for arm in arms}
-            arm_cost = {arm: [] for arm in arms}
-            fused = {}
+            arm_cost: dict[str, dict[str, float]] = {arm: {} for arm in arms}
+            fused, fusions = {}, {}
 
             def one(query_id: str, text: str) -> None:
                 for event in client.retrieve(
                     collection, text, top_k=TOP_K + 1, arms=arms, omit_text=True, expansion=no_loop
                 ):
-                    if isinstance(event, StrategyResult):
-                        per_arm[event.arm][query_id] = without_self(
-                            query_id, [h.document_id for h in event.hits]
-                        )
+                    if isinstance(event, Plan):
+                        fusions[query_id] = event.fusion
+                    elif isinstance(event, StrategyResult):
+                        per_arm[event.arm][query_id] = scored_hits(query_id, event.hits)
                         arm_latency[event.arm].append(event.latency_ms)
-                        arm_cost[event.arm].append(event.cost_ms)
+                        arm_cost[event.arm][query_id] = event.cost_ms
                     elif isinstance(event, Final):
                         _complete(query_id, event)
                         fused[query_id] = without_self(query_id, [h.document_id for h in event.hits])
@@ -125,85 +141,107 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
             with progress_bar(console) as progress:
                 task = progress.add_task(f"all arms, {label}", total=len(queries))
                 run_concurrently(one, queries, ALL_ARMS_IN_FLIGHT, lambda: progress.advance(task))
-            return per_arm, arm_latency, arm_cost, fused
+            return ArmsPass(per_arm, arm_latency, arm_cost, fusions), fused
 
         def adaptive(queries, dataset, label):
-            rankings, executions, latency, cost, modes, chosen_arms = {}, [], [], [], [], []
+            rankings, executions, latency, cost, modes, chosen_arms, rewards = {}, [], [], [], [], [], []
             with progress_bar(console) as progress:
                 task = progress.add_task(f"adaptive, {label}", total=len(queries))
                 for query_id, text in queries:
                     started = time.perf_counter()
-                    plan, final, query_cost = None, None, 0.0
+                    plan, final, ran, costs = None, None, {}, {}
                     for event in client.retrieve(
                         collection, text, top_k=TOP_K + 1, omit_text=True, expansion=no_loop
                     ):
                         if isinstance(event, Plan):
                             plan = event
                         elif isinstance(event, StrategyResult):
-                            query_cost += event.cost_ms
+                            ran[event.arm] = scored_hits(query_id, event.hits)
+                            costs[event.arm] = event.cost_ms
                         elif isinstance(event, Final):
                             final = event
                     if plan is None or final is None:
                         raise RuntimeError(f"the Retrieve of {query_id} ended without its plan or ranking")
                     _complete(query_id, final)
                     latency.append((time.perf_counter() - started) * 1000)
-                    cost.append(query_cost)
+                    cost.append(sum(costs.values()))
                     ranked = without_self(query_id, [h.document_id for h in final.hits])
                     rankings[query_id] = ranked
                     chosen = [a.arm for a in plan.arms if a.chosen]
                     executions.append(len(chosen))
                     modes.append(plan.mode)
                     chosen_arms.append(chosen)
-                    relevant = _relevant(dataset.qrels[query_id])
+                    relevant = relevant_documents(dataset.qrels[query_id])
+                    (rewarded,) = plan_rewards_many([reward_inputs(ran, costs, plan.fusion, relevant)])
+                    rewards.append(rewarded[plan_name(chosen)])
                     outcome = _outcome(final.retrieval_id, ranked, relevant)
                     ack = client.observe([outcome])
                     if ack.recorded != 1:
                         raise RuntimeError(f"Observe did not record {query_id}: {ack.rejected}")
                     progress.advance(task)
-            return rankings, executions, latency, cost, modes, chosen_arms
+            return rankings, executions, latency, cost, modes, chosen_arms, rewards
 
-        train_arms, _, _, _ = all_arms(train_queries, spec.train_split)
-        train_adaptive, train_executions, _, _, train_modes, train_chosen = adaptive(
+        train_arms, _ = all_arms(train_queries, spec.train_split)
+        train_adaptive, train_executions, _, _, train_modes, train_chosen, train_rewards = adaptive(
             train_queries, train, spec.train_split
         )
         adapter = calibration_record(client.calibrate("query_adapter", collection=collection))
-        test_arms, test_arm_latency, test_arm_cost, test_fused = all_arms(test_queries, spec.split)
-        test_adaptive, test_executions, test_latency, test_cost, test_modes, test_chosen = adaptive(
-            test_queries, test, spec.split
+        test_arms, test_fused = all_arms(test_queries, spec.split)
+        test_adaptive, test_executions, test_latency, test_cost, test_modes, test_chosen, test_rewards = (
+            adaptive(test_queries, test, spec.split)
         )
 
-    test_ids = [q for q, _ in test_queries]
+    test_ids, train_ids = [q for q, _ in test_queries], [q for q, _ in train_queries]
+    fusion_k = settings.retrieval.fusion_k
+    test_plans = fixed_plans(test_arms, fusion_k, TOP_K)
+    test_plan_rewards = fixed_plan_rewards(test_arms, test, test_ids)
+    fixed = {
+        name: {
+            "ndcg@10": beir_scores(ranked, test.qrels, test_ids)["ndcg@10"],
+            "mean_reward": round(float(np.mean(test_plan_rewards[name])), 4),
+            "slowest_arm_mean_cost_ms": round(
+                max(float(np.mean(list(test_arms.costs[arm].values()))) for arm in name.split("+")), 1
+            ),
+        }
+        for name, ranked in test_plans.items()
+    }
     systems: dict[str, dict[str, Any]] = {
         arm: {
-            **beir_scores(test_arms[arm], test.qrels, test_ids),
+            **beir_scores(test_plans[arm], test.qrels, test_ids),
+            "mean_reward": fixed[arm]["mean_reward"],
             "arm_executions_per_query": 1.0,
-            "mean_arm_latency_ms_under_load": round(float(np.mean(test_arm_latency[arm])), 1),
-            "mean_arm_cost_ms": round(float(np.mean(test_arm_cost[arm])), 1),
+            "mean_arm_latency_ms_under_load": round(float(np.mean(test_arms.latency[arm])), 1),
+            "mean_arm_cost_ms": round(float(np.mean(list(test_arms.costs[arm].values()))), 1),
         }
         for arm in arms
     }
     systems["all_arms_fused"] = {
         **beir_scores(test_fused, test.qrels, test_ids),
+        "mean_reward": fixed[plan_name(arms)]["mean_reward"],
         "arm_executions_per_query": float(len(arms)),
         "mean_arm_cost_ms_per_query": round(sum(systems[a]["mean_arm_cost_ms"] for a in arms), 1),
     }
     systems["adaptive"] = {
         **beir_scores(test_adaptive, test.qrels, test_ids),
+        "mean_reward": round(float(np.mean(test_rewards)), 4),
         "arm_executions_per_query": round(float(np.mean(test_executions)), 3),
         "mean_arm_cost_ms_per_query": round(float(np.mean(test_cost)), 1),
         "mean_latency_ms_generations_cached": round(float(np.mean(test_latency)), 1),
         "modes": {m: test_modes.count(m) for m in sorted(set(test_modes))},
     }
-    fusion_k = settings.retrieval.fusion_k
-    train_ids = [q for q, _ in train_queries]
     regret = _regret(
-        fixed_plans(train_arms, fusion_k), train_adaptive, train, train_ids, train_modes.count("cold_start")
+        fixed_plans(train_arms, fusion_k, TOP_K),
+        train_adaptive,
+        train,
+        train_ids,
+        train_modes.count("cold_start"),
     )
-    test_plans = fixed_plans(test_arms, fusion_k)
-    test_plan_ndcg = {name: beir_scores(r, test.qrels, test_ids)["ndcg@10"] for name, r in test_plans.items()}
-    best_plan = max(test_plan_ndcg, key=lambda name: test_plan_ndcg[name])
+    best_plan = max(fixed, key=lambda name: fixed[name]["ndcg@10"])
+    best_by_reward = max(fixed, key=lambda name: fixed[name]["mean_reward"])
+    affordable = [n for n in fixed if fixed[n]["slowest_arm_mean_cost_ms"] < AFFORDABLE_ARM_MS]
+    best_affordable = max(affordable, key=lambda name: fixed[name]["ndcg@10"]) if affordable else None
     best_single = max(arms, key=lambda a: systems[a]["ndcg@10"])
-    adaptive_ndcg = systems["adaptive"]["ndcg@10"]
+    adaptive_ndcg, adaptive_reward = systems["adaptive"]["ndcg@10"], systems["adaptive"]["mean_reward"]
     result = {
         "dataset": train.name,
         "train_split": spec.train_split,
@@ -218,10 +256,18 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
         },
         "regret": regret,
         "query_adapter": adapter,
-        "fixed_plans_test_ndcg@10": dict(sorted(test_plan_ndcg.items(), key=lambda item: -item[1])),
+        "fixed_plans_test": dict(sorted(fixed.items(), key=lambda item: -item[1]["ndcg@10"])),
         "comparisons": {
             "best_fixed_plan": best_plan,
-            "adaptive_minus_best_fixed_plan_ndcg": round(adaptive_ndcg - test_plan_ndcg[best_plan], 4),
+            "adaptive_minus_best_fixed_plan_ndcg": round(adaptive_ndcg - fixed[best_plan]["ndcg@10"], 4),
+            "best_fixed_plan_by_reward": best_by_reward,
+            "adaptive_minus_best_fixed_plan_reward": round(
+                adaptive_reward - fixed[best_by_reward]["mean_reward"], 4
+            ),
+            "best_affordable_fixed_plan": best_affordable,
+            "adaptive_minus_best_affordable_fixed_plan_ndcg": (
+                round(adaptive_ndcg - fixed[best_affordable]["ndcg@10"], 4) if best_affordable else None
+            ),
             "best_single_arm": best_single,
             "adaptive_minus_all_arms_fused_ndcg": round(
                 adaptive_ndcg - systems["all_arms_fused"]["ndcg@10"], 4
@@ -232,11 +278,25 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
             ),
         },
         "per_query": {
-            spec.train_split: _per_query(train_ids, train_adaptive, train_modes, train_chosen, train),
-            spec.split: _per_query(test_ids, test_adaptive, test_modes, test_chosen, test),
+            spec.train_split: _per_query(
+                train_ids, train_adaptive, train_modes, train_chosen, train_rewards, train
+            ),
+            spec.split: _per_query(test_ids, test_adaptive, test_modes, test_chosen, test_rewards, test),
         },
     }
     return result, _regret_plot(regret)
+
+
+def run_seeds(
+    spec: AdaptiveRun, seeds: list[int], settings: Settings, console: Console
+) -> tuple[dict, bytes]:
+    """`run` once per seed (the selector seeded with it), each run's result kept whole, and the
+    figures over the seeds (`over_seeds`); the regret plot is the first seed's."""
+    runs, plot = {}, b""
+    for seed in seeds:
+        runs[str(seed)], png = run(replace(spec, seed=seed), settings, console)
+        plot = plot or png
+    return {"seeds": list(seeds), "over_seeds": over_seeds(list(runs.values())), "runs": runs}, plot
 
 
 def _complete(query_id: str, final) -> None:
@@ -256,27 +316,7 @@ def _outcome(retrieval_id: str, ranked: list[str], relevant: set[str]):
     )
 
 
-def fixed_plans(per_arm: dict[str, dict[str, list[str]]], fusion_k: float) -> dict[str, dict[str, list[str]]]:
-    """Every non-empty set of arms as a fixed plan ("dense+lexical"): per query, its arms'
-    rankings fused by RRF with equal weights, as the service fuses a request naming those arms."""
-    arms = sorted(per_arm)
-    queries = list(per_arm[arms[0]])
-    plans = {}
-    for size in range(1, len(arms) + 1):
-        for chosen in itertools.combinations(arms, size):
-            plans["+".join(chosen)] = {
-                query: [
-                    item.key
-                    for item in weighted_rrf(
-                        {arm: [(doc, 0.0) for doc in per_arm[arm][query]] for arm in chosen}, k=fusion_k
-                    )
-                ][:TOP_K]
-                for query in queries
-            }
-    return plans
-
-
-def _per_query(ids, rankings, modes, chosen, dataset) -> list[dict]:
+def _per_query(ids, rankings, modes, chosen, rewards, dataset) -> list[dict]:
     scores = per_query(rankings, dataset.qrels, ids, ("ndcg@10",))
     return [
         {
@@ -284,9 +324,10 @@ def _per_query(ids, rankings, modes, chosen, dataset) -> list[dict]:
             "mode": m,
             "arms": arms,
             "ndcg@10": scores[q]["ndcg@10"],
+            "reward": round(reward, 4),
             "top10": rankings[q][:USED_TOP],
         }
-        for q, m, arms in zip(ids, modes, chosen, strict=True)
+        for q, m, arms, reward in zip(ids, modes, chosen, rewards, strict=True)
     ]
 
 

@@ -4,6 +4,7 @@ set of arms fused), and every query's mode, arms and ranking are recorded."""
 
 import json
 
+import numpy as np
 import pytest
 from rich.console import Console
 from sounding.settings.config import ModelsSettings, Settings
@@ -53,9 +54,12 @@ def test_the_adaptive_harness_measures_regret_against_every_fixed_plan(tmp_path,
     # Three train outcomes are too few to fit a query adapter: the refusal is recorded.
     assert result["query_adapter"]["deployed"] is False
     assert "needs at least 50 observed retrievals" in result["query_adapter"]["refused"]
-    assert set(result["fixed_plans_test_ndcg@10"]) == {"dense", "lexical", "dense+lexical"}
+    fixed = result["fixed_plans_test"]
+    assert set(fixed) == {"dense", "lexical", "dense+lexical"}
+    for plan in fixed.values():  # one relevant document each: the reward is nDCG@10 less at most 0.2
+        assert plan["ndcg@10"] - 0.2 - 1e-4 <= plan["mean_reward"] <= plan["ndcg@10"] + 1e-4
     regret = result["regret"]
-    assert regret["best_fixed_plan"] in result["fixed_plans_test_ndcg@10"]
+    assert regret["best_fixed_plan"] in fixed
     assert (regret["first_query"], len(regret["cumulative"])) == (2, 2)
     train, test = result["per_query"]["train"], result["per_query"]["test"]
     assert [q["query_id"] for q in train] == list(TRAIN) and [q["query_id"] for q in test] == list(TEST)
@@ -64,7 +68,16 @@ def test_the_adaptive_harness_measures_regret_against_every_fixed_plan(tmp_path,
     for query in test:  # each query's own ranking scores it: the relevant document first scores 1
         relevant = TEST[query["query_id"]][1]
         assert (query["ndcg@10"] == 1.0) == (query["top10"][0] == relevant)
-    best = result["comparisons"]["best_fixed_plan"]
-    assert result["comparisons"]["adaptive_minus_best_fixed_plan_ndcg"] == pytest.approx(
-        result["systems"]["adaptive"]["ndcg@10"] - result["fixed_plans_test_ndcg@10"][best], abs=1e-4
+    comparisons, adaptive_system = result["comparisons"], result["systems"]["adaptive"]
+    best = comparisons["best_fixed_plan"]
+    assert comparisons["adaptive_minus_best_fixed_plan_ndcg"] == pytest.approx(
+        adaptive_system["ndcg@10"] - fixed[best]["ndcg@10"], abs=1e-4
     )
+    # The §5.4 reward: adaptive's is the mean of its queries'; each plan's is the selector's.
+    assert adaptive_system["mean_reward"] == pytest.approx(np.mean([q["reward"] for q in test]), abs=1e-4)
+    by_reward = comparisons["best_fixed_plan_by_reward"]
+    assert fixed[by_reward]["mean_reward"] == max(plan["mean_reward"] for plan in fixed.values())
+    assert comparisons["adaptive_minus_best_fixed_plan_reward"] == pytest.approx(
+        adaptive_system["mean_reward"] - fixed[by_reward]["mean_reward"], abs=1e-4
+    )
+    assert result["systems"]["dense"]["mean_reward"] == fixed["dense"]["mean_reward"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -63,6 +64,9 @@ def eval_retrieval(
     ),
     train_limit: int = typer.Option(None, help="adaptive mode: only the first N train queries"),
     test_limit: int = typer.Option(None, help="adaptive mode: only the first N test queries"),
+    seeds: list[int] = typer.Option(
+        [0], "--seed", help="adaptive mode: the selector's seed; repeat the option to run once per seed"
+    ),
     background_load: float = typer.Option(
         0.0, min=0.0, max=0.95, help="keep one core busy this share of the time while the queries run"
     ),
@@ -87,9 +91,14 @@ def eval_retrieval(
         from sounding_bench import adaptive
 
         spec = adaptive.AdaptiveRun(data, train_split, split, train_limit=train_limit, test_limit=test_limit)
-        result, plot = adaptive.run(spec, settings, console)
-        write_result(result, out, settings, plot=plot)
-        console.print_json(json.dumps({"systems": result["systems"], "comparisons": result["comparisons"]}))
+        if len(seeds) > 1:
+            result, plot = adaptive.run_seeds(spec, seeds, settings, console)
+            summary = result["over_seeds"]
+        else:
+            result, plot = adaptive.run(replace(spec, seed=seeds[0]), settings, console)
+            summary = {"systems": result["systems"], "comparisons": result["comparisons"]}
+        write_result(result, out, settings, seed=seeds[0] if len(seeds) == 1 else None, plot=plot)
+        console.print_json(json.dumps(summary))
         console.print(f"written to {out} and {out.with_suffix('.png')}")
         return
     from sounding_bench import retrieval

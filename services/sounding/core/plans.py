@@ -2,8 +2,9 @@
 bandit choosing among sets of arms rather than thresholding each arm's own score).
 
 A plan is named by its arms, sorted and joined with "+" ("dense+lexical"). Its reward for an
-observed retrieval is §5.4's reward of its fused ranking (weighted RRF, equal weights, as fixed
-plans are fused):
+observed retrieval is §5.4's reward of its fused ranking, fused with equal weights as the
+retrieval itself was (`core.fusion`): min-max over the arms' scores where the retrieval fused
+that way and logged them, else RRF:
 
 - contribution: nDCG@`REWARD_DEPTH` of the fused documents against those the agent needed (the
   ones it used and the ones it reported missing), binary gains; 0 when it named none;
@@ -30,7 +31,7 @@ from sounding.core.fusion import DEFAULT_RRF_K
 
 SEPARATOR = "+"
 REWARD_DEPTH = 10
-# Retrievals × plans × documents held at once while rewarding plans (about 8 bytes each).
+# Retrievals × plans × documents held at once while rewarding plans (in a few arrays of 8 bytes each).
 CHUNK_CELLS = 4_000_000
 
 
@@ -71,14 +72,18 @@ class FusedTops(NamedTuple):
 class PlanInputs(NamedTuple):
     """What one observed retrieval says about its plans: each arm's documents (best first; a
     document repeated by an arm counts at its first rank), each arm's cost (its keys are the arms
-    that ran), the documents the agent needed, its feedback, and (if known already) `fused_tops`
-    of its rankings, which then stand for the rankings (they may be left empty)."""
+    that ran), the documents the agent needed, its feedback, (if known already) `fused_tops` of its
+    rankings, which then stand for the rankings (they may be left empty), and the arms' scores
+    if its plans fuse by min-max."""
 
     rankings: Mapping[str, Sequence[str]]
     costs_ms: Mapping[str, float]
     needed: AbstractSet[str]
     feedback: str
     tops: FusedTops | None = None
+    # Each arm's scores of its ranking, in the same order, where the retrieval fused by min-max
+    # (its plans are then fused so); None: by RRF.
+    scores: Mapping[str, Sequence[float]] | None = None
 
 
 def plan_rewards(
@@ -88,9 +93,12 @@ def plan_rewards(
     feedback: str,
     rrf_k: float = DEFAULT_RRF_K,
     depth: int = REWARD_DEPTH,
+    scores: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, float]:
     """The reward of every plan made of the arms in `rankings` (`PlanInputs` says what each is)."""
-    return plan_rewards_many([PlanInputs(rankings, costs_ms, needed, feedback)], rrf_k, depth)[0]
+    return plan_rewards_many([PlanInputs(rankings, costs_ms, needed, feedback, scores=scores)], rrf_k, depth)[
+        0
+    ]
 
 
 def plan_rewards_many(
@@ -102,7 +110,16 @@ def plan_rewards_many(
     for arms, members in _groups([r.costs_ms for r in retrievals]).items():
         missing = [i for i in members if retrievals[i].tops is None]
         computed = dict(
-            zip(missing, fused_tops([retrievals[i].rankings for i in missing], rrf_k, depth), strict=True)
+            zip(
+                missing,
+                fused_tops(
+                    [retrievals[i].rankings for i in missing],
+                    rrf_k,
+                    depth,
+                    [retrievals[i].scores for i in missing],
+                ),
+                strict=True,
+            )
         )
         group = [retrievals[i] for i in members]
         tops = [r.tops if r.tops is not None else computed[i] for i, r in zip(members, group, strict=True)]
@@ -112,12 +129,20 @@ def plan_rewards_many(
 
 
 def fused_tops(
-    rankings: Sequence[Mapping[str, Sequence[str]]], rrf_k: float = DEFAULT_RRF_K, depth: int = REWARD_DEPTH
+    rankings: Sequence[Mapping[str, Sequence[str]]],
+    rrf_k: float = DEFAULT_RRF_K,
+    depth: int = REWARD_DEPTH,
+    scores: Sequence[Mapping[str, Sequence[float]] | None] | None = None,
 ) -> list[FusedTops]:
-    """`FusedTops` of each retrieval's rankings (a plan fuses its arms' rankings by RRF with
-    equal weights, ties in id order), in array operations over the retrievals that ran the same
-    arms, as many at a time as keep their fused rankings (retrievals × documents × plans) within
-    `CHUNK_CELLS`. A retrieval that ran no arm has no documents and no plans."""
+    """`FusedTops` of each retrieval's rankings: a plan fuses its arms' rankings with equal
+    weights as `core.fusion` does, by min-max over the retrieval's `scores` where it has them
+    (each arm's, in its ranking's order), else by RRF; ties go to the best rank any of the plan's
+    arms gave, then to id order. Computed in array operations over the retrievals that ran the
+    same arms, as many at a time as keep their fused rankings (retrievals × documents × plans)
+    within `CHUNK_CELLS`. A retrieval that ran no arm has no documents and no plans."""
+    scores = [None] * len(rankings) if scores is None else scores
+    if len(scores) != len(rankings):
+        raise ValueError("scores must be given for every retrieval (None for those fused by RRF)")
     results: list[FusedTops] = [FusedTops([], np.zeros((0, depth), np.int32)) for _ in rankings]
     for arms, members in _groups(rankings).items():
         widest = max(sum(len(rankings[i][arm]) for arm in arms) for i in members)
@@ -125,7 +150,9 @@ def fused_tops(
         for start in range(0, len(members), chunk):
             part = members[start : start + chunk]
             for index, tops in zip(
-                part, _group_tops(arms, [rankings[i] for i in part], rrf_k, depth), strict=True
+                part,
+                _group_tops(arms, [rankings[i] for i in part], [scores[i] for i in part], rrf_k, depth),
+                strict=True,
             ):
                 results[index] = tops
     return results
@@ -142,9 +169,13 @@ def _groups(by_arm: Sequence[Mapping[str, object]]) -> dict[tuple[str, ...], lis
 
 
 def _group_tops(
-    arms: tuple[str, ...], rankings: Sequence[Mapping[str, Sequence[str]]], rrf_k: float, depth: int
+    arms: tuple[str, ...],
+    rankings: Sequence[Mapping[str, Sequence[str]]],
+    scores: Sequence[Mapping[str, Sequence[float]] | None],
+    rrf_k: float,
+    depth: int,
 ) -> list[FusedTops]:
-    _, masks = _plan_masks(arms)
+    names, masks = _plan_masks(arms)
     count, arm_count = len(rankings), len(arms)
     # The arms' rankings, retrieval-major, flattened; documents coded in id order.
     flat_rankings = [r[arm] for r in rankings for arm in arms]
@@ -154,32 +185,70 @@ def _group_tops(
     code = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
     codes = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat))
     ranking_of = np.repeat(np.arange(len(flat_rankings)), lengths)
+    normalised = _min_max_normalised(arms, rankings, scores, lengths)
     # A document repeated by an arm counts at its first rank; ranks count first occurrences only.
     first = np.zeros(len(flat), dtype=bool)
     first[np.unique(ranking_of * len(vocabulary) + codes, return_index=True)[1]] = True
     counted_so_far = np.cumsum(first)
     before = np.concatenate([[0], counted_so_far])[np.cumsum(lengths) - lengths]
     rank = (counted_so_far - np.repeat(before, lengths))[first]
-    ranking_of, codes = ranking_of[first], codes[first]
+    ranking_of, codes, normalised = ranking_of[first], codes[first], normalised[first]
     retrieval_of, arm_of = ranking_of // arm_count, ranking_of % arm_count
-    # Each retrieval's documents are its columns, in id order (ties keep that order), padded with
-    # zero columns (never in a top: only positive scores are).
+    # Each retrieval's documents are its columns, in id order, padded with columns no arm ranked.
     keys = retrieval_of * len(vocabulary) + codes
     columns, column_of = np.unique(keys, return_inverse=True)
     starts = np.searchsorted(columns, np.arange(count) * len(vocabulary))
     ends = np.append(starts[1:], len(columns))
     width = int((ends - starts).max(initial=0))
-    reciprocal = np.zeros((count, width, arm_count))  # 1 / (k + rank of a document in an arm)
-    reciprocal[retrieval_of, column_of - starts[retrieval_of], arm_of] = 1 / (rrf_k + rank)
-    fused = reciprocal @ masks  # retrievals × documents × plans
-    top = np.argsort(-fused, axis=1, kind="stable")[:, :depth]
-    top = np.where(np.take_along_axis(fused, top, axis=1) > 0, top, -1).transpose(0, 2, 1)
+    cell = (retrieval_of, column_of - starts[retrieval_of], arm_of)
+    # A document's share of each arm's vote: its min-max normalised score, or 1 / (k + rank).
+    share = np.zeros((count, width, arm_count))
+    share[cell] = np.where(np.isnan(normalised), 1 / (rrf_k + rank), normalised)
+    ranks = np.full((count, width, arm_count), np.inf)
+    ranks[cell] = rank
+    fused = share @ masks  # retrievals × documents × plans (a plan's mean, times its size)
+    best_rank = np.stack([ranks[:, :, masks[:, p] > 0].min(axis=2) for p in range(len(names))], axis=2)
+    ranked = np.isfinite(best_rank)
+    # Best first: fused score, then best rank, then id order (lexsort is stable).
+    order = np.lexsort((best_rank.transpose(0, 2, 1), -fused.transpose(0, 2, 1)), axis=-1)[:, :, :depth]
+    top = np.where(np.take_along_axis(ranked.transpose(0, 2, 1), order, axis=2), order, -1)
     top = np.pad(top, ((0, 0), (0, 0), (0, depth - top.shape[2])), constant_values=-1).astype(np.int32)
     documents = [vocabulary[c] for c in (columns % len(vocabulary)).tolist()]
     return [
         FusedTops(documents[start:end], top[r])
         for r, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
     ]
+
+
+def _min_max_normalised(
+    arms: tuple[str, ...],
+    rankings: Sequence[Mapping[str, Sequence[str]]],
+    scores: Sequence[Mapping[str, Sequence[float]] | None],
+    lengths: np.ndarray,
+) -> np.ndarray:
+    """Each flattened ranking entry's score min-max normalised over its arm's ranking (1 where
+    the arm's scores are all equal), NaN for retrievals without scores."""
+    flat_scores = []
+    for ranking, scored in zip(rankings, scores, strict=True):
+        for arm in arms:
+            if scored is None:
+                flat_scores.append(np.full(len(ranking[arm]), np.nan))
+                continue
+            values = np.asarray(scored.get(arm, ()), dtype=float)
+            if len(values) != len(ranking[arm]) or not np.isfinite(values).all():
+                raise ValueError(f"arm {arm!r} needs a finite score for each document it ranked")
+            flat_scores.append(values)
+    values = np.concatenate(flat_scores) if flat_scores else np.zeros(0)
+    nonempty = lengths > 0
+    low = np.full(len(lengths), np.nan)
+    high = np.full(len(lengths), np.nan)
+    segment_starts = (np.cumsum(lengths) - lengths)[nonempty]
+    if len(values):
+        low[nonempty] = np.minimum.reduceat(values, segment_starts)
+        high[nonempty] = np.maximum.reduceat(values, segment_starts)
+    low, span = np.repeat(low, lengths), np.repeat(high - low, lengths)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(span > 0, (values - low) / span, np.where(np.isnan(values), np.nan, 1.0))
 
 
 def _rewards(

@@ -11,6 +11,7 @@ import numpy as np
 
 from sounding.core.bandit import FEEDBACK_BONUS, contribution
 from sounding.core.bandit import rewards as batch_rewards
+from sounding.core.fusion import MIN_MAX
 from sounding.core.plans import FusedTops, PlanInputs, plan_rewards_many
 from sounding.learning.protocol import RetrievalOutcome
 from sounding.store.learning import ObservationRecord, RetrievalRecord
@@ -49,16 +50,25 @@ def rankings(record: RetrievalRecord) -> dict[str, list[str]]:
     return {arm: ran["document_ids"] for arm, ran in record.arms.items()}
 
 
+def fusion_scores(record: RetrievalRecord) -> dict[str, list[float]] | None:
+    """The arms' scores its plans are fused by (`core.plans`): those it logged, if it was fused
+    by min-max and logged every arm's; None (RRF) otherwise."""
+    if record.fusion == MIN_MAX and all(arm in record.arm_scores for arm in record.arms):
+        return record.arm_scores
+    return None
+
+
 def plan_inputs(record: RetrievalRecord, outcome: Mapping, tops: FusedTops | None = None) -> PlanInputs:
     """What the retrieval's plans are rewarded on: the arms' rankings (or `tops`, their
-    `fused_tops`, if known) and costs, the documents the agent used or reported missing, its
-    feedback; `outcome` as `logged_outcome` writes it."""
+    `fused_tops`, if known), their scores if it fused by min-max, and costs, the documents the
+    agent used or reported missing, its feedback; `outcome` as `logged_outcome` writes it."""
     return PlanInputs(
         rankings(record) if tops is None else {},
         {arm: ran["cost_ms"] for arm, ran in record.arms.items()},
         {*outcome["used_document_ids"], *outcome.get("missed_document_ids", ())},
         outcome["feedback"],
         tops,
+        fusion_scores(record),
     )
 
 

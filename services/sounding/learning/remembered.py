@@ -18,7 +18,7 @@ import logging
 from collections import OrderedDict
 
 from sounding.core.plans import FusedTops, fused_tops
-from sounding.learning.outcomes import rankings
+from sounding.learning.outcomes import fusion_scores, rankings
 from sounding.store.learning import LearningLog, RetrievalRecord
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,9 @@ class RememberedRetrievals:
         self._flush_now.clear()
         while self._unwritten:
             batch, self._unwritten = self._unwritten, []
-            tops = await asyncio.to_thread(fused_tops, [rankings(r) for r in batch])
+            tops = await asyncio.to_thread(
+                fused_tops, [rankings(r) for r in batch], scores=[fusion_scores(r) for r in batch]
+            )
             self._tops.update(
                 (r.retrieval_id, t)
                 for r, t in zip(batch, tops, strict=True)

@@ -287,6 +287,7 @@ class RetrievalService:
                     for arm, result in run.landed.items()
                 },
                 arm_scores={arm: [h.score for h in result.hits] for arm, result in run.landed.items()},
+                fusion=run.fusion.method,
                 stated_miss_rate=measured.signals.miss_rate(),
                 stated_confidence=stated_confidence(confidence),
                 expansions=tuple(measured.loop.steps),

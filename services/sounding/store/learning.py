@@ -75,6 +75,9 @@ class RetrievalRecord:
     create_time_us: int = 0
     # Each arm's scores of its `document_ids`, in the same order (empty in rows logged before).
     arm_scores: dict[str, list[float]] = field(default_factory=dict)
+    # How the arms' rankings were fused (`core.fusion`'s method names; rows logged before it
+    # was kept were fused by RRF).
+    fusion: str = "rrf"
 
     def row(self) -> dict:
         return {
@@ -97,6 +100,7 @@ class RetrievalRecord:
                 for step in self.expansions
             ],
             "arm_scores": [{"arm": arm, "scores": list(scores)} for arm, scores in self.arm_scores.items()],
+            "fusion": self.fusion,
         }
 
     @classmethod
@@ -117,6 +121,7 @@ class RetrievalRecord:
             ),
             create_time_us=row["create_time_us"],
             arm_scores={ran["arm"]: ran["scores"] for ran in row.get("arm_scores") or ()},
+            fusion=row.get("fusion") or "rrf",
         )
 
 

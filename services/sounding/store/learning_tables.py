@@ -59,6 +59,9 @@ RETRIEVALS_SCHEMA = pa.schema(
         ("expansions", pa.list_(EXPANSION_STEP)),
         # Each arm's scores, beside `arms` (null in rows logged before they were kept).
         ("arm_scores", pa.list_(ARM_SCORES)),
+        # How its arms' rankings were fused (`core.fusion`: "min_max", "rrf"; null in rows
+        # logged before it was kept, which were fused by RRF).
+        ("fusion", pa.string()),
     ]
 )
 

@@ -50,13 +50,6 @@ def test_regret_is_summed_from_the_first_query_after_the_cold_start():
     assert (regret["first_query"], regret["cumulative"]) == (2, [0.0, 1.0, 1.0])
 
 
-def test_fixed_plans_fuse_every_set_of_arms_as_the_service_does():
-    from sounding_bench.adaptive import fixed_plans
-
-    plans = fixed_plans({"a": {"q": ["x", "y"]}, "b": {"q": ["y", "z"]}}, fusion_k=60.0)
-    assert plans == {"a": {"q": ["x", "y"]}, "b": {"q": ["y", "z"]}, "a+b": {"q": ["y", "x", "z"]}}
-
-
 def test_regret_is_against_the_best_fixed_plan_in_hindsight():
     from sounding_bench.adaptive import _regret
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from sounding.core.bandit import FEEDBACK_BONUS, rewards
-from sounding.core.fusion import weighted_rrf
+from sounding.core.fusion import min_max_fusion, weighted_rrf
 from sounding.core.plans import (
     PlanInputs,
     fused_tops,
@@ -60,23 +60,84 @@ def test_a_plan_reward_counts_a_document_repeated_by_an_arm_at_its_first_rank():
     assert plan_rewards({}, {}, {"d1"}, "") == {}
 
 
-def test_plan_rewards_rank_as_the_services_fusion_does():
+def random_retrieval(rng, arms, pool=60, size=30):
+    rankings = {a: [f"d{i}" for i in rng.permutation(pool)[:size]] for a in arms}
+    # Descending scores with gaps of every size, so min-max and RRF rank differently.
+    scores = {a: sorted(rng.exponential(1.0, size=size).tolist(), reverse=True) for a in arms}
+    costs = {a: float(rng.uniform(0, 2000)) for a in arms}
+    needed = {f"d{i}" for i in rng.permutation(pool)[:4]}
+    return rankings, scores, costs, needed
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "min_max"])
+def test_plan_rewards_rank_as_the_services_fusion_does(fusion):
     rng = np.random.default_rng(11)
     arms = ["dense", "lexical", "hyde", "grounded"]
     for _ in range(20):
-        rankings = {a: [f"d{i}" for i in rng.permutation(60)[:30]] for a in arms}
-        costs = {a: float(rng.uniform(0, 2000)) for a in arms}
-        needed = {f"d{i}" for i in rng.permutation(60)[:4]}
-        rewarded = plan_rewards(rankings, costs, needed, "")
+        rankings, scores, costs, needed = random_retrieval(rng, arms)
+        rewarded = plan_rewards(rankings, costs, needed, "", scores=scores if fusion == "min_max" else None)
         for plan in plans(arms):
             members = plan_arms(plan)
-            fused = weighted_rrf({a: [(d, 0.0) for d in rankings[a]] for a in members}, limit=10)
+            if fusion == "min_max":
+                fused = min_max_fusion(
+                    {a: list(zip(rankings[a], scores[a], strict=True)) for a in members}, limit=10
+                )
+            else:
+                fused = weighted_rrf({a: [(d, 0.0) for d in rankings[a]] for a in members}, limit=10)
             expected = rewards(
                 ranked_contribution([f.key for f in fused], needed),
                 FEEDBACK_BONUS[""],
                 max(costs[a] for a in members),
             )
             assert rewarded[plan] == pytest.approx(expected)
+
+
+def test_plans_of_a_min_max_retrieval_are_rewarded_on_its_scores_not_its_ranks():
+    # d1 is dense's first, far above its others; d2 is second in dense and last in lexical, both
+    # barely above those arms' lowest scores. RRF sees two good ranks for d2; min-max sees d2 at
+    # about 0.01 and d1 at 1 (level with lexical's first, d3, and ahead of it by id).
+    rankings = {"dense": ["d1", "d2", "d5"], "lexical": ["d3", "d4", "d2"]}
+    scores = {"dense": [10.0, 1.1, 1.0], "lexical": [5.0, 4.9, 1.0]}
+    costs = {"dense": 0.0, "lexical": 0.0}
+    by_rrf = plan_rewards(rankings, costs, {"d1"}, "", depth=1)
+    by_scores = plan_rewards(rankings, costs, {"d1"}, "", depth=1, scores=scores)
+    assert by_rrf["dense+lexical"] == 0.0  # d2: 1/62 + 1/63 > d1: 1/61
+    assert by_scores["dense+lexical"] == 1.0
+
+
+def test_min_max_ties_go_to_the_best_rank_then_to_id_order():
+    # Equal scores normalise to 1 each: the arm's own order decides, not the ids.
+    (tops,) = fused_tops([{"lexical": ["d3", "d1", "d2"]}], depth=3, scores=[{"lexical": [2.0, 2.0, 2.0]}])
+    assert [tops.documents[i] for i in tops.top[0]] == ["d3", "d1", "d2"]
+    # Two arms each giving its own document 1: both rank 1, so id order.
+    (tops,) = fused_tops(
+        [{"dense": ["d9", "d1"], "lexical": ["d5", "d1"]}],
+        depth=2,
+        scores=[{"dense": [1.0, 0.0], "lexical": [3.0, 0.0]}],
+    )
+    assert [tops.documents[i] for i in tops.top[2]] == ["d5", "d9"]
+
+
+def test_min_max_and_rrf_retrievals_rewarded_together_equal_each_alone():
+    rng = np.random.default_rng(3)
+    arms = ["dense", "lexical"]
+    retrievals = []
+    for index in range(30):
+        rankings, scores, costs, needed = random_retrieval(rng, arms, size=int(rng.integers(0, 12)))
+        retrievals.append(PlanInputs(rankings, costs, needed, "", scores=scores if index % 2 else None))
+    together = plan_rewards_many(retrievals)
+    assert together == [pytest.approx(plan_rewards_many([r])[0]) for r in retrievals]
+    # The scores matter: without them the min-max retrievals are rewarded otherwise.
+    assert together != plan_rewards_many([r._replace(scores=None) for r in retrievals])
+
+
+def test_scores_must_cover_each_ranked_document():
+    with pytest.raises(ValueError, match="dense"):
+        fused_tops([{"dense": ["d1", "d2"]}], scores=[{"dense": [1.0]}])
+    with pytest.raises(ValueError, match="dense"):
+        fused_tops([{"dense": ["d1"]}], scores=[{"dense": [float("nan")]}])
+    with pytest.raises(ValueError, match="every retrieval"):
+        fused_tops([{"dense": ["d1"]}], scores=[])
 
 
 def test_rewards_computed_together_equal_each_computed_alone():

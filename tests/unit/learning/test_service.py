@@ -7,7 +7,7 @@ import pytest
 from sounding.core import plans
 from sounding.core.expansion_gate import ExpansionStep
 from sounding.learning import features
-from sounding.learning.outcomes import rewards
+from sounding.learning.outcomes import plan_inputs, rewards
 from sounding.learning.protocol import RetrievalOutcome
 from sounding.learning.service import LearningConfig, LearningService
 from sounding.store.learning import RetrievalRecord
@@ -135,6 +135,40 @@ def test_the_selector_learns_every_plan_of_the_arms_that_ran_from_its_fused_rank
     assert scores["dense"].mean == pytest.approx(0.5 / ideal)
     assert scores["lexical"].mean == pytest.approx(0.5 * (1 / ideal - 0.2))
     assert scores["dense+lexical"].mean == pytest.approx(0.5 * (1 - 0.2))
+
+
+def test_plans_of_a_retrieval_fused_by_min_max_are_rewarded_on_its_logged_scores():
+    # RRF ranks d1 first (second in dense, third in lexical) and the needed d3 third; min-max
+    # ranks d2 and d3 first (each its arm's top, d2 by id) and d1 third (0.999 + 0), so d3 second.
+    scored = replace(
+        record("r1", dense_found=("d2", "d1", "d4"), lexical_found=("d3", "d5", "d1")),
+        arm_scores={"dense": [10.0, 9.99, 0.0], "lexical": [3.0, 2.0, 0.0]},
+    )
+    rankings = {arm: ran["document_ids"] for arm, ran in scored.arms.items()}
+    costs = {"dense": 0.0, "lexical": 1000.0}
+
+    def learned(fusion: str) -> dict[str, float]:
+        log = MemoryLog()
+
+        async def run():
+            learning = service(log)
+            learning.remember(replace(scored, fusion=fusion))
+            await learning.observe([RetrievalOutcome("r1", ("d3",))])
+
+        asyncio.run(run())
+        return log.observation_rows[0].plan_rewards
+
+    by_scores, by_ranks = learned("min_max"), learned("rrf")
+    expected_by_scores = plans.plan_rewards(rankings, costs, {"d3"}, "", scores=scored.arm_scores)
+    assert by_scores == pytest.approx(expected_by_scores)
+    assert by_ranks == pytest.approx(plans.plan_rewards(rankings, costs, {"d3"}, ""))
+    assert by_scores["dense+lexical"] == pytest.approx(1 / np.log2(3) - 0.2)
+    assert by_ranks["dense+lexical"] == pytest.approx(0.5 - 0.2)
+    # Read back from the log (no fused tops kept), the same rewards.
+    logged = {"used_document_ids": ["d3"], "feedback": ""}
+    assert plans.plan_rewards_many([plan_inputs(replace(scored, fusion="min_max"), logged)])[
+        0
+    ] == pytest.approx(expected_by_scores)
 
 
 def test_an_unknown_retrieval_is_reported_and_the_others_are_recorded():
@@ -330,9 +364,9 @@ def test_a_written_retrieval_is_rewarded_from_its_fused_rankings_without_ranking
     ranked: list[int] = []
     original = plans.fused_tops
 
-    def counted(rankings, *args):
+    def counted(rankings, *args, **kwargs):
         ranked.append(len(rankings))
-        return original(rankings, *args)
+        return original(rankings, *args, **kwargs)
 
     monkeypatch.setattr(plans, "fused_tops", counted)
 

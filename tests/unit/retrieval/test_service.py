@@ -366,6 +366,7 @@ def test_with_an_adapter_a_request_naming_no_fusion_gets_the_one_validated_with_
         assert events[0].fusion == (fusion or (validated if learned_ranking else MIN_MAX))
         remembered = tenant.learning.remembered.unwritten[-1]
         assert remembered.arm_scores == {arm: [s for _, s in hits] for arm, hits in scored.items()}
+        assert remembered.fusion == events[0].fusion
         return [h.document_id for h in events[-1].hits]
 
     assert final() == fused[validated]

@@ -169,7 +169,7 @@ def test_a_legacy_log_opens_with_typed_columns_and_every_record_intact(tmp_path)
     assert sorted(records) == ["r0", "r1", "r2"]
     r1 = records["r1"]
     assert r1.query_index == 1 and r1.stated_miss_rate is None and r1.expansions == ()
-    assert r1.arm_scores == {}
+    assert r1.arm_scores == {} and r1.fusion == "rrf"
     assert r1.arms == {
         "dense": {"document_ids": ["d1", "d2"], "latency_ms": 12.5, "cost_ms": 12.5, "exploration": False},
         "lexical": {"document_ids": ["d3"], "latency_ms": 3.0, "cost_ms": 4.0, "exploration": True},
@@ -220,7 +220,7 @@ def test_a_log_round_trips_its_typed_values(tmp_path):
     assert observation.outcome["agent_success"] is True and observation.rewards == {"dense": 1.0}
 
 
-def test_a_retrieval_round_trips_its_expansion_steps_and_arm_scores(tmp_path):
+def test_a_retrieval_round_trips_its_expansion_steps_arm_scores_and_fusion(tmp_path):
     from sounding.core.expansion_gate import ExpansionStep
     from sounding.store.learning import RetrievalRecord
 
@@ -241,6 +241,7 @@ def test_a_retrieval_round_trips_its_expansion_steps_and_arm_scores(tmp_path):
                     arms=arms,
                     expansions=expansions,
                     arm_scores={"dense": [0.75]} if expansions else {},
+                    fusion="min_max" if expansions else "rrf",
                 )
                 for name, expansions in (("r", steps), ("none", ()))
             ]
@@ -250,3 +251,4 @@ def test_a_retrieval_round_trips_its_expansion_steps_and_arm_scores(tmp_path):
     records = asyncio.run(run())
     assert records["r"].expansions == steps and records["none"].expansions == ()
     assert records["r"].arm_scores == {"dense": [0.75]} and records["none"].arm_scores == {}
+    assert records["r"].fusion == "min_max" and records["none"].fusion == "rrf"
