@@ -131,7 +131,7 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
                     if isinstance(event, Plan):
                         fusions[query_id] = event.fusion
                     elif isinstance(event, StrategyResult):
-                        per_arm[event.arm][query_id] = scored_hits(query_id, event.hits)
+                        per_arm[event.arm][query_id] = scored_hits(event.hits)
                         arm_latency[event.arm].append(event.latency_ms)
                         arm_cost[event.arm][query_id] = event.cost_ms
                     elif isinstance(event, Final):
@@ -156,7 +156,7 @@ def run(spec: AdaptiveRun, settings: Settings, console: Console) -> tuple[dict, 
                         if isinstance(event, Plan):
                             plan = event
                         elif isinstance(event, StrategyResult):
-                            ran[event.arm] = scored_hits(query_id, event.hits)
+                            ran[event.arm] = scored_hits(event.hits)
                             costs[event.arm] = event.cost_ms
                         elif isinstance(event, Final):
                             final = event

@@ -11,6 +11,8 @@ import numpy as np
 from sounding.core.fusion import MIN_MAX, Fusion
 from sounding.core.plans import PlanInputs, plan_rewards_many, plans
 
+from sounding_bench.metrics import without_self
+
 # An arm set is affordable when each of its arms' mean cost per query is below this.
 AFFORDABLE_ARM_MS = 1000.0
 
@@ -30,13 +32,13 @@ class ArmsPass:
     fusions: dict[str, str]
 
 
-def scored_hits(query_id: str, hits) -> list[tuple[str, float]]:
-    """An arm's (document, score) ranking without the query's own id, each document at its
-    first (best) rank."""
+def scored_hits(hits) -> list[tuple[str, float]]:
+    """An arm's (document, score) ranking, each document at its first (best) rank (the query's
+    own id stays: the service fused with it)."""
     seen: set[str] = set()
     scored = []
     for hit in hits:
-        if hit.document_id != query_id and hit.document_id not in seen:
+        if hit.document_id not in seen:
             seen.add(hit.document_id)
             scored.append((hit.document_id, hit.score))
     return scored
@@ -62,16 +64,19 @@ def fixed_plans(arms_pass: ArmsPass, fusion_k: float, limit: int) -> dict[str, d
     """Every non-empty set of arms as a fixed plan ("dense+lexical"): per query, its arms'
     rankings fused with equal weights by the fusion the service used for that query's Retrieve
     (RRF with `fusion_k`, or min-max over the arms' scores), as it fuses a request naming them,
-    each cut to its first `limit` documents."""
+    then without the query's own id (`metrics.without_self`), cut to its first `limit` documents."""
     queries = list(arms_pass.fusions)
     return {
         plan: {
-            query: [
-                item.key
-                for item in Fusion(arms_pass.fusions[query], fusion_k).fuse(
-                    {arm: arms_pass.scored[arm][query] for arm in plan.split("+")}, limit=limit
-                )
-            ]
+            query: without_self(
+                query,
+                [
+                    item.key
+                    for item in Fusion(arms_pass.fusions[query], fusion_k).fuse(
+                        {arm: arms_pass.scored[arm][query] for arm in plan.split("+")}
+                    )
+                ],
+            )[:limit]
             for query in queries
         }
         for plan in plans(sorted(arms_pass.scored))

@@ -87,6 +87,8 @@ def eval_retrieval(
     Observe over the train queries and keeps learning on the test queries; the regret curve
     goes to a PNG beside the JSON."""
     settings = run_settings(address)
+    if len(set(seeds)) < len(seeds):
+        raise typer.BadParameter("each seed once", param_hint="--seed")
     if train_split:
         from sounding_bench import adaptive
 

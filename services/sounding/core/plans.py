@@ -62,8 +62,8 @@ def _plan_masks(arms: tuple[str, ...]) -> tuple[list[str], np.ndarray]:
 class FusedTops(NamedTuple):
     """What one retrieval's rankings say about its plans, whatever the outcome: its documents
     (every arm's, distinct, in id order) and, for each plan (`plans` order), the positions in
-    `documents` of the plan's fused top `depth`, best first (-1 past the documents with a positive
-    fused score)."""
+    `documents` of the plan's fused top `depth`, best first (-1 past the documents the plan's arms
+    ranked)."""
 
     documents: list[str]
     top: np.ndarray  # plans × depth
@@ -185,14 +185,15 @@ def _group_tops(
     code = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
     codes = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat))
     ranking_of = np.repeat(np.arange(len(flat_rankings)), lengths)
-    normalised = _min_max_normalised(arms, rankings, scores, lengths)
-    # A document repeated by an arm counts at its first rank; ranks count first occurrences only.
+    # A document repeated by an arm counts at its first rank, with its first score; ranks and the
+    # arm's score range count first occurrences only.
     first = np.zeros(len(flat), dtype=bool)
     first[np.unique(ranking_of * len(vocabulary) + codes, return_index=True)[1]] = True
+    normalised = _min_max_normalised(arms, rankings, scores, first, ranking_of)
     counted_so_far = np.cumsum(first)
     before = np.concatenate([[0], counted_so_far])[np.cumsum(lengths) - lengths]
     rank = (counted_so_far - np.repeat(before, lengths))[first]
-    ranking_of, codes, normalised = ranking_of[first], codes[first], normalised[first]
+    ranking_of, codes = ranking_of[first], codes[first]
     retrieval_of, arm_of = ranking_of // arm_count, ranking_of % arm_count
     # Each retrieval's documents are its columns, in id order, padded with columns no arm ranked.
     keys = retrieval_of * len(vocabulary) + codes
@@ -224,10 +225,12 @@ def _min_max_normalised(
     arms: tuple[str, ...],
     rankings: Sequence[Mapping[str, Sequence[str]]],
     scores: Sequence[Mapping[str, Sequence[float]] | None],
-    lengths: np.ndarray,
+    first: np.ndarray,
+    ranking_of: np.ndarray,
 ) -> np.ndarray:
-    """Each flattened ranking entry's score min-max normalised over its arm's ranking (1 where
-    the arm's scores are all equal), NaN for retrievals without scores."""
+    """For each first occurrence in the flattened rankings (`first`; `ranking_of` says whose
+    entry each is), its score min-max normalised over its arm's first occurrences (1 where they
+    are all equal); NaN for retrievals without scores."""
     flat_scores = []
     for ranking, scored in zip(rankings, scores, strict=True):
         for arm in arms:
@@ -238,16 +241,14 @@ def _min_max_normalised(
             if len(values) != len(ranking[arm]) or not np.isfinite(values).all():
                 raise ValueError(f"arm {arm!r} needs a finite score for each document it ranked")
             flat_scores.append(values)
-    values = np.concatenate(flat_scores) if flat_scores else np.zeros(0)
-    nonempty = lengths > 0
-    low = np.full(len(lengths), np.nan)
-    high = np.full(len(lengths), np.nan)
-    segment_starts = (np.cumsum(lengths) - lengths)[nonempty]
-    if len(values):
-        low[nonempty] = np.minimum.reduceat(values, segment_starts)
-        high[nonempty] = np.maximum.reduceat(values, segment_starts)
-    low, span = np.repeat(low, lengths), np.repeat(high - low, lengths)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    values = (np.concatenate(flat_scores) if flat_scores else np.zeros(0))[first]
+    owner = ranking_of[first]
+    low = np.full(len(flat_scores), np.inf)
+    high = np.full(len(flat_scores), -np.inf)
+    with np.errstate(invalid="ignore"):  # NaN, the unscored retrievals' entries, stays NaN
+        np.minimum.at(low, owner, values)
+        np.maximum.at(high, owner, values)
+        low, span = low[owner], high[owner] - low[owner]
         return np.where(span > 0, (values - low) / span, np.where(np.isnan(values), np.nan, 1.0))
 
 

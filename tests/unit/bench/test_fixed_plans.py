@@ -38,11 +38,25 @@ def test_fixed_plan_rewards_are_the_selectors_fused_ndcg_less_the_slowest_arms_p
     assert by_ranks["dense+lexical"] == pytest.approx([1 / np.log2(3) - 0.2])  # x second by RRF
 
 
-def test_scored_hits_leave_out_the_query_itself_and_repeats():
+def test_scored_hits_keep_each_document_once_at_its_first_rank():
     hits = [
         SimpleNamespace(document_id=d, score=s) for d, s in (("q", 9.0), ("a", 3.0), ("b", 2.0), ("a", 1.0))
     ]
-    assert scored_hits("q", hits) == [("a", 3.0), ("b", 2.0)]
+    assert scored_hits(hits) == [("q", 9.0), ("a", 3.0), ("b", 2.0)]
+
+
+def test_fixed_plans_fuse_with_the_query_itself_and_then_leave_it_out():
+    # q's own id tops dense: it stretches dense's range (so x normalises to 0.1), then goes.
+    scored = {
+        "dense": {"q": [("q", 100.0), ("x", 10.0), ("y", 0.0)]},
+        "lexical": {"q": [("y", 2.0), ("x", 0.0)]},
+    }
+    passed = ArmsPass(scored, {}, {}, {"q": "min_max"})
+    assert fixed_plans(passed, fusion_k=60.0, limit=1) == {
+        "dense": {"q": ["x"]},
+        "lexical": {"q": ["y"]},
+        "dense+lexical": {"q": ["y"]},  # y: 0 + 1; x: 0.1 + 0
+    }
 
 
 def run_result(adaptive, plans) -> dict:

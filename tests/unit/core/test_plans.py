@@ -118,6 +118,17 @@ def test_min_max_ties_go_to_the_best_rank_then_to_id_order():
     assert [tops.documents[i] for i in tops.top[2]] == ["d5", "d9"]
 
 
+def test_a_document_an_arm_repeats_counts_once_in_its_min_max_range():
+    # The repeat of x at score 1 is not a. The range of a is 3 to 2, so y normalises to 0.
+    rankings = {"a": ["x", "y", "x"], "b": ["v", "u", "t"]}
+    scores = {"a": [3.0, 2.0, 1.0], "b": [1.0, 0.4, 0.0]}
+    (tops,) = fused_tops([rankings], depth=5, scores=[scores])
+    first_only = {"a": [("x", 3.0), ("y", 2.0)], "b": list(zip(rankings["b"], scores["b"], strict=True))}
+    assert [tops.documents[i] for i in tops.top[2]] == [f.key for f in min_max_fusion(first_only)]
+    # x and v lead at 1 (v by id), u 0.4; y and t at 0, y by its better rank.
+    assert [tops.documents[i] for i in tops.top[2]] == ["v", "x", "u", "y", "t"]
+
+
 def test_min_max_and_rrf_retrievals_rewarded_together_equal_each_alone():
     rng = np.random.default_rng(3)
     arms = ["dense", "lexical"]
